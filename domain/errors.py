@@ -1,0 +1,91 @@
+"""The errors a tasktrail command raises. Every refusal appends nothing."""
+
+from __future__ import annotations
+
+
+class TasktrailError(Exception):
+    """Base class of every error tasktrail raises on purpose."""
+
+
+class Refused(TasktrailError):
+    """A command was refused; nothing was appended.
+
+    ``task_id`` names the task the command was about (``None`` for a
+    scheduler-wide command) and ``reason`` says why in words a person reads.
+    """
+
+    def __init__(self, reason: str, *, task_id: str | None = None) -> None:
+        self.task_id = task_id
+        self.reason = reason
+        where = f"task {task_id}: " if task_id is not None else ""
+        super().__init__(f"{where}{reason}")
+
+
+class RuleViolation(Refused):
+    """A command broke one of the numbered precedence rules of SPEC.md.
+
+    ``rule`` is the rule's number; the message names the rule, the task, and
+    what to do next.
+    """
+
+    def __init__(self, rule: int, reason: str, *, task_id: str | None = None) -> None:
+        self.rule = rule
+        super().__init__(f"rule {rule}: {reason}", task_id=task_id)
+
+
+class UnknownTask(Refused, KeyError):
+    """A command named a task id that no event in the store created."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__("no such task in this store", task_id=task_id)
+
+    def __str__(self) -> str:  # KeyError would quote the message otherwise
+        return Refused.__str__(self)
+
+
+class InvalidArgument(Refused, ValueError):
+    """A command argument has the wrong type or is out of range."""
+
+
+class ConflictError(TasktrailError):
+    """Another writer appended to a task first (optimistic concurrency).
+
+    Nothing of the losing command was appended. Call ``Scheduler.refresh()``
+    and decide again, or use ``Scheduler.retrying()`` which does both.
+    """
+
+    def __init__(self, task_ids: list[str], detail: str = "") -> None:
+        self.task_ids = task_ids
+        tasks = ", ".join(task_ids) or "unknown tasks"
+        more = f" ({detail})" if detail else ""
+        super().__init__(
+            f"another writer appended to {tasks} first; nothing was recorded{more}. "
+            "Refresh and decide again (Scheduler.retrying does this)."
+        )
+
+
+class StoreError(TasktrailError):
+    """The store could not be opened or read: a bad URL, a corrupt file, no server."""
+
+
+class CorruptEvent(StoreError):
+    """An event in a log could not be read; ``position`` says where."""
+
+    def __init__(self, position: int | None, message: str) -> None:
+        self.position = position
+        where = f"at position {position}" if position is not None else "in the log"
+        super().__init__(f"event {where}: {message}")
+
+
+class UnknownEventTopic(CorruptEvent):
+    """A log holds an event type this version of tasktrail does not know.
+
+    Usually the store was written by a newer tasktrail; upgrade to read it.
+    """
+
+    def __init__(self, position: int | None, topic: str) -> None:
+        self.topic = topic
+        super().__init__(
+            position,
+            f"unknown event topic {topic!r} (written by a newer tasktrail? upgrade to read it)",
+        )

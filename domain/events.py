@@ -1,0 +1,210 @@
+"""The events of a task's lifecycle (SPEC.md section 1).
+
+Events are frozen, typed, small data named in the past tense. Each carries the
+task it belongs to, ``at`` (the scheduler clock, ms since epoch) and, where a
+numbered rule produced it rather than a caller's command, that ``rule``.
+
+Each class has a stable ``topic`` (``tasktrail.<Name>``) under which it is
+stored; renaming a class or moving a module never changes what is in a log.
+Later modules (turns, runs) register their own event classes with
+:func:`register_event`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeVar
+
+Mode = Literal["run", "abort"]
+Policy = Literal["all", "failFast"]
+OutcomeStatus = Literal["completed", "failed", "faulted", "aborted", "orphaned"]
+OUTCOME_STATUSES: tuple[OutcomeStatus, ...] = (
+    "completed",
+    "failed",
+    "faulted",
+    "aborted",
+    "orphaned",
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskEvent:
+    """Base of every task event: which task, when on the scheduler clock, and why.
+
+    ``rule`` is set when a numbered rule of SPEC.md produced the event on its
+    own (a cascade mark is rule 6, a recovery is rule 9), ``None`` when the
+    event is what a caller's command asked for.
+    """
+
+    topic: ClassVar[str] = ""
+    class_version: ClassVar[int] = 1
+
+    task_id: str
+    at: float
+    rule: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskSubmitted(TaskEvent):
+    """A task was created, ``pending`` at its first phase."""
+
+    kind: str
+    version: int
+    phase: str
+    owner_id: str | None = None
+    conversation_id: str | None = None
+    project_ids: tuple[str, ...] = ()
+    trace: dict[str, str] | None = None
+    abandon_on_restart: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskReserved(TaskEvent):
+    """An invocation took the task: ``running`` in ``run`` or ``abort`` mode."""
+
+    mode: Mode
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskMigrated(TaskEvent):
+    """A newer definition's ``migrate`` took the task over at reservation."""
+
+    from_version: int
+    to_version: int
+    phase: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckpointCommitted(TaskEvent):
+    """The running task committed a checkpoint (its next phase, or the same one again)."""
+
+    phase: str
+    attempt: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemoRecorded(TaskEvent):
+    """The running task remembered a value under a name, until its outcome is decided."""
+
+    name: str
+    value: Any
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WaitStarted(TaskEvent):
+    """The task waits on other tasks, to resume at ``phase``."""
+
+    on: tuple[str, ...]
+    policy: Policy
+    phase: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SleepStarted(TaskEvent):
+    """The task sleeps until the scheduler clock reaches ``until``, to resume at ``phase``."""
+
+    until: float
+    phase: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutcomeHeld(TaskEvent):
+    """The task decided its outcome while owned tasks were live: ``completing`` (rule 5)."""
+
+    status: OutcomeStatus
+    message: str | None = None
+    detail: Any = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskEnded(TaskEvent):
+    """The task reached its outcome: ``terminal``, absorbing (rule 4)."""
+
+    status: OutcomeStatus
+    message: str | None = None
+    detail: Any = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AbortMarked(TaskEvent):
+    """An abort mark: ``reason`` ``None`` for a request, ``"restart"`` for an abandonment.
+
+    ``by`` names the owner whose cancellation cascaded to this task (rule 6).
+    """
+
+    reason: str | None = None
+    by: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskRecovered(TaskEvent):
+    """Recovery after a crash put a ``running`` task back to ``pending`` (rule 9)."""
+
+    restarts: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskStopped(TaskEvent):
+    """A close stopped the task's invocation: ``pending`` again, no restart counted (rule 10)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RestartsCleared(TaskEvent):
+    """``retry`` cleared the restart count of a parked task (rule 9)."""
+
+
+E = TypeVar("E", bound=type[TaskEvent])
+
+EVENT_TYPES: dict[str, type[TaskEvent]] = {}
+"""Every known event class by its stored topic."""
+
+_TUPLE_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
+_PAYLOAD_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
+
+
+def register_event(cls: E) -> E:
+    """Give an event class its stored topic and make it readable from a log."""
+    topic = f"tasktrail.{cls.__name__}"
+    if EVENT_TYPES.get(topic, cls) is not cls:
+        raise TypeError(f"two event classes claim the topic {topic!r}")
+    cls.topic = topic
+    EVENT_TYPES[topic] = cls
+    fields = dataclasses.fields(cls)
+    _PAYLOAD_FIELDS[cls] = tuple(f.name for f in fields if f.name != "task_id")
+    _TUPLE_FIELDS[cls] = tuple(f.name for f in fields if str(f.type).startswith("tuple"))
+    return cls
+
+
+for _cls in (
+    TaskSubmitted,
+    TaskReserved,
+    TaskMigrated,
+    CheckpointCommitted,
+    MemoRecorded,
+    WaitStarted,
+    SleepStarted,
+    OutcomeHeld,
+    TaskEnded,
+    AbortMarked,
+    TaskRecovered,
+    TaskStopped,
+    RestartsCleared,
+):
+    register_event(_cls)
+
+
+def event_payload(event: TaskEvent) -> dict[str, Any]:
+    """The stored fields of an event: all but ``task_id``, which is the stream's id."""
+    return {name: getattr(event, name) for name in _PAYLOAD_FIELDS[type(event)]}
+
+
+def event_from_payload(cls: type[TaskEvent], task_id: str, payload: dict[str, Any]) -> TaskEvent:
+    """Rebuild an event from its stored fields; unknown fields are a :class:`TypeError`."""
+    for name in _TUPLE_FIELDS[cls]:
+        value = payload.get(name)
+        if isinstance(value, list):
+            payload[name] = tuple(value)
+    return cls(task_id=task_id, **payload)

@@ -1,0 +1,210 @@
+"""``evolve``: the one fold of events into task state.
+
+The aggregate, the projections and the replay tool all apply this same
+function, so "replay equals live" holds by construction. It never reads the
+clock, the environment or storage, and never raises on a valid log; an event
+that cannot follow the state it is applied to raises :class:`InvalidTransition`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from .events import (
+    AbortMarked,
+    CheckpointCommitted,
+    MemoRecorded,
+    OutcomeHeld,
+    RestartsCleared,
+    SleepStarted,
+    TaskEnded,
+    TaskEvent,
+    TaskMigrated,
+    TaskRecovered,
+    TaskReserved,
+    TaskStopped,
+    TaskSubmitted,
+    WaitStarted,
+)
+from .state import Checkpoint, Outcome, TaskState
+
+
+class InvalidTransition(ValueError):
+    """An event cannot follow the state it was applied to: the log is not one
+    tasktrail would write (an event after a terminal one, say)."""
+
+
+Evolver = Callable[[TaskState, Any], TaskState]
+_EVOLVERS: dict[type[TaskEvent], Evolver] = {}
+F = TypeVar("F", bound=Evolver)
+
+
+def evolves(*event_types: type[TaskEvent]) -> Callable[[F], F]:
+    """Register the function that applies events of these types to a live task."""
+
+    def register(fn: F) -> F:
+        for event_type in event_types:
+            _EVOLVERS[event_type] = fn
+        return fn
+
+    return register
+
+
+def evolve(state: TaskState | None, event: TaskEvent) -> TaskState:
+    """The task's state after ``event``; ``state`` is ``None`` before its first event."""
+    if state is None:
+        if type(event) is not TaskSubmitted:
+            raise InvalidTransition(
+                f"task {event.task_id}: {type(event).__name__} before the task was submitted"
+            )
+        return _submitted(event)
+    if type(event) is TaskSubmitted:
+        raise InvalidTransition(f"task {event.task_id}: submitted twice")
+    if state.status == "terminal":
+        # Rule 4: terminal is absorbing.
+        raise InvalidTransition(
+            f"task {state.id}: {type(event).__name__} after the terminal outcome"
+        )
+    handler = _EVOLVERS.get(type(event))
+    if handler is None:
+        raise InvalidTransition(f"task {state.id}: no evolve for {type(event).__name__}")
+    next_state = handler(state, event)
+    return replace(next_state, updated_at=event.at, events=state.events + 1)
+
+
+def _submitted(event: TaskSubmitted) -> TaskState:
+    return TaskState(
+        id=event.task_id,
+        kind=event.kind,
+        version=event.version,
+        status="pending",
+        checkpoint=Checkpoint(event.phase),
+        owner_id=event.owner_id,
+        conversation_id=event.conversation_id,
+        project_ids=event.project_ids,
+        trace=event.trace,
+        abandon_on_restart=event.abandon_on_restart,
+        submitted_at=event.at,
+        updated_at=event.at,
+        events=1,
+    )
+
+
+def _require(state: TaskState, event: TaskEvent, *statuses: str) -> None:
+    if state.status not in statuses:
+        raise InvalidTransition(f"task {state.id}: {type(event).__name__} while {state.status}")
+
+
+@evolves(TaskReserved)
+def _reserved(state: TaskState, event: TaskReserved) -> TaskState:
+    _require(state, event, "pending", "waiting", "sleeping", "running")
+    return replace(state, status="running", mode=event.mode, on=(), policy=None, until=None)
+
+
+@evolves(TaskMigrated)
+def _migrated(state: TaskState, event: TaskMigrated) -> TaskState:
+    return replace(state, version=event.to_version, checkpoint=Checkpoint(event.phase))
+
+
+@evolves(CheckpointCommitted)
+def _checkpoint(state: TaskState, event: CheckpointCommitted) -> TaskState:
+    _require(state, event, "running")
+    checkpoint = Checkpoint(event.phase, event.attempt)
+    # Rule 11: a different state is progress; the same checkpoint again is not.
+    restarts = state.restarts if checkpoint == state.checkpoint else 0
+    return replace(state, checkpoint=checkpoint, restarts=restarts)
+
+
+@evolves(MemoRecorded)
+def _memo(state: TaskState, event: MemoRecorded) -> TaskState:
+    _require(state, event, "running")
+    return replace(state, memos={**state.memos, event.name: event.value})
+
+
+@evolves(WaitStarted)
+def _wait(state: TaskState, event: WaitStarted) -> TaskState:
+    _require(state, event, "running")
+    return replace(
+        state,
+        status="waiting",
+        mode=None,
+        checkpoint=Checkpoint(event.phase),
+        on=event.on,
+        policy=event.policy,
+        restarts=0,
+    )
+
+
+@evolves(SleepStarted)
+def _sleep(state: TaskState, event: SleepStarted) -> TaskState:
+    _require(state, event, "running")
+    return replace(
+        state,
+        status="sleeping",
+        mode=None,
+        checkpoint=Checkpoint(event.phase),
+        until=event.until,
+        restarts=0,
+    )
+
+
+def _outcome(event: OutcomeHeld | TaskEnded) -> Outcome:
+    return Outcome(event.status, event.message, event.detail, event.reason)
+
+
+@evolves(OutcomeHeld)
+def _held(state: TaskState, event: OutcomeHeld) -> TaskState:
+    # Rule 14: memos disappear once an outcome is decided.
+    return replace(
+        state,
+        status="completing",
+        mode=None,
+        checkpoint=None,
+        on=(),
+        policy=None,
+        until=None,
+        outcome=_outcome(event),
+        memos={},
+        restarts=0,
+    )
+
+
+@evolves(TaskEnded)
+def _ended(state: TaskState, event: TaskEnded) -> TaskState:
+    return replace(
+        state,
+        status="terminal",
+        mode=None,
+        checkpoint=None,
+        on=(),
+        policy=None,
+        until=None,
+        outcome=_outcome(event),
+        memos={},
+        restarts=0,
+    )
+
+
+@evolves(AbortMarked)
+def _abort_marked(state: TaskState, event: AbortMarked) -> TaskState:
+    # Rule 12: a mark resets restarts, which from now on count abort cut-offs.
+    return replace(state, abort_requested=True, abort_reason=event.reason, restarts=0)
+
+
+@evolves(TaskRecovered)
+def _recovered(state: TaskState, event: TaskRecovered) -> TaskState:
+    _require(state, event, "running")
+    return replace(state, status="pending", mode=None, restarts=event.restarts)
+
+
+@evolves(TaskStopped)
+def _stopped(state: TaskState, event: TaskStopped) -> TaskState:
+    _require(state, event, "running")
+    return replace(state, status="pending", mode=None)
+
+
+@evolves(RestartsCleared)
+def _restarts_cleared(state: TaskState, event: RestartsCleared) -> TaskState:
+    return replace(state, restarts=0)

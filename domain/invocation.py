@@ -1,0 +1,77 @@
+"""What a phase handler is given: the invocation that owns a running task."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .events import Mode, Policy
+from .state import TaskState
+
+if TYPE_CHECKING:
+    from .scheduler import Scheduler
+
+_MISSING: Any = object()
+
+
+class Invocation:
+    """One invocation of one task, in ``run`` or ``abort`` mode.
+
+    A phase decides through it: ``checkpoint`` the next phase, ``wait`` on
+    other tasks, ``sleep``, or ``finish`` with an outcome; it may ``submit``
+    tasks it owns and keep ``memo`` values. Each call is one scheduler
+    decision, recorded before it returns. Once the task stops running (it
+    waits, sleeps or ends) or is abort-marked during a run, the invocation has
+    ended and further decisions raise :class:`~.errors.RuleViolation`.
+    """
+
+    def __init__(self, scheduler: Scheduler, task_id: str, mode: Mode, *, resumed: bool) -> None:
+        self.scheduler = scheduler
+        self.task_id = task_id
+        self.mode = mode
+        self.resumed = resumed
+        """Whether this is the first invocation of the task since the store was opened."""
+        self.ended = False
+
+    @property
+    def task(self) -> TaskState:
+        """The task as last recorded."""
+        return self.scheduler.task(self.task_id)
+
+    @property
+    def phase(self) -> str | None:
+        """The phase the task is at."""
+        checkpoint = self.task.checkpoint
+        return checkpoint.phase if checkpoint is not None else None
+
+    def now(self) -> float:
+        """The scheduler clock, in ms since the epoch."""
+        return self.scheduler.now()
+
+    def checkpoint(self, phase: str, attempt: int | None = None) -> None:
+        """Commit the phase to run next (or the same one again, which is not progress)."""
+        self.scheduler.checkpoint(self.task_id, phase, attempt)
+
+    def memo(self, name: str, value: Any = _MISSING) -> Any:
+        """Read the memo ``name`` (``None`` if unset) or, given ``value``, record it."""
+        if value is _MISSING:
+            return self.scheduler.memo(self.task_id, name)
+        return self.scheduler.memo(self.task_id, name, value)
+
+    def wait(self, on: Sequence[str], policy: Policy = "all", then: str | None = None) -> None:
+        """Wait on tasks, resuming at ``then`` (default: the current phase)."""
+        self.scheduler.wait(self.task_id, on, policy=policy, phase=then)
+
+    def sleep(self, until: float, then: str | None = None) -> None:
+        """Sleep until the clock reaches ``until``, resuming at ``then``."""
+        self.scheduler.sleep(self.task_id, until, phase=then)
+
+    def finish(
+        self, status: str = "completed", error: Any = None, *, reason: str | None = None
+    ) -> None:
+        """Decide the outcome: ``completed``, ``failed`` or ``aborted``."""
+        self.scheduler.finish(self.task_id, status, error=error, reason=reason)  # type: ignore[arg-type]
+
+    def submit(self, kind: str, **options: Any) -> str:
+        """Submit a task this one owns; returns its id."""
+        return self.scheduler.submit(kind, owner=self.task_id, **options)

@@ -1,0 +1,134 @@
+"""A task's state as the fold of its events (SPEC.md section 1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .events import Mode, OutcomeStatus, Policy
+
+Status = Literal["pending", "running", "waiting", "sleeping", "completing", "terminal"]
+LIVE_STATUSES: frozenset[str] = frozenset(
+    {"pending", "running", "waiting", "sleeping", "completing"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Where a task resumes: the phase to run next, and an optional attempt number."""
+
+    phase: str
+    attempt: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a task ended (or will end, while ``completing``)."""
+
+    status: OutcomeStatus
+    message: str | None = None
+    detail: Any = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The outcome as plain data, leaving out what is unset."""
+        out: dict[str, Any] = {"status": self.status}
+        if self.message is not None or self.detail is not None:
+            out["error"] = {"message": self.message, "detail": self.detail}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    """Everything known of one task after the events so far.
+
+    ``version`` counts the task's events; it is the aggregate version the
+    next event must follow (optimistic concurrency).
+    """
+
+    id: str
+    kind: str
+    version: int
+    """The definition version the task was recorded under."""
+    status: Status
+    checkpoint: Checkpoint | None
+    owner_id: str | None = None
+    conversation_id: str | None = None
+    project_ids: tuple[str, ...] = ()
+    mode: Mode | None = None
+    on: tuple[str, ...] = ()
+    policy: Policy | None = None
+    until: float | None = None
+    outcome: Outcome | None = None
+    memos: dict[str, Any] = field(default_factory=dict)
+    restarts: int = 0
+    abort_requested: bool = False
+    abort_reason: str | None = None
+    trace: dict[str, str] | None = None
+    abandon_on_restart: bool = False
+    submitted_at: float = 0
+    updated_at: float = 0
+    events: int = 0
+    """How many events made this state: the aggregate version."""
+
+    @property
+    def live(self) -> bool:
+        """Not terminal: it may still change."""
+        return self.status != "terminal"
+
+    @property
+    def request_marked(self) -> bool:
+        """Abort-marked by a request (not merely abandoned on restart)."""
+        return self.abort_requested and self.abort_reason is None
+
+    def cancelling(self) -> bool:
+        """Durable cancellation intent (rule 6): an abort mark, or a held outcome other
+        than ``completed``."""
+        if self.status == "terminal":
+            return False
+        if self.abort_requested:
+            return True
+        return (
+            self.status == "completing"
+            and self.outcome is not None
+            and self.outcome.status != "completed"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state as plain JSON-ready data, leaving out fields that do not apply."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "kind": self.kind,
+            "version": self.version,
+            "status": self.status,
+        }
+        if self.checkpoint is not None:
+            out["checkpoint"] = {"phase": self.checkpoint.phase}
+            if self.checkpoint.attempt is not None:
+                out["checkpoint"]["attempt"] = self.checkpoint.attempt
+        if self.owner_id is not None:
+            out["owner_id"] = self.owner_id
+        if self.conversation_id is not None:
+            out["conversation_id"] = self.conversation_id
+        if self.project_ids:
+            out["project_ids"] = list(self.project_ids)
+        if self.mode is not None:
+            out["mode"] = self.mode
+        if self.status == "waiting":
+            out["on"] = list(self.on)
+            out["policy"] = self.policy
+        if self.until is not None:
+            out["until"] = self.until
+        if self.outcome is not None:
+            out["outcome"] = self.outcome.to_dict()
+        if self.memos:
+            out["memos"] = dict(self.memos)
+        if self.restarts:
+            out["restarts"] = self.restarts
+        if self.abort_requested:
+            out["abort_requested"] = True
+            out["abort_reason"] = self.abort_reason
+        out["events"] = self.events
+        return out

@@ -1,0 +1,130 @@
+"""The set of tasks a scheduler decides over, and a draft of one decision.
+
+:class:`World` holds every task's state with the indexes the rules need (live
+children by owner, waiters by awaited task, sleeping tasks). It changes only
+through :meth:`World.apply`, which uses :func:`~.evolve.evolve`.
+
+:class:`Draft` is one decision in progress: it reads through to a world and
+applies the events the decision emits to an overlay, so a rule that depends on
+an earlier event of the same decision (a cascade after a mark, an owner
+released after its last task ended) sees it. A refused decision drops its
+draft; the world is untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .events import TaskEvent, TaskSubmitted
+from .evolve import evolve
+from .state import TaskState
+
+
+class World:
+    """Every task of one store, folded from its events, with the indexes rules read."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, TaskState] = {}
+        self.live_children: dict[str, set[str]] = {}
+        self.waiters: dict[str, set[str]] = {}
+        self.sleeping: set[str] = set()
+        self.live: set[str] = set()
+
+    def get(self, task_id: str) -> TaskState | None:
+        """The task's current state, or ``None`` for an id no event created."""
+        return self.tasks.get(task_id)
+
+    def apply(self, event: TaskEvent) -> TaskState:
+        """Fold one event in and keep the indexes current."""
+        previous = self.tasks.get(event.task_id)
+        state = evolve(previous, event)
+        self.tasks[state.id] = state
+        self._index(previous, state)
+        return state
+
+    def _index(self, previous: TaskState | None, state: TaskState) -> None:
+        task_id = state.id
+        if previous is not None and previous.status == "waiting":
+            for awaited in previous.on:
+                waiting = self.waiters.get(awaited)
+                if waiting is not None:
+                    waiting.discard(task_id)
+                    if not waiting:
+                        del self.waiters[awaited]
+        if state.status == "waiting":
+            for awaited in state.on:
+                self.waiters.setdefault(awaited, set()).add(task_id)
+        if state.status == "sleeping":
+            self.sleeping.add(task_id)
+        else:
+            self.sleeping.discard(task_id)
+        owner = state.owner_id
+        if state.live:
+            self.live.add(task_id)
+            if previous is None and owner is not None:
+                self.live_children.setdefault(owner, set()).add(task_id)
+        else:
+            self.live.discard(task_id)
+            if owner is not None:
+                children = self.live_children.get(owner)
+                if children is not None:
+                    children.discard(task_id)
+                    if not children:
+                        del self.live_children[owner]
+
+
+class Draft:
+    """One decision over a world: reads through, applies its own events to an overlay."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.changed: dict[str, TaskState] = {}
+        self.new_children: dict[str, list[str]] = {}
+        self.events: list[TaskEvent] = []
+
+    def get(self, task_id: str) -> TaskState | None:
+        """The task as this decision sees it so far."""
+        state = self.changed.get(task_id)
+        return state if state is not None else self.world.tasks.get(task_id)
+
+    def emit(self, event: TaskEvent) -> TaskState:
+        """Add an event to the decision and return the task's state after it."""
+        state = evolve(self.get(event.task_id), event)
+        self.changed[state.id] = state
+        self.events.append(event)
+        if type(event) is TaskSubmitted and event.owner_id is not None:
+            self.new_children.setdefault(event.owner_id, []).append(state.id)
+        return state
+
+    def live_children(self, task_id: str) -> list[str]:
+        """The live tasks ``task_id`` owns directly, in a stable order."""
+        ids = set(self.world.live_children.get(task_id, ())) | set(
+            self.new_children.get(task_id, ())
+        )
+        out = []
+        for child_id in sorted(ids):
+            child = self.get(child_id)
+            if child is not None and child.live:
+                out.append(child_id)
+        return out
+
+    def live_descendants(self, task_id: str) -> Iterator[TaskState]:
+        """Every live task below ``task_id`` in the ownership tree, parents first."""
+        stack = list(reversed(self.live_children(task_id)))
+        while stack:
+            child_id = stack.pop()
+            child = self.get(child_id)
+            if child is None:
+                continue
+            yield child
+            stack.extend(reversed(self.live_children(child_id)))
+
+    def ancestors(self, task_id: str) -> Iterator[TaskState]:
+        """The owners above ``task_id``, nearest first."""
+        seen = {task_id}
+        state = self.get(task_id)
+        while state is not None and state.owner_id is not None and state.owner_id not in seen:
+            seen.add(state.owner_id)
+            state = self.get(state.owner_id)
+            if state is not None:
+                yield state
