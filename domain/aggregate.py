@@ -16,8 +16,8 @@ from typing import Any
 from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggregate
 from eventsourcing.utils import get_topic
 
-from .events import TaskEvent, TaskSubmitted
-from .evolve import evolve
+from .events import TaskEvent
+from .evolve import evolve, evolve_stream
 from .state import TaskState
 
 
@@ -48,22 +48,61 @@ class Task(BaseAggregate[str]):
         """State comes from the events' ``apply``; there is nothing else to set."""
 
 
+class Stream(BaseAggregate[str]):
+    """A stream outside any task's own (a dispatch run, say): its events fold
+    through :func:`~.evolve.evolve_stream`."""
+
+    state: Any
+
+    @dataclass(frozen=True)
+    class Event(CanMutateAggregate[str]):
+        """An envelope around one tasktrail event of a non-task stream."""
+
+        originator_id: str
+        originator_version: int
+        timestamp: datetime
+        fact: TaskEvent
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.state = evolve_stream(getattr(aggregate, "state", None), self.fact)
+
+    @dataclass(frozen=True)
+    class Started(Event, CanInitAggregate[str]):
+        """The envelope of a stream's first event."""
+
+        originator_topic: str
+
+    def __init__(self) -> None:
+        """State comes from the events' ``apply``."""
+
+
 TASK_TOPIC = get_topic(Task)
+STREAM_TOPIC = get_topic(Stream)
 
 
-def envelope(fact: TaskEvent, version: int, timestamp: datetime) -> Task.Event:
-    """Wrap a tasktrail event for eventsourcing, as version ``version`` of its task."""
-    if type(fact) is TaskSubmitted:
-        return Task.Submitted(
-            originator_id=fact.task_id,
+def envelope(fact: TaskEvent, version: int, timestamp: datetime) -> Any:
+    """Wrap a tasktrail event for eventsourcing, as version ``version`` of its stream."""
+    stream_id = fact.stream_id()
+    if type(fact).task_stream:
+        if version == 1:
+            return Task.Submitted(
+                originator_id=stream_id,
+                originator_version=version,
+                timestamp=timestamp,
+                fact=fact,
+                originator_topic=TASK_TOPIC,
+            )
+        return Task.Event(
+            originator_id=stream_id, originator_version=version, timestamp=timestamp, fact=fact
+        )
+    if version == 1:
+        return Stream.Started(
+            originator_id=stream_id,
             originator_version=version,
             timestamp=timestamp,
             fact=fact,
-            originator_topic=TASK_TOPIC,
+            originator_topic=STREAM_TOPIC,
         )
-    return Task.Event(
-        originator_id=fact.task_id,
-        originator_version=version,
-        timestamp=timestamp,
-        fact=fact,
+    return Stream.Event(
+        originator_id=stream_id, originator_version=version, timestamp=timestamp, fact=fact
     )

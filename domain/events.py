@@ -8,6 +8,13 @@ Each class has a stable ``topic`` (``tasktrail.<Name>``) under which it is
 stored; renaming a class or moving a module never changes what is in a log.
 Later modules (turns, runs) register their own event classes with
 :func:`register_event`.
+
+Most events belong to their task's own stream (stream id = task id), so the
+task's aggregate version guards them. An event class with
+``task_stream = False`` belongs to another stream, named by its
+:meth:`TaskEvent.stream_id` (a dispatch run, say, which must outlive the task's
+terminal event); it stores ``task_id`` in its payload, and
+:func:`~.evolve.evolves_stream` registers how it folds.
 """
 
 from __future__ import annotations
@@ -39,10 +46,16 @@ class TaskEvent:
 
     topic: ClassVar[str] = ""
     class_version: ClassVar[int] = 1
+    task_stream: ClassVar[bool] = True
+    """Whether the event belongs to its task's own stream."""
 
     task_id: str
     at: float
     rule: int | None = None
+
+    def stream_id(self) -> str:
+        """The id of the stream (eventsourcing aggregate) this event is appended to."""
+        return self.task_id
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -173,7 +186,9 @@ def register_event(cls: E) -> E:
     cls.topic = topic
     EVENT_TYPES[topic] = cls
     fields = dataclasses.fields(cls)
-    _PAYLOAD_FIELDS[cls] = tuple(f.name for f in fields if f.name != "task_id")
+    _PAYLOAD_FIELDS[cls] = tuple(
+        f.name for f in fields if f.name != "task_id" or not cls.task_stream
+    )
     _TUPLE_FIELDS[cls] = tuple(f.name for f in fields if str(f.type).startswith("tuple"))
     return cls
 
@@ -197,14 +212,17 @@ for _cls in (
 
 
 def event_payload(event: TaskEvent) -> dict[str, Any]:
-    """The stored fields of an event: all but ``task_id``, which is the stream's id."""
+    """The stored fields of an event: all but ``task_id`` where that is the stream's id."""
     return {name: getattr(event, name) for name in _PAYLOAD_FIELDS[type(event)]}
 
 
-def event_from_payload(cls: type[TaskEvent], task_id: str, payload: dict[str, Any]) -> TaskEvent:
-    """Rebuild an event from its stored fields; unknown fields are a :class:`TypeError`."""
+def event_from_payload(cls: type[TaskEvent], stream_id: str, payload: dict[str, Any]) -> TaskEvent:
+    """Rebuild an event of stream ``stream_id`` from its stored fields; unknown or
+    missing fields are a :class:`TypeError`."""
     for name in _TUPLE_FIELDS[cls]:
         value = payload.get(name)
         if isinstance(value, list):
             payload[name] = tuple(value)
-    return cls(task_id=task_id, **payload)
+    if cls.task_stream:
+        return cls(task_id=stream_id, **payload)
+    return cls(**payload)

@@ -52,6 +52,33 @@ def evolves(*event_types: type[TaskEvent]) -> Callable[[F], F]:
     return register
 
 
+StreamEvolver = Callable[[Any, Any], Any]
+_STREAM_EVOLVERS: dict[type[TaskEvent], StreamEvolver] = {}
+S = TypeVar("S", bound=StreamEvolver)
+
+
+def evolves_stream(*event_types: type[TaskEvent]) -> Callable[[S], S]:
+    """Register the fold of events that live outside their task's stream
+    (``task_stream = False``): ``fn(state_or_None, event) -> state``."""
+
+    def register(fn: S) -> S:
+        for event_type in event_types:
+            if event_type.task_stream:
+                raise TypeError(f"{event_type.__name__} belongs to its task's stream")
+            _STREAM_EVOLVERS[event_type] = fn
+        return fn
+
+    return register
+
+
+def evolve_stream(state: Any, event: TaskEvent) -> Any:
+    """The state of a non-task stream after ``event`` (``state`` is ``None`` at first)."""
+    handler = _STREAM_EVOLVERS.get(type(event))
+    if handler is None:
+        raise InvalidTransition(f"no evolve for {type(event).__name__}")
+    return handler(state, event)
+
+
 def evolve(state: TaskState | None, event: TaskEvent) -> TaskState:
     """The task's state after ``event``; ``state`` is ``None`` before its first event."""
     if state is None:

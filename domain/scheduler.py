@@ -29,8 +29,10 @@ from .errors import (
 )
 from .events import Mode, OutcomeStatus, Policy, TaskEvent
 from .invocation import _MISSING, Invocation
+from .run_commands import RunCommands
 from .state import TaskState
 from .storage import Durability, Store, open_store
+from .turn_commands import TurnCommands
 from .world import Draft, World
 
 T = TypeVar("T")
@@ -54,7 +56,7 @@ class PassReport:
         return bool(self.reserved or self.ended)
 
 
-class Scheduler:
+class Scheduler(TurnCommands, RunCommands):
     """A durable task scheduler kept as an event-sourced state machine.
 
     Open one with :meth:`open`; it loads the store's tasks and runs recovery
@@ -200,14 +202,13 @@ class Scheduler:
         folded = 0
         for recorded in self.store.read(after=self.position):
             event = recorded.event
-            current = self.world.get(event.task_id)
-            have = current.events if current is not None else 0
+            have = self.world.version_of(event.stream_id(), type(event).task_stream)
             if recorded.originator_version <= have:
                 pass  # our own event, already folded when we appended it
             elif recorded.originator_version != have + 1:
                 raise CorruptEvent(
                     recorded.position,
-                    f"task {event.task_id} jumps from version {have} to "
+                    f"stream {event.stream_id()} jumps from version {have} to "
                     f"{recorded.originator_version}",
                 )
             else:
@@ -560,11 +561,11 @@ class Scheduler:
         versions = []
         next_version: dict[str, int] = {}
         for event in events:
-            current = next_version.get(event.task_id)
+            stream_id = event.stream_id()
+            current = next_version.get(stream_id)
             if current is None:
-                state = self.world.get(event.task_id)
-                current = state.events if state is not None else 0
-            next_version[event.task_id] = current + 1
+                current = self.world.version_of(stream_id, type(event).task_stream)
+            next_version[stream_id] = current + 1
             versions.append(current + 1)
         try:
             positions = self.store.append(events, versions)

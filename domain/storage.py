@@ -36,7 +36,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
 
-from .aggregate import Task, envelope
+from .aggregate import envelope
 from .errors import ConflictError, CorruptEvent, StoreError, UnknownEventTopic
 from .events import EVENT_TYPES, TaskEvent, TaskSubmitted, event_from_payload, event_payload
 
@@ -264,7 +264,8 @@ class Store:
         try:
             recordings = self.app.save(*envelopes)
         except RecordConflictError as error:
-            raise ConflictError(sorted({e.task_id for e in events}), _describe(error)) from None
+            streams = sorted({e.stream_id() for e in events})
+            raise ConflictError(streams, _describe(error)) from None
         except OperationalError as error:
             raise StoreError(f"cannot write to store {self.location}: {_describe(error)}") from None
         return [r.notification.id for r in recordings]
@@ -290,14 +291,14 @@ class Store:
                 return
             start = page[-1].id + 1
 
-    def stream(self, task_id: str) -> list[TaskEvent]:
-        """Every event of one task, oldest first."""
-        stored = self.app.recorder.select_events(task_id)
-        return [decode_event(s.topic, task_id, s.state) for s in stored]
+    def stream(self, stream_id: str) -> list[TaskEvent]:
+        """Every event of one stream (a task's, by its id), oldest first."""
+        stored = self.app.recorder.select_events(stream_id)
+        return [decode_event(s.topic, stream_id, s.state) for s in stored]
 
-    def aggregate(self, task_id: str) -> Task:
-        """The eventsourcing aggregate of one task, rebuilt from its stream."""
-        return self.app.repository.get(task_id)
+    def aggregate(self, stream_id: str) -> Any:
+        """The eventsourcing aggregate of one stream (a :class:`Task` for a task id)."""
+        return self.app.repository.get(stream_id)
 
     def close(self) -> None:
         """Release the store's connections."""

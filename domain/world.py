@@ -13,11 +13,26 @@ draft; the world is untouched.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from .events import TaskEvent, TaskSubmitted
-from .evolve import evolve
+from .evolve import evolve, evolve_stream
 from .state import TaskState
+
+Indexer = Callable[["World", TaskEvent, Any, Any], None]
+"""Keeps one index of a world current: ``fn(world, event, previous, state)``,
+called after every event is folded (``previous``/``state`` are the stream's
+states before and after)."""
+
+INDEXERS: list[Indexer] = []
+
+
+def register_indexer(indexer: Indexer) -> Indexer:
+    """Add an index every :class:`World` keeps (turns, ledgers register theirs)."""
+    if indexer not in INDEXERS:
+        INDEXERS.append(indexer)
+    return indexer
 
 
 class World:
@@ -29,17 +44,39 @@ class World:
         self.waiters: dict[str, set[str]] = {}
         self.sleeping: set[str] = set()
         self.live: set[str] = set()
+        self.streams: dict[str, Any] = {}
+        """States of streams other than tasks' own (dispatch runs, say), by stream id."""
+        self.stream_versions: dict[str, int] = {}
+        self.indexes: dict[str, Any] = {}
+        """Indexes registered with :func:`register_indexer`, by the name each chose."""
 
     def get(self, task_id: str) -> TaskState | None:
         """The task's current state, or ``None`` for an id no event created."""
         return self.tasks.get(task_id)
 
-    def apply(self, event: TaskEvent) -> TaskState:
-        """Fold one event in and keep the indexes current."""
-        previous = self.tasks.get(event.task_id)
-        state = evolve(previous, event)
-        self.tasks[state.id] = state
-        self._index(previous, state)
+    def version_of(self, stream_id: str, task_stream: bool = True) -> int:
+        """How many events the stream holds: the version its next event follows."""
+        if task_stream:
+            task = self.tasks.get(stream_id)
+            return task.events if task is not None else 0
+        return self.stream_versions.get(stream_id, 0)
+
+    def apply(self, event: TaskEvent) -> Any:
+        """Fold one event in and keep the indexes current; returns the stream's new state."""
+        previous: Any
+        if type(event).task_stream:
+            previous = self.tasks.get(event.task_id)
+            state: Any = evolve(previous, event)
+            self.tasks[state.id] = state
+            self._index(previous, state)
+        else:
+            stream_id = event.stream_id()
+            previous = self.streams.get(stream_id)
+            state = evolve_stream(previous, event)
+            self.streams[stream_id] = state
+            self.stream_versions[stream_id] = self.stream_versions.get(stream_id, 0) + 1
+        for indexer in INDEXERS:
+            indexer(self, event, previous, state)
         return state
 
     def _index(self, previous: TaskState | None, state: TaskState) -> None:
@@ -79,6 +116,7 @@ class Draft:
     def __init__(self, world: World) -> None:
         self.world = world
         self.changed: dict[str, TaskState] = {}
+        self.changed_streams: dict[str, Any] = {}
         self.new_children: dict[str, list[str]] = {}
         self.events: list[TaskEvent] = []
 
@@ -87,8 +125,24 @@ class Draft:
         state = self.changed.get(task_id)
         return state if state is not None else self.world.tasks.get(task_id)
 
+    def get_stream(self, stream_id: str) -> Any:
+        """A non-task stream's state as this decision sees it so far (``None`` if new)."""
+        if stream_id in self.changed_streams:
+            return self.changed_streams[stream_id]
+        return self.world.streams.get(stream_id)
+
+    def emit_stream(self, event: TaskEvent) -> Any:
+        """Add an event of a non-task stream; returns that stream's state after it."""
+        stream_id = event.stream_id()
+        state = evolve_stream(self.get_stream(stream_id), event)
+        self.changed_streams[stream_id] = state
+        self.events.append(event)
+        return state
+
     def emit(self, event: TaskEvent) -> TaskState:
         """Add an event to the decision and return the task's state after it."""
+        if not type(event).task_stream:
+            raise TypeError(f"{type(event).__name__} is not a task-stream event; use emit_stream")
         state = evolve(self.get(event.task_id), event)
         self.changed[state.id] = state
         self.events.append(event)

@@ -1,0 +1,141 @@
+"""Fixtures shared by the suite: a clock, stores on SQLite and PostgreSQL, a scheduler.
+
+PostgreSQL tests use the server at 127.0.0.1:5432 (database ``test``, trust
+auth; override with ``TASKTRAIL_TEST_POSTGRES``). Each test gets a schema of
+its own, dropped afterwards. Without a server they skip, saying why, except
+under ``CI=true``, where a missing server fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from tasktrail.domain import ManualClock, Registry, Scheduler, Store, TaskDefinition, open_store
+
+settings.register_profile(
+    "default",
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile(
+    "long",
+    max_examples=500,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+POSTGRES_URL = os.environ.get(
+    "TASKTRAIL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+)
+_postgres_problem: str | bool | None = False  # False: not checked yet
+
+
+def postgres_problem() -> str | None:
+    """Why PostgreSQL cannot be used here, or ``None`` when it answers."""
+    global _postgres_problem
+    if _postgres_problem is False:
+        try:
+            import psycopg
+
+            with psycopg.connect(_admin_dsn(), connect_timeout=3) as conn:
+                conn.execute("SELECT 1")
+            _postgres_problem = None
+        except Exception as error:  # any failure to connect means: no server here
+            _postgres_problem = f"no PostgreSQL server answers at {POSTGRES_URL}: {error}"
+    assert _postgres_problem is not False
+    return _postgres_problem  # type: ignore[return-value]
+
+
+def _admin_dsn() -> str:
+    return POSTGRES_URL.split("?", 1)[0]
+
+
+def require_postgres() -> None:
+    """Skip (or, under CI=true, fail) when PostgreSQL is not there."""
+    problem = postgres_problem()
+    if problem is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true requires PostgreSQL: {problem}")
+    pytest.skip(problem)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A ``postgresql://`` URL with a fresh schema of its own."""
+    require_postgres()
+    import psycopg
+
+    schema = f"tt_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_admin_dsn(), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{_admin_dsn()}?schema={schema}"
+    finally:
+        with psycopg.connect(_admin_dsn(), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A scheduler clock at 1,000,000 ms that moves only when told."""
+    return ManualClock(1_000_000)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A location for a new, empty store: a SQLite file, then a PostgreSQL schema."""
+    if request.param == "sqlite":
+        return str(tmp_path / "trail.db")
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A location for a new SQLite store."""
+    return str(tmp_path / "trail.db")
+
+
+def finishing(status: str = "completed") -> Callable[[Any], None]:
+    """A phase that finishes the task with ``status``."""
+
+    def phase(invocation: Any) -> None:
+        invocation.finish(status)
+
+    return phase
+
+
+@pytest.fixture
+def registry() -> Registry:
+    """Definitions used across the suite: ``job`` (two phases), ``leaf`` (one)."""
+    return Registry(
+        [
+            TaskDefinition("job", 1, {"start": lambda inv: "end", "end": finishing()}),
+            TaskDefinition("leaf", 1, {"go": finishing()}),
+        ]
+    )
+
+
+@pytest.fixture
+def scheduler(sqlite_url: str, clock: ManualClock, registry: Registry) -> Iterator[Scheduler]:
+    """An open scheduler on a fresh SQLite store."""
+    opened = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    yield opened
+    opened.close()
+
+
+def event_count(location: str | Store) -> int:
+    """How many events a store holds (opened separately, so it sees what was committed)."""
+    if isinstance(location, Store):
+        return location.head()
+    with open_store(location) as store:
+        return sum(1 for _ in store.read())
