@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from .definitions import Registry, definition_fit, parked
 from .errors import InvalidArgument, Refused, RuleViolation, UnknownTask
 from .events import (
@@ -44,6 +46,9 @@ from .state import Outcome, TaskState
 from .world import Draft
 
 FINISH_STATUSES: tuple[OutcomeStatus, ...] = ("completed", "failed", "aborted", "faulted")
+MAX_VALUE_BYTES = 64 * 1024
+"""The largest memo value or error detail a task may record, as JSON (64 KiB):
+the log keeps every value forever, so large data belongs in a blob store."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,19 @@ def _task(draft: Draft, task_id: str) -> TaskState:
 def _phase_name(value: object, what: str, task_id: str | None) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgument(f"{what} must be a non-empty string, not {value!r}", task_id=task_id)
+    return value
+
+
+def json_value(value: Any, what: str, task_id: str | None) -> Any:
+    """Check that ``value`` is JSON the log can keep: encodable, at most MAX_VALUE_BYTES."""
+    try:
+        size = len(orjson.dumps(value))
+    except TypeError as error:
+        raise InvalidArgument(f"{what} must be JSON data: {error}", task_id=task_id) from None
+    if size > MAX_VALUE_BYTES:
+        raise InvalidArgument(
+            f"{what} is {size} bytes as JSON; the limit is {MAX_VALUE_BYTES}", task_id=task_id
+        )
     return value
 
 
@@ -207,9 +225,21 @@ def submit(
     _phase_name(phase, "phase", task_id)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise InvalidArgument(f"version must be an int >= 1, not {version!r}", task_id=task_id)
+    if isinstance(project_ids, str):
+        raise InvalidArgument("project_ids must be a list of ids, not a string", task_id=task_id)
     projects = tuple(project_ids)
     if not all(isinstance(p, str) and p for p in projects):
         raise InvalidArgument("project ids must be non-empty strings", task_id=task_id)
+    for name, value in (("owner", owner_id), ("conversation_id", conversation_id)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise InvalidArgument(
+                f"{name} must be a task id string, not {value!r}", task_id=task_id
+            )
+    if trace is not None and (
+        not isinstance(trace, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in trace.items())
+    ):
+        raise InvalidArgument("trace must be a dict of strings (a W3C carrier)", task_id=task_id)
     if owner_id is not None:
         owner = _task(draft, owner_id)
         # 4. Terminal is absorbing: a terminal task owns no new work.
@@ -370,6 +400,7 @@ def memo(draft: Draft, ctx: Context, task_id: str, name: str, value: Any) -> Tas
     """The running task remembers ``value`` under ``name`` until its outcome (rule 14)."""
     _invocation_decision(draft, ctx, task_id)
     _phase_name(name, "memo name", task_id)
+    json_value(value, f"memo {name!r}", task_id)
     return draft.emit(MemoRecorded(task_id=task_id, at=ctx.now, name=name, value=value))
 
 
@@ -473,6 +504,11 @@ def finish(
         raise InvalidArgument(
             f"status must be one of {', '.join(FINISH_STATUSES)}, not {status!r}", task_id=task_id
         )
+    json_value(detail, "error detail", task_id)
+    if message is not None and not isinstance(message, str):
+        raise InvalidArgument(f"error message must be a string, not {message!r}", task_id=task_id)
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidArgument(f"reason must be a string, not {reason!r}", task_id=task_id)
     _end(draft, ctx, task, Outcome(status, message, detail, reason), rule=None)
     state = draft.get(task_id)
     assert state is not None

@@ -37,7 +37,7 @@ from eventsourcing.persistence import (
 from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
 
 from .aggregate import envelope
-from .errors import ConflictError, CorruptEvent, StoreError, UnknownEventTopic
+from .errors import ConflictError, CorruptEvent, InvalidArgument, StoreError, UnknownEventTopic
 from .events import EVENT_TYPES, TaskEvent, TaskSubmitted, event_from_payload, event_payload
 
 Durability = Literal["full", "normal"]
@@ -268,6 +268,8 @@ class Store:
             raise ConflictError(streams, _describe(error)) from None
         except OperationalError as error:
             raise StoreError(f"cannot write to store {self.location}: {_describe(error)}") from None
+        except TypeError as error:  # a value orjson cannot encode: nothing was written
+            raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
         return [r.notification.id for r in recordings]
 
     def head(self) -> int:

@@ -1,0 +1,201 @@
+"""Storage on SQLite and PostgreSQL: the same tests run against both stores."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+from conftest import event_count
+
+from tasktrail.domain import (
+    ConflictError,
+    CorruptEvent,
+    InvalidArgument,
+    ManualClock,
+    Refused,
+    Registry,
+    Scheduler,
+    StoreError,
+    UnknownEventTopic,
+    open_store,
+)
+
+
+def test_store_round_trip_and_reopen(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    scheduler = Scheduler.open(store_url, clock=clock, registry=registry)
+    owner = scheduler.submit("job")
+    child = scheduler.submit("leaf", owner=owner)
+    scheduler.run_until_idle()
+    states = {t.id: t for t in scheduler.tasks()}
+    written = scheduler.events_written
+    scheduler.close()
+    assert event_count(store_url) == written
+
+    reopened = Scheduler.open(store_url, clock=clock, registry=registry)
+    assert {t.id: t for t in reopened.tasks()} == states
+    assert reopened.task(owner).status == "terminal"
+    # The eventsourcing aggregate of each task applies its events through evolve.
+    assert reopened.store.aggregate(child).state == states[child]
+    reopened.close()
+
+
+def test_events_are_stored_as_compact_json_under_stable_topics(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    task_id = scheduler.submit("job", id="t-1")
+    scheduler.close()
+    with sqlite3.connect(sqlite_url) as conn:
+        row = conn.execute("SELECT originator_id, topic, state FROM stored_events").fetchone()
+    assert row[0] == task_id
+    assert row[1] == "tasktrail.TaskSubmitted"
+    payload = orjson.loads(row[2])
+    assert payload["kind"] == "job" and payload["at"] == clock.now and "task_id" not in payload
+    assert b" " not in row[2]  # orjson's compact output, not the default JSON encoder's
+
+
+def test_lost_race_raises_conflict_and_appends_nothing(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    first = Scheduler.open(store_url, clock=clock, registry=registry)
+    task_id = first.submit("job")
+    second = Scheduler.open(store_url, clock=clock, registry=registry)
+    assert second.task(task_id).status == "pending"
+
+    first.reserve(task_id)
+    head = first.store.head()
+    with pytest.raises(ConflictError) as caught:
+        second.reserve(task_id)  # decided on stale state: pending
+    assert task_id in str(caught.value) and "nothing was recorded" in str(caught.value)
+    assert second.store.head() == head
+    # The loser was refreshed: deciding again sees the winner's reservation.
+    assert second.task(task_id).status == "running"
+    with pytest.raises(Refused):
+        second.reserve(task_id)
+    first.close()
+    second.close()
+
+
+def test_retrying_re_decides_on_fresh_state(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    first = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    task_id = first.submit("job")
+    second = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    first.abort(task_id)
+    # second still sees no mark; its first try conflicts, the retry finds the mark.
+    attempts = []
+
+    def abort_once_more() -> bool:
+        attempts.append(second.task(task_id).abort_requested)
+        return second.abort(task_id)
+
+    assert second.retrying(abort_once_more) is False  # already marked: nothing to add
+    assert attempts == [False, True]
+    first.close()
+    second.close()
+
+
+def test_other_writers_tasks_are_found_by_refresh(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    first = Scheduler.open(store_url, clock=clock, registry=registry)
+    second = Scheduler.open(store_url, clock=clock, registry=registry)
+    task_id = first.submit("job")
+    assert second.task(task_id).kind == "job"  # unknown locally: read from the store
+    assert second.reserve(task_id) == "run"
+    first.close()
+    second.close()
+
+
+@pytest.mark.parametrize(
+    "location, expected",
+    [
+        ("mysql://localhost/db", "unsupported store URL scheme"),
+        ("postgresql://127.0.0.1:5432", "must name one database"),
+        ("postgresql://127.0.0.1:notaport/test", "port is not a number"),
+        ("", "file path or a postgresql:// URL"),
+    ],
+)
+def test_malformed_store_locations_are_clear_errors(location: str, expected: str) -> None:
+    with pytest.raises(StoreError, match=expected):
+        open_store(location)
+
+
+def test_directory_and_corrupt_file_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="is a directory"):
+        open_store(tmp_path)
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError, match="corrupt.db"):
+        open_store(corrupt)
+    assert corrupt.read_bytes() == b"this is not a database" * 100
+
+
+def test_unreachable_postgres_is_a_clear_error() -> None:
+    with pytest.raises(StoreError, match="cannot open store postgresql://"):
+        open_store("postgresql://postgres@127.0.0.1:1/test?connect_timeout=1")
+
+
+def test_unknown_topic_is_reported_with_its_position(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    scheduler.submit("job", id="t-1")
+    scheduler.close()
+    with sqlite3.connect(sqlite_url) as conn:
+        conn.execute(
+            "INSERT INTO stored_events VALUES (?, ?, ?, ?)",
+            ("t-1", 2, "tasktrail.FromTheFuture", b"{}"),
+        )
+    with pytest.raises(UnknownEventTopic) as caught:
+        Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    assert caught.value.position == 2 and "FromTheFuture" in str(caught.value)
+
+
+def test_corrupt_payload_is_reported_with_its_position(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    scheduler.submit("job", id="t-1")
+    scheduler.close()
+    with sqlite3.connect(sqlite_url) as conn:
+        conn.execute(
+            "INSERT INTO stored_events VALUES (?, ?, ?, ?)",
+            ("t-1", 2, "tasktrail.TaskReserved", b"{not json"),
+        )
+    with pytest.raises(CorruptEvent, match="position 2"):
+        Scheduler.open(sqlite_url, clock=clock, registry=registry)
+
+
+@pytest.mark.parametrize("durability", ["full", "normal"])
+def test_durability_levels(tmp_path: Path, durability: str) -> None:
+    with open_store(tmp_path / "d.db", durability=durability) as store:  # type: ignore[arg-type]
+        connection = store.app.factory.datastore.pool.get_connection()
+        try:
+            level = connection._sqlite_conn.execute("PRAGMA synchronous").fetchone()[0]
+            mode = connection._sqlite_conn.execute("PRAGMA journal_mode").fetchone()[0]
+        finally:
+            store.app.factory.datastore.pool.put_connection(connection)
+    assert level == {"full": 2, "normal": 1}[durability]
+    assert mode == "wal"
+    with pytest.raises(StoreError, match="durability"):
+        open_store(tmp_path / "e.db", durability="sometimes")  # type: ignore[arg-type]
+
+
+def test_values_that_are_not_json_are_refused_before_writing(
+    scheduler: Scheduler,
+) -> None:
+    task_id = scheduler.submit("job")
+    scheduler.reserve(task_id)
+    head = scheduler.store.head()
+    for value in (object(), 2**70, {"big": "x" * 70_000}):
+        with pytest.raises(InvalidArgument):
+            scheduler.memo(task_id, "m", value)
+    with pytest.raises(InvalidArgument):
+        scheduler.finish(task_id, "failed", error={"message": "m", "detail": {1, 2}})
+    assert scheduler.store.head() == head
