@@ -131,7 +131,7 @@ def test_directory_and_corrupt_file_are_clear_errors(tmp_path: Path) -> None:
         open_store(tmp_path)
     corrupt = tmp_path / "corrupt.db"
     corrupt.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(StoreError, match="corrupt.db"):
+    with pytest.raises(StoreError, match=r"corrupt\.db"):
         open_store(corrupt)
     assert corrupt.read_bytes() == b"this is not a database" * 100
 
