@@ -1,0 +1,255 @@
+"""``tasktrail demo``: a realistic workload recorded into a SQLite store.
+
+The workload, on a simulated clock that starts at 2026-01-05 09:00 UTC:
+
+* research trees: a ``research`` task plans, submits ``search`` tasks it owns,
+  waits for all of them (``all``), then synthesizes. Searches back off with a
+  sleep; one in seven fails.
+* reviews: a ``review`` waits ``failFast`` on the ``check`` tasks it owns; a
+  failed check fails the review, whose held failure cascades abort marks to
+  the checks still live.
+* a ``batch`` of ``ingest`` tasks that an operator aborts mid-run: the abort
+  mark cascades down the tree and each task's abort handler ends it.
+* a ``fragile`` task whose process dies twice in the middle of a phase: the
+  scheduler is dropped without ``close`` (a simulated crash), recovery counts
+  its restarts, the second recovery parks it at the restart limit, and an
+  operator's ``retry`` runs it to completion.
+
+Everything is deterministic: the same ``tasks`` gives the same log.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .clock import ManualClock
+from .definitions import Registry, TaskDefinition
+from .describe import describe, format_at
+from .invocation import Invocation
+from .scheduler import Scheduler
+
+DEMO_START_MS = 1_767_603_600_000  # 2026-01-05T09:00:00Z
+PASS_MS = 250
+RESTART_LIMIT = 2
+
+
+class SimulatedCrash(BaseException):
+    """Raised inside a phase to drop the process mid-invocation (not an Exception,
+    so the scheduler does not record it as a fault)."""
+
+
+@dataclass
+class DemoReport:
+    """What the demo recorded."""
+
+    path: Path
+    tasks: int
+    events: int
+    seconds: float
+    outcomes: Counter[str]
+    restarts_counted: int
+    parked: list[str]
+    story_task: str
+    story: list[str] = field(default_factory=list)
+
+    @property
+    def events_per_second(self) -> float:
+        return self.events / self.seconds if self.seconds > 0 else float("inf")
+
+
+class _Ids:
+    """Readable, deterministic task ids: ``research-0001``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, kind: str) -> str:
+        self.count += 1
+        return f"{kind}-{self.count:04d}"
+
+
+def _definitions(crashes: dict[str, int], ids: _Ids) -> Registry:
+    def plan(inv: Invocation) -> None:
+        width = inv.task.memos.get("width") or 4
+        searches = [inv.submit("search", id=ids("search")) for _ in range(width)]
+        inv.memo("searches", searches)
+        inv.wait(searches, "all", then="synthesize")
+
+    def synthesize(inv: Invocation) -> None:
+        inv.finish("completed")
+
+    def fetch(inv: Invocation) -> None:
+        inv.sleep(inv.now() + 3 * PASS_MS, then="parse")  # a rate-limit backoff
+
+    def parse(inv: Invocation) -> None:
+        if int(inv.task_id.rsplit("-", 1)[-1]) % 7 == 3:
+            inv.finish("failed", {"message": "source returned 503", "detail": {"status": 503}})
+        else:
+            inv.finish("completed")
+
+    def review(inv: Invocation) -> None:
+        checks = [inv.submit("check", id=ids("check")) for _ in range(3)]
+        inv.memo("checks", checks)
+        inv.wait(checks, "failFast", then="verdict")
+
+    def verdict(inv: Invocation) -> None:
+        outcomes = [inv.scheduler.task(c).outcome for c in inv.memo("checks")]
+        failed = [o for o in outcomes if o is not None and o.status != "completed"]
+        inv.finish("failed" if failed else "completed", "a check failed" if failed else None)
+
+    def check(inv: Invocation) -> None:
+        number = int(inv.task_id.rsplit("-", 1)[-1])
+        if number % 5 == 0:
+            inv.finish("failed", "lint errors")
+        elif number % 5 == 1:
+            inv.sleep(inv.now() + 8 * PASS_MS, then="recheck")  # still live when a sibling fails
+        else:
+            inv.finish("completed")
+
+    def ingest(inv: Invocation) -> None:
+        inv.sleep(inv.now() + 40 * PASS_MS, then="commit")
+
+    def start_batch(inv: Invocation) -> None:
+        parts = [inv.submit("ingest", id=ids("ingest")) for _ in range(5)]
+        inv.wait(parts, "all", then="commit")
+
+    def cleanup(inv: Invocation) -> None:
+        inv.finish("aborted", reason=inv.task.abort_reason or "operator abort")
+
+    def warm_up(inv: Invocation) -> None:
+        inv.sleep(inv.now() + 12 * PASS_MS, then="step")  # so the crash lands mid-run
+
+    def fragile_step(inv: Invocation) -> None:
+        if crashes.get(inv.task_id, 0) > 0:
+            crashes[inv.task_id] -= 1
+            raise SimulatedCrash(inv.task_id)
+        inv.finish("completed")
+
+    def commit(inv: Invocation) -> None:
+        inv.finish("completed")
+
+    return Registry(
+        [
+            TaskDefinition("research", 1, {"plan": plan, "synthesize": synthesize}),
+            TaskDefinition("search", 1, {"fetch": fetch, "parse": parse}),
+            TaskDefinition("review", 1, {"review": review, "verdict": verdict}),
+            TaskDefinition("check", 1, {"check": check, "recheck": commit}),
+            TaskDefinition("batch", 1, {"start": start_batch, "commit": commit}, abort=cleanup),
+            TaskDefinition("ingest", 1, {"ingest": ingest, "commit": commit}, abort=cleanup),
+            TaskDefinition("fragile", 1, {"warm_up": warm_up, "step": fragile_step}),
+        ]
+    )
+
+
+def run_demo(
+    path: str | Path, tasks: int = 200, *, log: Callable[[str], Any] = print
+) -> DemoReport:
+    """Record the demo workload (about ``tasks`` tasks) into a fresh SQLite file at ``path``."""
+    if tasks < 20:
+        raise ValueError("the demo needs at least 20 tasks to show each scenario")
+    path = Path(path)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    clock = ManualClock(DEMO_START_MS)
+    crashes: dict[str, int] = {}
+    ids = _Ids()
+    registry = _definitions(crashes, ids)
+    started = time.perf_counter()
+    restarts_counted = 0
+    parked: list[str] = []
+
+    scheduler = Scheduler.open(path, clock=clock, registry=registry, restart_limit=RESTART_LIMIT)
+    fragile = scheduler.submit("fragile", id=ids("fragile"))
+    crashes[fragile] = RESTART_LIMIT
+    batch = scheduler.submit("batch", id=ids("batch"))
+    budget = tasks - 1 - 6
+    while budget > 0:
+        if budget >= 5 and ids.count % 3 != 0:
+            scheduler.submit("research", id=ids("research"))
+            budget -= 5
+        elif budget >= 4:
+            scheduler.submit("review", id=ids("review"))
+            budget -= 4
+        else:
+            scheduler.submit("search", id=ids("search"))
+            budget -= 1
+    log(f"submitted {len(scheduler.world.tasks)} root tasks into {path}")
+
+    aborted = False
+    for crash_round in range(RESTART_LIMIT + 1):
+        try:
+            for _ in range(400):
+                report = scheduler.run_pass()
+                clock.advance(PASS_MS)
+                if not aborted and scheduler.task(batch).status == "waiting":
+                    parts = scheduler.task(batch).on
+                    if all(scheduler.task(p).status == "sleeping" for p in parts):
+                        scheduler.abort(batch)  # the operator cancels the batch mid-run
+                        log(f"operator aborted {batch}: cascade marks {len(parts)} ingests")
+                        aborted = True
+                if not report.progressed and scheduler.wake() == {"active": False, "at": None}:
+                    break
+            break
+        except SimulatedCrash:
+            # The process dies mid-phase: no close(), the store is simply dropped.
+            scheduler.store.close()
+            log(f"crash {crash_round + 1}: process dropped mid-phase at {format_at(clock.now)}")
+            clock.advance(5_000)  # the process manager restarts it a few seconds later
+            scheduler = Scheduler.open(
+                path, clock=clock, registry=registry, restart_limit=RESTART_LIMIT
+            )
+            recovered = [
+                e for e in scheduler.history(fragile) if type(e).__name__ == "TaskRecovered"
+            ]
+            restarts_counted = len(recovered)
+            log(
+                f"recovery: {fragile} restarts={scheduler.task(fragile).restarts}"
+                + (f", parked: {', '.join(scheduler.parked)}" if scheduler.parked else "")
+            )
+            if scheduler.parked:
+                parked = list(scheduler.parked)
+                clock.advance(60_000)  # an operator looks at it a minute later
+                scheduler.retry(fragile)
+                log(f"operator retry({fragile}): restarts cleared, it runs again")
+                crashes[fragile] = 0
+    scheduler.run_until_idle()
+    outcomes: Counter[str] = Counter()
+    for task in scheduler.tasks():
+        outcomes[task.outcome.status if task.outcome is not None else task.status] += 1
+    events = scheduler.store.head()
+    story = [f"{format_at(e.at)}  {describe(e)}" for e in scheduler.history(fragile)]
+    scheduler.close()
+    seconds = time.perf_counter() - started
+    return DemoReport(
+        path=path,
+        tasks=sum(outcomes.values()),
+        events=events,
+        seconds=seconds,
+        outcomes=outcomes,
+        restarts_counted=restarts_counted,
+        parked=parked,
+        story_task=fragile,
+        story=story,
+    )
+
+
+def print_report(report: DemoReport, log: Callable[[str], Any] = print) -> None:
+    """The demo's summary: tasks by outcome, events written, rate, and one task's story."""
+    log("")
+    log(f"store      {report.path}")
+    log(f"tasks      {report.tasks}")
+    for outcome, count in sorted(report.outcomes.items()):
+        log(f"  {outcome:<10} {count}")
+    log(f"events     {report.events} in {report.seconds:.2f}s ({report.events_per_second:,.0f}/s)")
+    log(f"recovery   {report.restarts_counted} restarts counted, parked: {report.parked or '-'}")
+    log("")
+    log(f"history of {report.story_task} (crashed twice, parked, retried):")
+    for line in report.story:
+        log(f"  {line}")
+    log("")
+    log(f"next: tasktrail history {report.path} {report.story_task}")

@@ -1,0 +1,37 @@
+"""Events and times in words a person reads (for the CLI, the demo and notebooks)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from .events import TaskEvent, event_payload
+
+_QUIET_FIELDS = {"at", "rule", "owner_id", "conversation_id", "project_ids", "trace"}
+
+
+def format_at(at: float) -> str:
+    """A scheduler time (ms since the epoch) as an ISO-8601 UTC time to the millisecond."""
+    moment = datetime.fromtimestamp(at / 1000.0, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def describe(event: TaskEvent) -> str:
+    """One line for an event: its type and the fields that say what changed."""
+    parts = []
+    for name, value in event_payload(event).items():
+        if name in _QUIET_FIELDS or value in (None, (), False, {}):
+            continue
+        if name == "task_id":
+            continue
+        parts.append(f"{name}={_short(value)}")
+    rule = f"  [rule {event.rule}]" if event.rule is not None else ""
+    return f"{type(event).__name__}({', '.join(parts)}){rule}"
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, tuple | list):
+        text = ",".join(_short(v) for v in value)
+        return f"[{text}]"
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
