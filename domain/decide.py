@@ -24,7 +24,6 @@ import orjson
 from .definitions import Registry, definition_fit, parked
 from .errors import InvalidArgument, Refused, RuleViolation, UnknownTask
 from .events import (
-    OUTCOME_STATUSES,
     AbortMarked,
     CheckpointCommitted,
     MemoRecorded,
@@ -594,15 +593,6 @@ def retry(draft: Draft, ctx: Context, task_id: str) -> bool:
         return False
     draft.emit(RestartsCleared(task_id=task_id, at=ctx.now))
     return True
-
-
-def outcome_status(value: object) -> OutcomeStatus:
-    """Validate an outcome status name."""
-    if value not in OUTCOME_STATUSES:
-        raise InvalidArgument(
-            f"unknown outcome {value!r}; expected one of {', '.join(OUTCOME_STATUSES)}"
-        )
-    return value  # type: ignore[return-value]
 
 
 Readiness = str

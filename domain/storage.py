@@ -135,11 +135,13 @@ class TaskApplication(Application[str]):
 
     name = "tasktrail"
 
-    def __init__(self, env: dict[str, str], factory: InfrastructureFactory | None = None) -> None:
+    def __init__(
+        self, env: dict[str, str], factory: InfrastructureFactory[Any] | None = None
+    ) -> None:
         self._prebuilt_factory = factory
         super().__init__(env)
 
-    def construct_factory(self, env: Any) -> InfrastructureFactory:
+    def construct_factory(self, env: Any) -> InfrastructureFactory[Any]:
         if self._prebuilt_factory is not None:
             return self._prebuilt_factory
         return super().construct_factory(env)
@@ -233,7 +235,7 @@ class Store:
         self.location = location
         self.durability = durability
         try:
-            factory: InfrastructureFactory | None = None
+            factory: InfrastructureFactory[Any] | None = None
             if location.kind == "sqlite":
                 factory = _TunedSQLiteFactory(location.env, SQLITE_SYNCHRONOUS[durability])
             self.app = TaskApplication(location.env, factory)
