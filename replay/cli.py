@@ -7,6 +7,7 @@ Exit codes a script can use: 0 ok, 1 the check found problems, 2 bad input
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ examples:
   tasktrail tasks tasktrail-demo.db --status terminal
   tasktrail history tasktrail-demo.db fragile-0001
   tasktrail history postgresql://postgres@127.0.0.1/test fragile-0001 --json
+  tasktrail project tasktrail-demo.db     read models into tasktrail-demo.views.db
 
 A STORE is a SQLite file path or a postgresql:// URL.
 """
@@ -78,6 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["pending", "running", "waiting", "sleeping", "completing", "terminal"],
     )
     tasks.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    project = commands.add_parser(
+        "project",
+        help="build or catch up the read models (live mirror, audit trail, ...)",
+        description=(
+            "Fold the store's log into SQLite read-model tables (readable with the sqlite3 "
+            "shell or Datasette). Catches up from each table's tracked position: a second "
+            "run with nothing new is a no-op. --rebuild starts again from position 0."
+        ),
+    )
+    project.add_argument("store", help="SQLite path or postgresql:// URL")
+    project.add_argument(
+        "--out", type=Path, help="the read-model file (default: STORE.views.db beside it)"
+    )
+    project.add_argument("--rebuild", action="store_true", help="drop and refold from 0")
+    project.add_argument(
+        "--follow", action="store_true", help="keep following the store (Ctrl-C stops)"
+    )
+    project.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
@@ -101,6 +122,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             return _history(args)
         if args.command == "tasks":
             return _tasks(args)
+        if args.command == "project":
+            return _project(args)
     except UnknownTask as error:
         print(f"tasktrail: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -158,6 +181,56 @@ def _tasks(args: argparse.Namespace) -> int:
                 print(f"{task.id:<36} {task.kind:<12} {task.status:<10} {outcome or phase}")
     finally:
         scheduler.store.close()
+    return EXIT_OK
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, for long work."""
+
+    def __init__(self, label: str, *, enabled: bool = True) -> None:
+        self.label = label
+        self.enabled = enabled
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total <= 0:
+            return
+        width = 30
+        filled = min(width, width * done // total)
+        percent = min(100, 100 * done // total)
+        bar = "#" * filled + "." * (width - filled)
+        sys.stderr.write(f"\r{self.label} [{bar}] {percent:3d}% {done:,}/{total:,} events")
+        sys.stderr.flush()
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+
+
+def _project(args: argparse.Namespace) -> int:
+    from tasktrail.projections import Projector, default_out
+
+    location = _existing(args.store)
+    out = args.out or default_out(location)
+    with Projector(location, out) as projector:
+        bar = ProgressBar("project", enabled=not args.quiet)
+        report = (
+            projector.rebuild(progress=bar) if args.rebuild else projector.catch_up(progress=bar)
+        )
+        bar.finish()
+        verb = "rebuilt" if args.rebuild else ("no-op" if report.noop else "caught up")
+        print(f"{verb}: {out} at position {report.position} ({report.read} events folded)")
+        for name, count in report.written.items():
+            print(f"  {name:<16} {count} new events")
+        for table, digest in projector.table_checksums().items():
+            print(f"  table {table:<16} checksum {digest}")
+        if args.follow:
+            print("following the store; Ctrl-C stops", file=sys.stderr)
+            with contextlib.suppress(KeyboardInterrupt):
+                projector.follow(
+                    on_batch=lambda r: print(f"position {r.position}: +{r.read} events")
+                )
     return EXIT_OK
 
 

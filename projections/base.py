@@ -1,0 +1,108 @@
+"""What a projection is: a fold of the log into SQLite tables, tracked exactly once.
+
+A :class:`Projection` turns each event, with the stream's state before and
+after it (folded by the same ``evolve`` the scheduler uses), into row changes
+of its tables. The :class:`~.projector.Projector` collects a batch of them and
+writes the rows and the projection's new position in one transaction, so a
+crash between any two statements leaves either both or neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlite_utils
+
+from tasktrail.domain import TaskEvent, World
+
+
+@dataclass
+class TableSpec:
+    """A read-model table: its columns, primary key and indexes."""
+
+    name: str
+    columns: dict[str, type]
+    pk: str | tuple[str, ...]
+    indexes: list[tuple[str, ...]] = field(default_factory=list)
+
+    def create(self, db: sqlite_utils.Database) -> None:
+        """Create the table and its indexes if they are not there yet."""
+        table = db.table(self.name)
+        if not table.exists():
+            table.create(self.columns, pk=self.pk, not_null=_pk_columns(self.pk))
+        for columns in self.indexes:
+            table.create_index(list(columns), if_not_exists=True)
+
+
+def _pk_columns(pk: str | tuple[str, ...]) -> set[str]:
+    return {pk} if isinstance(pk, str) else set(pk)
+
+
+@dataclass
+class Changes:
+    """Row changes one batch makes to a projection's tables, in order per key.
+
+    Later changes of the same row win; a delete after an upsert removes it.
+    """
+
+    upserts: dict[str, dict[Any, dict[str, Any]]] = field(default_factory=dict)
+    deletes: dict[str, set[Any]] = field(default_factory=dict)
+
+    def upsert(self, table: str, key: Any, row: dict[str, Any]) -> None:
+        self.upserts.setdefault(table, {})[key] = row
+        self.deletes.get(table, set()).discard(key)
+
+    def delete(self, table: str, key: Any) -> None:
+        self.upserts.get(table, {}).pop(key, None)
+        self.deletes.setdefault(table, set()).add(key)
+
+    def __bool__(self) -> bool:
+        return any(self.upserts.values()) or any(self.deletes.values())
+
+
+class Projection:
+    """Base class of a read model: name it, declare its tables, turn events into rows."""
+
+    name: str = ""
+    tables: tuple[TableSpec, ...] = ()
+
+    def apply(
+        self,
+        changes: Changes,
+        position: int,
+        event: TaskEvent,
+        before: Any,
+        after: Any,
+        world: World,
+    ) -> None:
+        """Record the row changes ``event`` (at ``position``) makes; ``world`` is after it."""
+        raise NotImplementedError
+
+    def keys(self, table: str) -> tuple[str, ...]:
+        """The primary-key columns of one of this projection's tables."""
+        for spec in self.tables:
+            if spec.name == table:
+                return (spec.pk,) if isinstance(spec.pk, str) else spec.pk
+        raise KeyError(table)
+
+
+def write_changes(db: sqlite_utils.Database, projection: Projection, changes: Changes) -> None:
+    """Write one batch of changes (inside the caller's transaction)."""
+    for table, keys in changes.deletes.items():
+        if not keys:
+            continue
+        pk = projection.keys(table)
+        where = " AND ".join(f"[{column}] = ?" for column in pk)
+        db.conn.executemany(
+            f"DELETE FROM [{table}] WHERE {where}",
+            [key if isinstance(key, tuple) else (key,) for key in keys],
+        )
+    for table, rows in changes.upserts.items():
+        if rows:
+            _replace_all(db, table, rows.values())
+
+
+def _replace_all(db: sqlite_utils.Database, table: str, rows: Iterable[dict[str, Any]]) -> None:
+    db.table(table).insert_all(rows, replace=True, batch_size=500)

@@ -1,0 +1,144 @@
+"""Questions a scheduler, an operator or an analyst asks of the read models.
+
+Every answer comes from the SQLite tables a :class:`~.projector.Projector`
+keeps, so it works on any copy of the read-model file, with or without the
+store. Rows come back as plain dicts.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import orjson
+import sqlite_utils
+
+from tasktrail.domain import Registry, TaskState, blocked_reason
+from tasktrail.domain.state import Checkpoint
+
+from .projector import Projector
+
+JSON_COLUMNS = ("project_ids", "waiting_on", "memos", "detail", "reasons")
+
+
+def _decode(row: dict[str, Any]) -> dict[str, Any]:
+    for column in JSON_COLUMNS:
+        value = row.get(column)
+        if isinstance(value, str):
+            row[column] = orjson.loads(value)
+    return row
+
+
+class ReadModel:
+    """Queries over a read-model file (or the one a projector keeps)."""
+
+    def __init__(self, source: str | os.PathLike[str] | Projector | sqlite_utils.Database):
+        if isinstance(source, Projector):
+            self.db = source.db
+        elif isinstance(source, sqlite_utils.Database):
+            self.db = source
+        else:
+            self.db = sqlite_utils.Database(source)
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        cursor = self.db.execute(sql, params)
+        columns = [c[0] for c in cursor.description]
+        return [_decode(dict(zip(columns, row, strict=True))) for row in cursor.fetchall()]
+
+    def live_tasks(self, status: str | None = None) -> list[dict[str, Any]]:
+        """Live tasks (optionally of one status), in submission order."""
+        if status is None:
+            return self._rows("SELECT * FROM live_tasks ORDER BY submitted_at, task_id")
+        return self._rows(
+            "SELECT * FROM live_tasks WHERE status = ? ORDER BY submitted_at, task_id", (status,)
+        )
+
+    def counts_by_status(self) -> dict[str, int]:
+        """How many live tasks have each status."""
+        rows = self.db.execute("SELECT status, count(*) FROM live_tasks GROUP BY status")
+        return {status: count for status, count in rows.fetchall()}
+
+    def waiters(self, task_id: str) -> list[dict[str, Any]]:
+        """The tasks waiting on ``task_id``, with their policy."""
+        return self._rows(
+            "SELECT waiter_id, policy FROM waiters WHERE awaited_id = ? ORDER BY waiter_id",
+            (task_id,),
+        )
+
+    def owned(self, owner_id: str) -> list[dict[str, Any]]:
+        """The live tasks ``owner_id`` owns directly (the ownership tree, one level)."""
+        return self._rows(
+            "SELECT * FROM live_tasks WHERE owner_id = ? ORDER BY submitted_at, task_id",
+            (owner_id,),
+        )
+
+    def next_sleep_due(self, after: float | None = None) -> dict[str, Any] | None:
+        """The earliest sleep (not abort-marked; optionally not due by ``after``)."""
+        sql = "SELECT task_id, until FROM sleeping WHERE abort_requested = 0"
+        params: tuple[Any, ...] = ()
+        if after is not None:
+            sql += " AND until > ?"
+            params = (after,)
+        rows = self._rows(sql + " ORDER BY until, task_id LIMIT 1", params)
+        return rows[0] if rows else None
+
+    def blocked(
+        self, registry: Registry | None = None, restart_limit: int = 3
+    ) -> list[dict[str, Any]]:
+        """Live tasks that cannot run, with the reason (rule 13), computed now.
+
+        Without a registry only the restart limit is known; with one, the
+        definition reasons too (``missing_definition``, ``version_too_old``,
+        ``migration_failed``).
+        """
+        out = []
+        for row in self.live_tasks():
+            task = task_from_row(row)
+            if registry is None:
+                parked = (
+                    task.status not in ("running", "completing")
+                    and not task.abort_requested
+                    and task.restarts >= restart_limit
+                )
+                reason = "restart_limit" if parked else None
+            else:
+                reason = blocked_reason(task, registry, restart_limit)
+            if reason is not None:
+                out.append({"task_id": task.id, "kind": task.kind, "reason": reason})
+        return out
+
+    def audit(self, task_id: str) -> list[dict[str, Any]]:
+        """Every event of one task (and of streams about it), oldest first."""
+        return self._rows("SELECT * FROM audit WHERE task_id = ? ORDER BY position", (task_id,))
+
+    def wake(self, now: float) -> dict[str, Any]:
+        """Rule 15 from the live mirror: ``active`` if some task is running or can run
+        now by the state alone, ``at`` the earliest sleep not yet due.
+
+        Definition-based blocking needs a registry; use ``Scheduler.wake()`` for
+        the scheduler's own answer.
+        """
+        nxt = self.next_sleep_due(after=now)
+        rows = self.db.execute(
+            "SELECT count(*) FROM live_tasks WHERE status IN ('running', 'pending') "
+            "OR (status = 'sleeping' AND (until <= ? OR abort_requested = 1))",
+            (now,),
+        ).fetchone()
+        return {"active": bool(rows[0]), "at": nxt["until"] if nxt else None}
+
+
+def task_from_row(row: dict[str, Any]) -> TaskState:
+    """A :class:`TaskState` with what a ``live_tasks`` row holds (enough for rule 13)."""
+    return TaskState(
+        id=row["task_id"],
+        kind=row["kind"],
+        version=row["version"],
+        status=row["status"],
+        checkpoint=Checkpoint(row["phase"], row["attempt"]) if row["phase"] else None,
+        owner_id=row["owner_id"],
+        restarts=row["restarts"],
+        abort_requested=bool(row["abort_requested"]),
+        abort_reason=row["abort_reason"],
+        until=row["until"],
+        events=row["events"],
+    )
