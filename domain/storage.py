@@ -59,8 +59,7 @@ def decode_event(
     topic: str, originator_id: str, state: bytes, position: int | None = None
 ) -> TaskEvent:
     """Rebuild the tasktrail event of one stored row; errors name the position."""
-    cls = EVENT_TYPES.get(topic)
-    if cls is None:
+    if topic not in EVENT_TYPES:
         raise UnknownEventTopic(position, topic)
     try:
         payload = orjson.loads(state)
@@ -68,6 +67,16 @@ def decode_event(
         raise CorruptEvent(
             position, f"{topic} of task {originator_id}: not JSON ({error})"
         ) from None
+    return decode_payload(topic, originator_id, payload, position)
+
+
+def decode_payload(
+    topic: str, originator_id: str, payload: Any, position: int | None = None
+) -> TaskEvent:
+    """Rebuild an event from its decoded stored fields, upcasting older class versions."""
+    cls = EVENT_TYPES.get(topic)
+    if cls is None:
+        raise UnknownEventTopic(position, topic)
     if not isinstance(payload, dict):
         raise CorruptEvent(position, f"{topic} of task {originator_id}: payload is not an object")
     payload.pop("timestamp", None)
@@ -333,6 +342,7 @@ __all__ = [
     "StoreLocation",
     "TaskSubmitted",
     "decode_event",
+    "decode_payload",
     "encode_event",
     "open_store",
     "parse_location",
