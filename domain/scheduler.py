@@ -11,6 +11,7 @@ leaves the scheduler refreshed so that deciding again sees the winner's events.
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,8 @@ class Scheduler(TurnCommands, RunCommands):
         self._invocations: dict[str, Invocation] = {}
         self._failed_migrations: set[str] = set()
         self._resumed: set[str] = set()
+        self._lock = threading.RLock()
+        """Serializes decisions: controller passes decide from several threads."""
 
     # ─── opening and closing ────────────────────────────────────────────────
 
@@ -539,15 +542,16 @@ class Scheduler(TurnCommands, RunCommands):
                 ended.ended = True
 
     def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self._closed:
-            raise RuleViolation(2, "the scheduler is closed; open the store again")
-        try:
-            return self._decide_once(fn, *args, **kwargs)
-        except UnknownTask:
-            # Another writer may have submitted it since we last read.
-            if self.refresh() == 0:
-                raise
-            return self._decide_once(fn, *args, **kwargs)
+        with self._lock:
+            if self._closed:
+                raise RuleViolation(2, "the scheduler is closed; open the store again")
+            try:
+                return self._decide_once(fn, *args, **kwargs)
+            except UnknownTask:
+                # Another writer may have submitted it since we last read.
+                if self.refresh() == 0:
+                    raise
+                return self._decide_once(fn, *args, **kwargs)
 
     def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         draft = Draft(self.world)

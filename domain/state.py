@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .events import Mode, OutcomeStatus, Policy
+from .turns import RoleState
 
 Status = Literal["pending", "running", "waiting", "sleeping", "completing", "terminal"]
 LIVE_STATUSES: frozenset[str] = frozenset(
@@ -72,6 +73,8 @@ class TaskState:
     updated_at: float = 0
     events: int = 0
     """How many events made this state: the aggregate version."""
+    roles: dict[str, RoleState] = field(default_factory=dict)
+    """The task's roles (``leader`` and named others) and their Turns (SPEC.md section 2)."""
 
     @property
     def live(self) -> bool:
@@ -130,5 +133,7 @@ class TaskState:
         if self.abort_requested:
             out["abort_requested"] = True
             out["abort_reason"] = self.abort_reason
+        if self.roles:
+            out["roles"] = {name: role.to_dict() for name, role in self.roles.items()}
         out["events"] = self.events
         return out

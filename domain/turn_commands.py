@@ -1,7 +1,302 @@
-"""Scheduler commands for agent Turns, Leader wakeups and passes (SPEC.md section 2)."""
+"""Scheduler commands for agent Turns, Leader wakeups and passes (SPEC.md section 2).
+
+Each command runs one pure decision of :mod:`.turn_rules` (or :mod:`.passes`)
+through the scheduler's decision cycle: refused commands raise and append
+nothing; the others append their events atomically before returning. The one
+refusal that *is* recorded is a stale completion (:class:`~.turns.StaleCompletion`,
+raised after its :class:`~.turns.TurnCompletionRefused` event is appended).
+
+Settings (windows and limits, :class:`~.turns.TurnSettings`) are
+:attr:`TurnCommands.turn_settings`; change them with
+:meth:`TurnCommands.configure_turns`.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from . import passes, turn_rules
+from .clock import Clock
+from .errors import InvalidArgument
+from .passes import ControllerPassReport, Maintenance, Runtime, TaskPassRetry
+from .turn_rules import CompletionStatus, DeliveryDecision, WakeupDispatch, WakeupRequestStatus
+from .turns import (
+    DEFAULT_TURN_SETTINGS,
+    CleanupState,
+    RoleState,
+    StaleCompletion,
+    TurnSettings,
+    TurnState,
+    WakeupState,
+)
+from .world import World
+
+if TYPE_CHECKING:
+    from .decide import Context
+    from .state import TaskState
+
+T = TypeVar("T")
+
 
 class TurnCommands:
-    """Turn, wakeup and pass commands, mixed into :class:`~.scheduler.Scheduler`."""
+    """Turn, wakeup and pass commands, mixed into :class:`~.scheduler.Scheduler`.
+
+    Roles need no declaring: a role exists once its first Turn starts. Turn ids
+    are ``<role>.<n>`` (the role's n-th Turn), so a replay names the same Turns.
+    """
+
+    world: World
+    clock: Clock
+    closing: bool
+    _lock: Any  # the scheduler's RLock: decisions are serialized under it
+
+    if TYPE_CHECKING:
+
+        def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+
+        def _context(self) -> Context: ...
+
+        def task(self, task_id: str) -> TaskState: ...
+
+    # ─── settings ───────────────────────────────────────────────────────────
+
+    @property
+    def turn_settings(self) -> TurnSettings:
+        """The windows and limits in force (:data:`~.turns.DEFAULT_TURN_SETTINGS` unless
+        configured)."""
+        settings: TurnSettings = getattr(self, "_turn_settings", DEFAULT_TURN_SETTINGS)
+        return settings
+
+    @turn_settings.setter
+    def turn_settings(self, settings: TurnSettings) -> None:
+        if not isinstance(settings, TurnSettings):
+            raise InvalidArgument(f"turn_settings must be a TurnSettings, not {settings!r}")
+        self._turn_settings = settings
+
+    def configure_turns(self, settings: TurnSettings | None = None, **changes: Any) -> TurnSettings:
+        """Set the Turn settings: a whole :class:`~.turns.TurnSettings`, or changes to
+        the current ones (``configure_turns(aggregation_window_ms=5_000)``). Returns
+        the settings now in force."""
+        base = settings if settings is not None else self.turn_settings
+        try:
+            updated = replace(base, **changes) if changes else base
+        except TypeError as error:
+            raise InvalidArgument(f"unknown Turn setting: {error}") from None
+        self.turn_settings = updated
+        return updated
+
+    # ─── Turns ──────────────────────────────────────────────────────────────
+
+    def start_turn(self, task_id: str, role: str, *, reasons: Iterable[str] = ()) -> str:
+        """Start a Turn of ``role``; returns its id.
+
+        Refused (``turns.one_active``) while the role has an active Turn, and on a
+        task that holds (``turns.outcome_decided``) or reached (rule 4) its outcome.
+        A due completion of the role's Turn is folded first.
+        """
+        turn_id: str = self._decide(
+            turn_rules.start_turn, self.turn_settings, task_id, role, reasons=tuple(reasons)
+        )
+        return turn_id
+
+    def deliver_turn(self, task_id: str, role: str, turn_id: str, outcome: str) -> DeliveryDecision:
+        """Record how delivering the active Turn to its runtime went.
+
+        ``delivered``/``already-delivered`` move it to ``delivered``;
+        ``not-ready``/``runtime-unavailable`` schedule a retry after
+        ``min(2000, base * 2**min(attempt, 3))`` ms, and once
+        ``delivery_retry_limit`` retries are used up record a delivery failure and
+        end the Turn ``failed``; ``writer-attached``/``delivery-uncertain`` hold it
+        (not retried).
+        """
+        decision: DeliveryDecision = self._decide(
+            turn_rules.deliver_turn, self.turn_settings, task_id, role, turn_id, outcome
+        )
+        return decision
+
+    def progress_turn(self, task_id: str, role: str, turn_id: str) -> None:
+        """The active Turn made progress: its stall window starts again."""
+        self._decide(turn_rules.progress_turn, self.turn_settings, task_id, role, turn_id)
+
+    def complete_turn(
+        self,
+        task_id: str,
+        role: str,
+        turn_id: str,
+        *,
+        due_at: float | None = None,
+        summary: str | None = None,
+    ) -> CompletionStatus:
+        """Complete the active Turn ``turn_id`` of ``role``.
+
+        Returns ``completed`` (applied now) or ``pending`` (``due_at`` is later: a
+        pass folds it once due, before any exit or stall observation of the Turn).
+
+        A completion naming another Turn is stale: it is recorded as refused
+        (:class:`~.turns.TurnCompletionRefused`), never applied, and
+        :class:`~.turns.StaleCompletion` is raised **after** recording it. On a
+        terminal task nothing can be recorded: :class:`~.errors.RuleViolation`
+        (rule 4), nothing appended.
+        """
+        status: CompletionStatus = self._decide(
+            turn_rules.complete_turn,
+            self.turn_settings,
+            task_id,
+            role,
+            turn_id,
+            due_at=due_at,
+            summary=summary,
+        )
+        if status == "stale":
+            active = turn_rules.active_turn(self.world.get(task_id), role)
+            raise StaleCompletion(task_id, role, turn_id, active.turn_id if active else None)
+        return status
+
+    def fail_turn(
+        self,
+        task_id: str,
+        role: str,
+        turn_id: str,
+        *,
+        reason: str = "failed",
+        message: str | None = None,
+    ) -> None:
+        """End the active Turn ``failed``. Refused while a completion of it is due
+        (``turns.completion_wins``): the completion is folded first."""
+        self._decide(
+            turn_rules.fail_turn,
+            self.turn_settings,
+            task_id,
+            role,
+            turn_id,
+            reason=reason,
+            message=message,
+        )
+
+    def observe_exit(self, task_id: str, role: str, turn_id: str | None = None) -> str:
+        """Record that the runtime saw the Turn's process gone (``turn_id`` ``None``:
+        the role's active Turn). The next pass over the task judges it: the Turn
+        ends ``exited``, unless a due completion wins first. Returns ``observed``,
+        or ``dropped`` (recorded) when the named Turn is no longer active."""
+        status: str = self._decide(
+            turn_rules.observe, self.turn_settings, task_id, role, "exit", turn_id
+        )
+        return status
+
+    def observe_stall(self, task_id: str, role: str, turn_id: str | None = None) -> str:
+        """Record that the runtime saw the Turn stuck; the next pass ends it ``stalled``
+        unless a due completion wins first. (A pass also ends a Turn ``stalled`` on
+        its own once it shows no progress for the stall window.)"""
+        status: str = self._decide(
+            turn_rules.observe, self.turn_settings, task_id, role, "stall", turn_id
+        )
+        return status
+
+    def roles(self, task_id: str) -> dict[str, RoleState]:
+        """The task's roles and their Turns."""
+        with self._lock:
+            return dict(self.task(task_id).roles)
+
+    def active_turn(self, task_id: str, role: str) -> TurnState | None:
+        """The role's active Turn, or ``None``."""
+        with self._lock:
+            return turn_rules.active_turn(self.task(task_id), role)
+
+    # ─── runtime cleanup ────────────────────────────────────────────────────
+
+    def settle_cleanup(self, task_id: str, role: str, *, error: str | None = None) -> str:
+        """Settle the runtime-cleanup obligation of a completed task's role
+        (``settled``), or record a failed attempt, ``error``, that leaves it open
+        (``failed``). Refused (``cleanup.no_obligation``) without an open one."""
+        status: str = self._decide(
+            turn_rules.settle_cleanup, self.turn_settings, task_id, role, error=error
+        )
+        return status
+
+    def cleanup_obligations(self, task_id: str) -> CleanupState | None:
+        """The cleanup obligations of the task's roles (``None`` if none were required)."""
+        with self._lock:
+            self.task(task_id)
+            return turn_rules.cleanup_state(self.world, task_id)
+
+    # ─── Leader wakeups ─────────────────────────────────────────────────────
+
+    def request_wakeup(self, task_id: str, reason: str) -> WakeupRequestStatus:
+        """Ask for a Leader Turn: ``requested`` (a pending wakeup is created, its
+        first time now), ``aggregated`` (the reason joins the pending one, first
+        time kept) or ``dropped`` (the task decided its outcome; on a terminal
+        task nothing is recorded)."""
+        status: WakeupRequestStatus = self._decide(
+            turn_rules.request_wakeup, self.turn_settings, task_id, reason
+        )
+        return status
+
+    def dispatch_wakeup(self, task_id: str) -> WakeupDispatch:
+        """The wakeup step of a pass, for one task: dispatch its pending wakeup if
+        the aggregation window passed and the Leader is idle (or the force window
+        passed while it is busy: steered), drop it if the task decided its outcome."""
+        dispatch: WakeupDispatch = self._decide(
+            turn_rules.dispatch_wakeup, self.turn_settings, task_id
+        )
+        return dispatch
+
+    def pending_wakeup(self, task_id: str) -> WakeupState | None:
+        """The task's pending Leader wakeup, or ``None``."""
+        with self._lock:
+            self.task(task_id)
+            return turn_rules.pending_wakeup(self.world, task_id)
+
+    def pending_wakeups(self) -> dict[str, WakeupState]:
+        """Every pending Leader wakeup, by task id."""
+        with self._lock:
+            return passes.pending_wakeups(self.world)
+
+    # ─── controller passes ──────────────────────────────────────────────────
+
+    def controller_pass(
+        self,
+        scope: str | Iterable[str] = "full",
+        *,
+        runtime: Runtime | None = None,
+        concurrency: int | None = None,
+        maintenance: Maintenance = (),
+    ) -> ControllerPassReport:
+        """Run one controller pass (see :mod:`.passes`).
+
+        ``scope`` is ``"full"`` or dirty keys (``task:ID``, ``role:ID/ROLE``,
+        ``operator``; build them with :func:`~.passes.task_key` and
+        :func:`~.passes.role_key`). ``runtime`` is what the pass asks of the agent
+        runtime (drain events, deliver, steer, clean up); ``concurrency`` bounds
+        the per-task passes run at once (default ``turn_settings.task_concurrency``,
+        at most 32); ``maintenance`` names the projects under maintenance (or is a
+        predicate), whose tasks are deferred. A malformed key or bound raises
+        :class:`~.errors.InvalidArgument` before anything is written.
+        """
+        return passes.run_pass(
+            self, scope, runtime=runtime, concurrency=concurrency, maintenance=maintenance
+        )
+
+    def task_pass_retry(self, task_id: str) -> TaskPassRetry | None:
+        """The task's armed task-pass retry, or ``None``."""
+        with self._lock:
+            return passes.task_pass_retries(self.world).get(task_id)
+
+    def next_turn_deadline(self) -> float | None:
+        """The earliest time a controller pass has Turn work (a past time: due now)."""
+        with self._lock:
+            return passes.next_deadline(self.world, self.turn_settings)
+
+    def _task_lock(self, task_id: str) -> threading.RLock:
+        """The lock that serializes per-task passes of one task, across passes."""
+        with self._lock:
+            locks: dict[str, threading.RLock] | None = getattr(self, "_turn_task_locks", None)
+            if locks is None:
+                locks = {}
+                self._turn_task_locks = locks
+            lock = locks.get(task_id)
+            if lock is None:
+                lock = locks[task_id] = threading.RLock()
+            return lock
