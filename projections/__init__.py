@@ -7,6 +7,7 @@ cover, and rebuildable from position 0 with identical tables.
 
 from .audit import AuditTrail, command_of
 from .base import Changes, Projection, TableSpec
+from .ledger import Ledgers
 from .live import LiveMirror
 from .projector import CatchUp, Projector, default_out, default_projections
 from .queries import ReadModel, task_from_row
@@ -15,6 +16,7 @@ __all__ = [
     "AuditTrail",
     "CatchUp",
     "Changes",
+    "Ledgers",
     "LiveMirror",
     "Projection",
     "Projector",

@@ -30,6 +30,7 @@ from tasktrail.domain.storage import Recorded
 
 from .audit import AuditTrail
 from .base import Changes, Projection, write_changes
+from .ledger import Ledgers
 from .live import LiveMirror
 
 POSITIONS = "projection_positions"
@@ -46,7 +47,7 @@ raise from it to simulate a crash at that point."""
 def default_projections() -> list[Projection]:
     """The read models tasktrail keeps: live mirror, audit trail, and the others
     registered by later modules."""
-    projections: list[Projection] = [LiveMirror(), AuditTrail()]
+    projections: list[Projection] = [LiveMirror(), Ledgers(), AuditTrail()]
     for factory in EXTRA_PROJECTIONS:
         projections.append(factory())
     return projections

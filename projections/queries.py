@@ -107,6 +107,25 @@ class ReadModel:
                 out.append({"task_id": task.id, "kind": task.kind, "reason": reason})
         return out
 
+    def runs(self, task_id: str | None = None, day: str | None = None) -> list[dict[str, Any]]:
+        """Dispatch runs of a task, of a day, or of both, in day, task, attempt order."""
+        where, params = [], []
+        if task_id is not None:
+            where.append("task_id = ?")
+            params.append(task_id)
+        if day is not None:
+            where.append("day = ?")
+            params.append(day)
+        sql = "SELECT * FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return self._rows(sql + " ORDER BY day, task_id, attempt", tuple(params))
+
+    def day_counters(self, day: str) -> dict[str, Any] | None:
+        """The per-day counters of the ledger (runs minted, by trigger, how they ended)."""
+        rows = self._rows("SELECT * FROM day_counters WHERE day = ?", (day,))
+        return rows[0] if rows else None
+
     def audit(self, task_id: str) -> list[dict[str, Any]]:
         """Every event of one task (and of streams about it), oldest first."""
         return self._rows("SELECT * FROM audit WHERE task_id = ? ORDER BY position", (task_id,))

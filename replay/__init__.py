@@ -1,1 +1,35 @@
-"""x"""
+"""Replay: any tasktrail log back into scheduler state, as of any position or time.
+
+>>> from tasktrail.replay import replay, SchedulerState
+>>> state = replay("trail.db", until=None)      # also a .jsonl export   # doctest: +SKIP
+"""
+
+from .diff import StateDiff, TaskDiff, diff
+from .explain import Step, explain
+from .log import LogError, LogReader, Skipped, export, import_log, read_log
+from .state import Problem, SchedulerState, Until, fold, replay
+from .verify import CHECKS, VerifyReport, Violation, check, verify
+
+__all__ = [
+    "CHECKS",
+    "LogError",
+    "LogReader",
+    "Problem",
+    "SchedulerState",
+    "Skipped",
+    "StateDiff",
+    "Step",
+    "TaskDiff",
+    "Until",
+    "VerifyReport",
+    "Violation",
+    "check",
+    "diff",
+    "explain",
+    "export",
+    "fold",
+    "import_log",
+    "read_log",
+    "replay",
+    "verify",
+]

@@ -1,7 +1,7 @@
 """The ``tasktrail`` command line.
 
-Exit codes a script can use: 0 ok, 1 the check found problems, 2 bad input
-(an unknown store, task or flag), 3 the store could not be read.
+Exit codes a script can use: 0 ok, 1 violations (or differences) found, 2 bad
+input (an unknown or unreadable store, a bad log line, an unknown task or flag).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -19,7 +20,7 @@ from tasktrail.domain import Scheduler, StoreError, TasktrailError, UnknownTask,
 from tasktrail.domain.describe import describe, format_at
 from tasktrail.domain.events import event_payload
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT, EXIT_STORE = 0, 1, 2, 3
+EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
 
 EPILOG = """\
 examples:
@@ -29,8 +30,14 @@ examples:
   tasktrail history tasktrail-demo.db fragile-0001
   tasktrail history postgresql://postgres@127.0.0.1/test fragile-0001 --json
   tasktrail project tasktrail-demo.db     read models into tasktrail-demo.views.db
+  tasktrail replay tasktrail-demo.db --until 300
+  tasktrail verify tasktrail-demo.db
+  tasktrail explain tasktrail-demo.db fragile-0001
+  tasktrail export tasktrail-demo.db demo.jsonl && tasktrail replay demo.jsonl
+  tasktrail diff tasktrail-demo.db tasktrail-demo.db --until-a 300 --until-b 320
 
-A STORE is a SQLite file path or a postgresql:// URL.
+A STORE is a SQLite file path or a postgresql:// URL; a SOURCE may also be a
+.jsonl export. Exit codes: 0 ok, 1 violations or differences, 2 bad input.
 """
 
 
@@ -99,7 +106,86 @@ def build_parser() -> argparse.ArgumentParser:
         "--follow", action="store_true", help="keep following the store (Ctrl-C stops)"
     )
     project.add_argument("--quiet", action="store_true", help="no progress bar")
+    _replay_commands(commands)
     return parser
+
+
+SOURCE_HELP = "SQLite path, postgresql:// URL, or .jsonl export"
+UNTIL_HELP = "stop after this position (an integer) or at this time (ISO-8601, e.g. ...Z)"
+
+
+def _replay_commands(commands: Any) -> None:
+    replay = commands.add_parser(
+        "replay",
+        help="fold a log into scheduler state, as of a position or time",
+        description=(
+            "Fold a log into scheduler state without touching it, and show the tasks "
+            "that were live then. --until stops after a position or at a clock time."
+        ),
+    )
+    replay.add_argument("source", help=SOURCE_HELP)
+    replay.add_argument("--until", help=UNTIL_HELP)
+    replay.add_argument("--json", action="store_true", help="the state as JSON")
+    replay.add_argument("--skip-invalid", action="store_true", help=SKIP_HELP)
+
+    diff = commands.add_parser(
+        "diff",
+        help="what differs between two states, task by task",
+        description=(
+            "Compare two logs, or one log at two points (--until-a, --until-b). "
+            "Exits 1 when they differ, like diff(1)."
+        ),
+    )
+    diff.add_argument("a", help=SOURCE_HELP)
+    diff.add_argument("b", help=SOURCE_HELP)
+    diff.add_argument("--until-a", help=UNTIL_HELP)
+    diff.add_argument("--until-b", help=UNTIL_HELP)
+    diff.add_argument("--json", action="store_true", help="the differences as JSON")
+
+    verify = commands.add_parser(
+        "verify",
+        help="check the rules' invariants over a log's state",
+        description=(
+            "Fold a log leniently and check every invariant stated over state (no event "
+            "after terminal, one invocation a task, held outcomes, cascades, waits, sleeps, "
+            "memos, ...). Each violation names its positions. Exits 1 on any violation."
+        ),
+    )
+    verify.add_argument("source", help=SOURCE_HELP)
+    verify.add_argument("--json", action="store_true", help="the report as JSON")
+    verify.add_argument("--skip-invalid", action="store_true", help=SKIP_HELP)
+
+    export = commands.add_parser(
+        "export",
+        help="write a store's log as JSONL (byte-stable)",
+        description="Write every event as one JSON line: position, topic, stream, version, at.",
+    )
+    export.add_argument("store", help="SQLite path or postgresql:// URL")
+    export.add_argument("out", type=Path, help="the .jsonl file to write")
+    export.add_argument("--json", action="store_true", help="report as JSON")
+
+    imp = commands.add_parser(
+        "import",
+        help="append a JSONL export to a new, empty store",
+        description="Check every line, then append the events unchanged to an empty store.",
+    )
+    imp.add_argument("log", type=Path, help="the .jsonl export")
+    imp.add_argument("store", help="SQLite path or postgresql:// URL (must be empty)")
+    imp.add_argument("--json", action="store_true", help="report as JSON")
+    imp.add_argument("--skip-invalid", action="store_true", help=SKIP_HELP)
+
+    explain = commands.add_parser(
+        "explain",
+        help="the story of one task: its events and the rule behind each",
+        description="Every event that made a task's state, with the command or rule behind it.",
+    )
+    explain.add_argument("source", help=SOURCE_HELP)
+    explain.add_argument("task", help="the task id")
+    explain.add_argument("--until", help=UNTIL_HELP)
+    explain.add_argument("--json", action="store_true", help="one JSON object per step")
+
+
+SKIP_HELP = "skip log lines that cannot be read, and report each one (never the default)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,26 +201,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    handlers = {
+        "demo": _demo,
+        "history": _history,
+        "tasks": _tasks,
+        "project": _project,
+        "replay": _replay,
+        "diff": _diff,
+        "verify": _verify,
+        "export": _export,
+        "import": _import,
+        "explain": _explain,
+    }
+    handler = handlers.get(args.command)
+    if handler is None:
+        parser.error(f"unknown command {args.command}")
     try:
-        if args.command == "demo":
-            return _demo(args)
-        if args.command == "history":
-            return _history(args)
-        if args.command == "tasks":
-            return _tasks(args)
-        if args.command == "project":
-            return _project(args)
-    except UnknownTask as error:
+        return handler(args)
+    except (TasktrailError, ValueError) as error:
         print(f"tasktrail: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except StoreError as error:
-        print(f"tasktrail: {error}", file=sys.stderr)
-        return EXIT_STORE
-    except TasktrailError as error:
-        print(f"tasktrail: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    parser.error(f"unknown command {args.command}")
-    return EXIT_BAD_INPUT
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -231,6 +317,121 @@ def _project(args: argparse.Namespace) -> int:
                 projector.follow(
                     on_batch=lambda r: print(f"position {r.position}: +{r.read} events")
                 )
+    return EXIT_OK
+
+
+def _emit(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value, default=repr).decode() + "\n")
+
+
+def _report_skipped(state: Any) -> None:
+    for skipped in getattr(state, "skipped", []):
+        print(f"tasktrail: skipped line {skipped.line}: {skipped.reason}", file=sys.stderr)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from tasktrail.replay import replay
+
+    state = replay(args.source, args.until, skip_invalid=args.skip_invalid)
+    _report_skipped(state)
+    if args.json:
+        _emit(
+            {
+                **state.summary(),
+                "live": [t.to_dict() for t in state.live.values()],
+                "pending_wakeups": state.pending_wakeups,
+                "skipped": [s.__dict__ for s in state.skipped],
+            }
+        )
+        return EXIT_OK
+    summary = state.summary()
+    counts = ", ".join(f"{k} {v}" for k, v in summary["by_status"].items()) or "none"
+    print(f"as of position {state.position} ({state.events} events): {summary['tasks']} tasks")
+    print(f"  {counts}")
+    if state.live:
+        print(f"live tasks ({len(state.live)}):")
+        for task in state.live.values():
+            print(f"  {task.id:<24} {task.kind:<12} {task.status:<10} {_where(task)}")
+    return EXIT_OK
+
+
+def _where(task: Any) -> str:
+    if task.status == "waiting":
+        return f"on {','.join(task.on)} ({task.policy})"
+    if task.status == "sleeping":
+        return f"until {format_at(task.until)}"
+    if task.status == "completing" and task.outcome is not None:
+        return f"holding {task.outcome.status}"
+    parts = [task.checkpoint.phase if task.checkpoint else ""]
+    if task.mode:
+        parts.append(f"mode={task.mode}")
+    if task.abort_requested:
+        parts.append("abort-marked")
+    if task.restarts:
+        parts.append(f"restarts={task.restarts}")
+    return " ".join(p for p in parts if p)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from tasktrail.replay import diff, replay
+
+    found = diff(replay(args.a, args.until_a), replay(args.b, args.until_b))
+    if args.json:
+        _emit(found.to_dict())
+    else:
+        print(found)
+    return EXIT_PROBLEMS if found else EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from tasktrail.replay import replay, verify
+
+    if args.skip_invalid:
+        state = replay(args.source, skip_invalid=True, strict=False)
+        _report_skipped(state)
+        report = verify(state)
+    else:
+        report = verify(_existing(args.source))
+    if args.json:
+        _emit(report.to_dict())
+    else:
+        print(report)
+    return EXIT_OK if report.ok else EXIT_PROBLEMS
+
+
+def _export(args: argparse.Namespace) -> int:
+    from tasktrail.replay import export
+
+    count = export(_existing(args.store), args.out)
+    if args.json:
+        _emit({"events": count, "out": str(args.out)})
+    else:
+        print(f"exported {count} events to {args.out}")
+    return EXIT_OK
+
+
+def _import(args: argparse.Namespace) -> int:
+    from tasktrail.replay import import_log
+
+    count = import_log(args.log, args.store, skip_invalid=args.skip_invalid)
+    if args.json:
+        _emit({"events": count, "store": args.store})
+    else:
+        print(f"imported {count} events into {args.store}")
+    return EXIT_OK
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from tasktrail.replay import explain, replay
+
+    steps = explain(replay(args.source, args.until), args.task)
+    if args.json:
+        for step in steps:
+            _emit(step.to_dict())
+        return EXIT_OK
+    print(f"{args.task}: {len(steps)} events")
+    for step in steps:
+        print(f"  {step}")
     return EXIT_OK
 
 

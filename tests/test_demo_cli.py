@@ -57,7 +57,7 @@ def test_cli_bad_input_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[
     run_demo(db, 20, log=lambda _: None)
     assert main(["history", str(db), "no-such-task"]) == 2
     assert "no such task" in capsys.readouterr().err
-    assert main(["history", str(tmp_path / "missing.db"), "x"]) == 3
+    assert main(["history", str(tmp_path / "missing.db"), "x"]) == 2
     assert "no store at" in capsys.readouterr().err
     assert main(["demo", "--db", str(db), "--tasks", "3"]) == 2
     with pytest.raises(SystemExit) as caught:

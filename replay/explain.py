@@ -1,0 +1,90 @@
+"""The story of one task: the events that made its state, and the rule behind each."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from tasktrail.domain import Store, UnknownTask
+from tasktrail.domain.describe import format_at
+
+from .state import SchedulerState, replay
+
+_RULE_WORDS = {
+    2: "the scheduler was closing",
+    3: "an abort mark ends a run invocation",
+    5: "its outcome waits for the tasks it owns (rule 5)",
+    6: "an owner's cancellation cascades to live descendants (rule 6)",
+    9: "recovery after a crash: running back to pending, one restart counted (rule 9)",
+    10: "a close is not a crash: pending again, no restart counted (rule 10)",
+    12: "an abort handler cut off restart_limit times ends faulted (rule 12)",
+    13: "no definition can take it (rule 13)",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One event in a task's story."""
+
+    position: int
+    at: float
+    event_type: str
+    command: str
+    rule: int | None
+    status_before: str | None
+    status_after: str | None
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def __str__(self) -> str:
+        move = (
+            f"{self.status_before or '-'} -> {self.status_after}"
+            if self.status_before != self.status_after
+            else f"stays {self.status_after}"
+        )
+        return (
+            f"{self.position:>6}  {format_at(self.at)}  {self.event_type:<20} {move:<24} {self.why}"
+        )
+
+
+def explain(source: SchedulerState | str | os.PathLike[str] | Store, task_id: str) -> list[Step]:
+    """Every event of ``task_id``, oldest first, with the command or rule behind it."""
+    state = source if isinstance(source, SchedulerState) else replay(source)
+    rows = [r for r in state.audit if r["task_id"] == task_id]
+    if not rows:
+        raise UnknownTask(task_id)
+    return [_step(row) for row in rows]
+
+
+def _step(row: dict[str, Any]) -> Step:
+    rule = row["rule"]
+    detail = row.get("detail") or {}
+    if isinstance(detail, str):
+        import orjson
+
+        detail = orjson.loads(detail)
+    if rule is not None:
+        why = _RULE_WORDS.get(rule, f"rule {rule}")
+        if rule == 6 and detail.get("by"):
+            why += f", from {detail['by']}"
+    else:
+        why = (
+            f"{row['command']}("
+            + ", ".join(f"{k}={v}" for k, v in detail.items() if v not in (None, [], {}, False))
+            + ")"
+        )
+    if row.get("refused"):
+        why = f"refused, not applied: {why}"
+    return Step(
+        position=row["position"],
+        at=row["at"],
+        event_type=row["event_type"],
+        command=row["command"],
+        rule=rule,
+        status_before=row["status_before"],
+        status_after=row["status_after"],
+        why=why,
+    )

@@ -1,0 +1,259 @@
+"""Hypothesis strategies that build valid command sequences, for property tests.
+
+Strategies compose: :func:`commands` builds on :func:`lifecycle_commands` and
+:func:`run_commands`, which build on :func:`task_slots` and :func:`phases`. A
+command names tasks by *slot* (the n-th task submitted so far), so a generated
+sequence stays meaningful as it shrinks. :class:`Harness` applies commands to a
+real scheduler on a moving :class:`~tasktrail.domain.ManualClock`; a command
+the rules refuse appends nothing and is simply not counted.
+
+>>> from hypothesis import given
+>>> from tasktrail.replay.strategies import Harness, command_sequences
+>>> @given(command_sequences())                                   # doctest: +SKIP
+... def test_replay_equals_live(steps):
+...     with Harness.temporary() as h:
+...         h.run(steps)
+...         assert replay(h.store) == h.replayable_state()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tasktrail.domain import (
+    ManualClock,
+    Refused,
+    Registry,
+    Scheduler,
+    TaskDefinition,
+)
+from tasktrail.domain.dispatch import InMemoryExecutor, RunSettings
+
+DEFAULT_SLOTS = 5
+START_MS = 1_767_603_600_000  # 2026-01-05T09:00:00Z
+
+
+@dataclass(frozen=True)
+class Command:
+    """One generated command: its name and arguments (task slots, values)."""
+
+    name: str
+    args: tuple[Any, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"{self.name}{self.args!r}"
+
+
+def task_slots(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[int]:
+    """Which task a command names: the slot of a task submitted so far."""
+    return st.integers(0, slots - 1)
+
+
+def phases() -> st.SearchStrategy[str]:
+    """Phase names the harness's definitions know."""
+    return st.sampled_from(["a", "b"])
+
+
+def clock_moves() -> st.SearchStrategy[Command]:
+    """The clock moving forward, from a millisecond to a minute."""
+    return st.builds(lambda ms: Command("advance", (ms,)), st.integers(1, 60_000))
+
+
+def lifecycle_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
+    """Commands of SPEC.md section 1: submit, reserve, checkpoint, wait, sleep, finish, ..."""
+    slot = task_slots(slots)
+    return st.one_of(
+        st.builds(lambda owner: Command("submit", (owner,)), st.none() | slot),
+        st.builds(lambda t: Command("reserve", (t,)), slot),
+        st.builds(lambda t, p: Command("checkpoint", (t, p)), slot, phases()),
+        st.builds(lambda t, v: Command("memo", (t, v)), slot, st.integers(-1000, 1000)),
+        st.builds(
+            lambda t, on, policy: Command("wait", (t, tuple(on), policy)),
+            slot,
+            st.lists(slot, min_size=1, max_size=3),
+            st.sampled_from(["all", "failFast"]),
+        ),
+        st.builds(lambda t, ms: Command("sleep", (t, ms)), slot, st.integers(0, 120_000)),
+        st.builds(
+            lambda t, status: Command("finish", (t, status)),
+            slot,
+            st.sampled_from(["completed", "failed", "aborted"]),
+        ),
+        st.builds(lambda t: Command("abort", (t,)), slot),
+        st.builds(lambda t: Command("retry", (t,)), slot),
+        st.just(Command("run_pass")),
+        st.just(Command("crash")),
+    )
+
+
+def run_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
+    """Commands of SPEC.md section 3: mint runs, jobs ending, reconcile."""
+    slot = task_slots(slots)
+    return st.one_of(
+        st.builds(lambda t: Command("mint_run", (t,)), slot),
+        st.builds(
+            lambda t, outcome: Command("job_ends", (t, outcome)),
+            slot,
+            st.sampled_from(["completed", "failed", "canceled", "interrupted"]),
+        ),
+        st.just(Command("reconcile")),
+    )
+
+
+def commands(slots: int = DEFAULT_SLOTS, *, runs: bool = True) -> st.SearchStrategy[Command]:
+    """Any command, the clock moving in between."""
+    options = [lifecycle_commands(slots), clock_moves()]
+    if runs:
+        options.append(run_commands(slots))
+    return st.one_of(*options)
+
+
+def command_sequences(
+    slots: int = DEFAULT_SLOTS, *, min_size: int = 1, max_size: int = 40, runs: bool = True
+) -> st.SearchStrategy[list[Command]]:
+    """Sequences that start with a few submitted tasks, then any commands."""
+    opening = [
+        Command("submit", (None,)),
+        Command("submit", (None,)),
+        Command("submit", (0,)),
+        Command("reserve", (0,)),
+        Command("reserve", (1,)),
+    ]
+    return st.lists(commands(slots, runs=runs), min_size=min_size, max_size=max_size).map(
+        lambda rest: opening + rest
+    )
+
+
+def harness_registry() -> Registry:
+    """Definitions the harness's tasks use: kind ``a`` runs a then b; ``b`` fails."""
+    return Registry(
+        [
+            TaskDefinition(
+                "a", 1, {"a": lambda inv: "b", "b": lambda inv: inv.finish("completed")}
+            ),
+            TaskDefinition("b", 1, {"a": lambda inv: inv.finish("failed", "b always fails")}),
+        ]
+    )
+
+
+class Harness:
+    """Applies generated commands to a scheduler on a store, on a manual clock."""
+
+    def __init__(
+        self,
+        location: str | os.PathLike[str],
+        *,
+        restart_limit: int = 2,
+        start_ms: float = START_MS,
+    ) -> None:
+        self.location = os.fspath(location)
+        self.clock = ManualClock(start_ms)
+        self.registry = harness_registry()
+        self.restart_limit = restart_limit
+        self.executor = InMemoryExecutor()
+        self.ids: list[str] = []
+        self.accepted: list[Command] = []
+        self.refused: list[tuple[Command, Refused]] = []
+        self.scheduler = self._open()
+
+    @classmethod
+    @contextlib.contextmanager
+    def temporary(cls, **options: Any) -> Iterator[Harness]:
+        """A harness on a SQLite file in a temporary folder, removed afterwards."""
+        with tempfile.TemporaryDirectory() as folder:
+            harness = cls(Path(folder) / "trail.db", **options)
+            try:
+                yield harness
+            finally:
+                harness.scheduler.store.close()
+
+    @property
+    def store(self) -> Any:
+        """The scheduler's store."""
+        return self.scheduler.store
+
+    def _open(self) -> Scheduler:
+        scheduler = Scheduler.open(
+            self.location,
+            clock=self.clock,
+            registry=self.registry,
+            restart_limit=self.restart_limit,
+        )
+        scheduler.configure_runs(
+            executor=self.executor, settings=RunSettings(reconcile_per_tick=50)
+        )
+        return scheduler
+
+    def task(self, slot: int) -> str:
+        """The id of the task in ``slot`` (slots wrap around the tasks submitted so far)."""
+        return self.ids[slot % len(self.ids)] if self.ids else "no-task-yet"
+
+    def run(self, steps: Sequence[Command]) -> None:
+        """Apply every command in order."""
+        for step in steps:
+            self.apply(step)
+
+    def apply(self, command: Command) -> bool:
+        """Apply one command; returns whether the rules accepted it."""
+        try:
+            self._apply(command)
+        except Refused as refusal:
+            self.refused.append((command, refusal))
+            return False
+        self.accepted.append(command)
+        return True
+
+    def _apply(self, command: Command) -> None:
+        s, args = self.scheduler, command.args
+        match command.name:
+            case "submit":
+                owner = self.task(args[0]) if args[0] is not None and self.ids else None
+                kind = "a" if len(self.ids) % 3 else "b"
+                task_id = f"t{len(self.ids):03d}"
+                s.submit(kind, owner=owner, phase="a", id=task_id)
+                self.ids.append(task_id)
+            case "reserve":
+                s.reserve(self.task(args[0]))
+            case "checkpoint":
+                s.checkpoint(self.task(args[0]), args[1])
+            case "memo":
+                s.memo(self.task(args[0]), "m", args[1])
+            case "wait":
+                s.wait(self.task(args[0]), [self.task(a) for a in args[1]], args[2])
+            case "sleep":
+                s.sleep(self.task(args[0]), self.clock.now + args[1])
+            case "finish":
+                s.finish(self.task(args[0]), args[1])
+            case "abort":
+                s.abort(self.task(args[0]))
+            case "retry":
+                s.retry(self.task(args[0]))
+            case "run_pass":
+                s.run_pass()
+            case "advance":
+                self.clock.advance(args[0])
+            case "crash":
+                s.store.close()  # dropped without close(): recovery runs at open
+                self.scheduler = self._open()
+            case "mint_run":
+                s.mint_run(self.task(args[0]))
+            case "job_ends":
+                self._job_ends(self.task(args[0]), args[1])
+            case "reconcile":
+                s.reconcile()
+            case other:
+                raise ValueError(f"unknown command {other!r}")
+
+    def _job_ends(self, task_id: str, outcome: str) -> None:
+        for run in self.scheduler.runs(task_id):
+            if run.live and run.job_id is not None:
+                self.executor.finish(run.job_id, outcome)
+                return

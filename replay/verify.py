@@ -1,0 +1,308 @@
+"""Invariants of SPEC.md stated over state, checked on any log.
+
+``verify(source)`` folds a log leniently (an event that cannot follow its
+stream is reported, not raised) and checks the rules that can be stated over
+the resulting state. Each violation names the check, the task, what is wrong,
+and the positions of the events involved.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tasktrail.domain import CorruptEvent, Store
+from tasktrail.domain.decide import cancelling_ancestor
+from tasktrail.domain.world import Draft
+
+from .state import SchedulerState, replay
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant."""
+
+    check: str
+    task_id: str | None
+    message: str
+    positions: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        where = f" (positions {', '.join(map(str, self.positions))})" if self.positions else ""
+        task = f"task {self.task_id}: " if self.task_id else ""
+        return f"{self.check}: {task}{self.message}{where}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "task_id": self.task_id,
+            "message": self.message,
+            "positions": list(self.positions),
+        }
+
+
+@dataclass
+class VerifyReport:
+    """What ``verify`` found: ``ok`` when nothing."""
+
+    position: int
+    events: int
+    checks: list[str]
+    violations: list[Violation] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def __str__(self) -> str:
+        verdict = "ok" if self.ok else f"{len(self.violations)} violations"
+        head = f"{self.events} events to position {self.position}, {len(self.checks)} checks: "
+        head += verdict
+        return "\n".join([head, *(f"  {v}" for v in self.violations)])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "position": self.position,
+            "events": self.events,
+            "checks": self.checks,
+            "violations": [v.to_dict() for v in self.violations],
+        }
+
+
+Check = Callable[[SchedulerState], Iterator[Violation]]
+CHECKS: dict[str, Check] = {}
+
+
+def check(name: str) -> Callable[[Check], Check]:
+    """Register an invariant (later modules add theirs: turns, ledgers)."""
+
+    def register(fn: Check) -> Check:
+        CHECKS[name] = fn
+        return fn
+
+    return register
+
+
+def _at(state: SchedulerState, *task_ids: str | None) -> tuple[int, ...]:
+    return tuple(
+        sorted({state.last_position[t] for t in task_ids if t and t in state.last_position})
+    )
+
+
+@check("rule_01_one_invocation")
+def _one_invocation(state: SchedulerState) -> Iterator[Violation]:
+    for task in state.world.tasks.values():
+        if (task.status == "running") != (task.mode is not None):
+            yield Violation(
+                "rule_01_one_invocation",
+                task.id,
+                f"status {task.status} with invocation mode {task.mode}",
+                _at(state, task.id),
+            )
+
+
+@check("rule_05_held_outcomes")
+def _held(state: SchedulerState) -> Iterator[Violation]:
+    draft = Draft(state.world)
+    for task in state.world.tasks.values():
+        children = draft.live_children(task.id)
+        if task.status == "completing" and not children:
+            yield Violation(
+                "rule_05_held_outcomes",
+                task.id,
+                "holds its outcome with no live owned task left (it should have ended)",
+                _at(state, task.id),
+            )
+        if task.status == "terminal" and children:
+            yield Violation(
+                "rule_05_held_outcomes",
+                task.id,
+                f"terminal while it owns live tasks {', '.join(children)}",
+                _at(state, task.id, *children),
+            )
+
+
+@check("rule_06_cascade")
+def _cascade(state: SchedulerState) -> Iterator[Violation]:
+    draft = Draft(state.world)
+    for task_id in sorted(state.world.live):
+        task = state.world.tasks[task_id]
+        if task.request_marked:
+            continue
+        owner = cancelling_ancestor(draft, task_id)
+        if owner is not None:
+            yield Violation(
+                "rule_06_cascade",
+                task_id,
+                f"live below cancelling owner {owner.id} without an abort mark",
+                _at(state, task_id, owner.id),
+            )
+
+
+@check("rule_07_waits")
+def _waits(state: SchedulerState) -> Iterator[Violation]:
+    tasks = state.world.tasks
+    for task in tasks.values():
+        if task.status != "waiting":
+            continue
+        for awaited in task.on:
+            if awaited not in tasks:
+                yield Violation(
+                    "rule_07_waits",
+                    task.id,
+                    f"waits on {awaited}, which does not exist",
+                    _at(state, task.id),
+                )
+            elif task.policy == "failFast" and tasks[awaited].owner_id != task.id:
+                yield Violation(
+                    "rule_07_waits",
+                    task.id,
+                    f"failFast waits on {awaited}, which it does not own",
+                    _at(state, task.id, awaited),
+                )
+    yield from _cycles(state)
+
+
+def _cycles(state: SchedulerState) -> Iterator[Violation]:
+    tasks = state.world.tasks
+    colour: dict[str, int] = {}  # 1 on the path, 2 done
+    reported: set[frozenset[str]] = set()
+
+    def edges(task_id: str) -> tuple[str, ...]:
+        task = tasks.get(task_id)
+        return task.on if task is not None and task.status == "waiting" else ()
+
+    for start in sorted(t for t in tasks if tasks[t].status == "waiting"):
+        if colour.get(start):
+            continue
+        stack: list[tuple[str, Iterator[str]]] = [(start, iter(edges(start)))]
+        path = [start]
+        colour[start] = 1
+        while stack:
+            node, children = stack[-1]
+            nxt = next(children, None)
+            if nxt is None:
+                colour[node] = 2
+                stack.pop()
+                path.pop()
+            elif colour.get(nxt) == 1:
+                cycle = path[path.index(nxt) :]
+                key = frozenset(cycle)
+                if key not in reported:
+                    reported.add(key)
+                    yield Violation(
+                        "rule_07_waits",
+                        nxt,
+                        f"wait-for cycle: {' -> '.join([*cycle, nxt])}",
+                        _at(state, *cycle),
+                    )
+            elif not colour.get(nxt):
+                colour[nxt] = 1
+                path.append(nxt)
+                stack.append((nxt, iter(edges(nxt))))
+
+
+@check("rule_08_sleeps")
+def _sleeps(state: SchedulerState) -> Iterator[Violation]:
+    for task in state.world.tasks.values():
+        if task.status == "sleeping" and (
+            task.until is None or not math.isfinite(task.until) or task.until < 0
+        ):
+            yield Violation(
+                "rule_08_sleeps", task.id, f"sleeps until {task.until!r}", _at(state, task.id)
+            )
+
+
+@check("rule_14_memos")
+def _memos(state: SchedulerState) -> Iterator[Violation]:
+    for task in state.world.tasks.values():
+        if task.status in ("completing", "terminal") and task.memos:
+            yield Violation(
+                "rule_14_memos",
+                task.id,
+                f"keeps memos {sorted(task.memos)} after its outcome",
+                _at(state, task.id),
+            )
+
+
+@check("ownership")
+def _ownership(state: SchedulerState) -> Iterator[Violation]:
+    tasks = state.world.tasks
+    for task in tasks.values():
+        if task.owner_id is not None and task.owner_id not in tasks:
+            yield Violation(
+                "ownership",
+                task.id,
+                f"owned by {task.owner_id}, which does not exist",
+                _at(state, task.id),
+            )
+
+
+@check("ledger")
+def _ledger(state: SchedulerState) -> Iterator[Violation]:
+    runs = state.table("runs")
+    by_task_day: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for run in runs:
+        by_task_day.setdefault((run["task_id"], run["day"]), []).append(run)
+    for (task_id, day), rows in sorted(by_task_day.items()):
+        attempts = sorted(r["attempt"] for r in rows)
+        if attempts != list(range(1, len(rows) + 1)):
+            yield Violation(
+                "ledger", task_id, f"attempts on {day} are {attempts}, not 1..{len(rows)}"
+            )
+        live = [r["run_id"] for r in rows if r["status"] in ("dispatching", "running")]
+        if len(live) > 1:
+            yield Violation("ledger", task_id, f"{len(live)} in-flight runs on {day}: {live}")
+    counted: dict[str, dict[str, int]] = {}
+    for run in runs:
+        day = counted.setdefault(run["day"], {"runs": 0, "manual": 0, "scheduled": 0})
+        day["runs"] += 1
+        day[run["trigger"]] += 1
+        if run["status"] not in ("dispatching", "running"):
+            day[run["status"]] = day.get(run["status"], 0) + 1
+    for row in state.table("day_counters"):
+        expected = counted.get(row["day"], {})
+        for column, value in row.items():
+            if column != "day" and value != expected.get(column, 0):
+                yield Violation(
+                    "ledger",
+                    None,
+                    f"day {row['day']}: counter {column} is {value}, the runs say "
+                    f"{expected.get(column, 0)}",
+                )
+
+
+def verify(source: SchedulerState | str | os.PathLike[str] | Store) -> VerifyReport:
+    """Check every registered invariant on a state, or on a log (folded leniently)."""
+    violations: list[Violation] = []
+    if isinstance(source, SchedulerState):
+        state = source
+    else:
+        try:
+            state = replay(source, strict=False)
+        except CorruptEvent as error:
+            # An unreadable event ends the log here: nothing after it can be trusted.
+            return VerifyReport(
+                position=error.position or 0,
+                events=0,
+                checks=["readable"],
+                violations=[Violation("readable", None, str(error), _pos(error))],
+            )
+    for problem in state.problems:
+        violations.append(Violation("fold", None, problem.message, (problem.position,)))
+    for fn in CHECKS.values():
+        violations.extend(fn(state))
+    return VerifyReport(
+        position=state.position,
+        events=state.events,
+        checks=["fold", *CHECKS],
+        violations=violations,
+    )
+
+
+def _pos(error: CorruptEvent) -> tuple[int, ...]:
+    return (error.position,) if error.position is not None else ()
