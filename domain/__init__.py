@@ -5,6 +5,14 @@
 
 from .clock import Clock, ManualClock, system_clock
 from .definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
+from .dispatch import (
+    CancelResult,
+    Executor,
+    InMemoryExecutor,
+    JobSnapshot,
+    RunSettings,
+    SubmitRequest,
+)
 from .errors import (
     ConflictError,
     CorruptEvent,
@@ -19,40 +27,100 @@ from .errors import (
 from .events import EVENT_TYPES, TaskEvent
 from .evolve import InvalidTransition, evolve
 from .invocation import Invocation
+from .passes import (
+    OPERATOR_KEY,
+    ControllerPassReport,
+    Runtime,
+    next_deadline,
+    parse_key,
+    pending_wakeups,
+    role_key,
+    task_key,
+)
+from .run_commands import DispatchReport, ReconcileReport
+from .run_rules import AdmissionRefused, UnknownRun
+from .runs import Ledger, RunState, client_job_id, ledger_of, local_day
 from .scheduler import PassReport, Scheduler
 from .state import Checkpoint, Outcome, TaskState
 from .storage import Store, open_store
+from .turns import (
+    DEFAULT_TURN_SETTINGS,
+    DELIVERY_OUTCOMES,
+    LEADER,
+    MAX_TASK_CONCURRENCY,
+    RoleState,
+    StaleCompletion,
+    TurnRuleViolation,
+    TurnSettings,
+    TurnState,
+    WakeupState,
+    retry_delay_ms,
+)
 from .world import Draft, World
 
 __all__ = [
+    "DEFAULT_TURN_SETTINGS",
+    "DELIVERY_OUTCOMES",
     "EVENT_TYPES",
+    "LEADER",
+    "MAX_TASK_CONCURRENCY",
+    "OPERATOR_KEY",
+    "AdmissionRefused",
     "BlockedReason",
+    "CancelResult",
     "Checkpoint",
     "Clock",
     "ConflictError",
+    "ControllerPassReport",
     "CorruptEvent",
+    "DispatchReport",
     "Draft",
+    "Executor",
+    "InMemoryExecutor",
     "InvalidArgument",
     "InvalidTransition",
     "Invocation",
+    "JobSnapshot",
+    "Ledger",
     "ManualClock",
     "Outcome",
     "PassReport",
+    "ReconcileReport",
     "Refused",
     "Registry",
+    "RoleState",
     "RuleViolation",
+    "RunSettings",
+    "RunState",
+    "Runtime",
     "Scheduler",
+    "StaleCompletion",
     "Store",
     "StoreError",
+    "SubmitRequest",
     "TaskDefinition",
     "TaskEvent",
     "TaskState",
     "TasktrailError",
+    "TurnRuleViolation",
+    "TurnSettings",
+    "TurnState",
     "UnknownEventTopic",
+    "UnknownRun",
     "UnknownTask",
+    "WakeupState",
     "World",
     "blocked_reason",
+    "client_job_id",
     "evolve",
+    "ledger_of",
+    "local_day",
+    "next_deadline",
     "open_store",
+    "parse_key",
+    "pending_wakeups",
+    "retry_delay_ms",
+    "role_key",
     "system_clock",
+    "task_key",
 ]

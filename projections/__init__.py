@@ -11,6 +11,7 @@ from .ledger import Ledgers
 from .live import LiveMirror
 from .projector import CatchUp, Projector, default_out, default_projections
 from .queries import ReadModel, task_from_row
+from .wakeups import PendingWakeups
 
 __all__ = [
     "AuditTrail",
@@ -18,6 +19,7 @@ __all__ = [
     "Changes",
     "Ledgers",
     "LiveMirror",
+    "PendingWakeups",
     "Projection",
     "Projector",
     "ReadModel",

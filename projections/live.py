@@ -1,8 +1,10 @@
-"""The live mirror: every non-terminal task, the waiters index, the sleeping set.
+"""The live mirror: every non-terminal task, the waiters index, the sleeping set,
+the active Turns.
 
 One row per live task in ``live_tasks`` (a terminal task's row is deleted),
 ``waiters`` (who waits on whom, and how), ``sleeping`` (when each sleep is
-due). The ownership tree is ``live_tasks.owner_id``, indexed.
+due), ``active_turns`` (each role's open Turn). The ownership tree is
+``live_tasks.owner_id``, indexed.
 """
 
 from __future__ import annotations
@@ -90,6 +92,22 @@ class LiveMirror(Projection):
             indexes=[("waiter_id",)],
         ),
         TableSpec(
+            "active_turns",
+            {
+                "task_id": str,
+                "role": str,
+                "turn_id": str,
+                "status": str,
+                "started_at": float,
+                "progress_at": float,
+                "delivery_outcome": str,
+                "delivery_attempts": int,
+                "completion_due_at": float,
+            },
+            pk=("task_id", "role"),
+            indexes=[("role",)],
+        ),
+        TableSpec(
             "sleeping",
             {"task_id": str, "until": float, "abort_requested": int},
             pk="task_id",
@@ -111,6 +129,27 @@ class LiveMirror(Projection):
         if isinstance(before, TaskState) and before.status == "waiting":
             for awaited in before.on:
                 changes.delete("waiters", (awaited, before.id))
+        roles = set(after.roles) | (set(before.roles) if isinstance(before, TaskState) else set())
+        for role in sorted(roles):
+            turn = after.roles[role].active if role in after.roles and after.live else None
+            if turn is None:
+                changes.delete("active_turns", (after.id, role))
+                continue
+            changes.upsert(
+                "active_turns",
+                (after.id, role),
+                {
+                    "task_id": after.id,
+                    "role": role,
+                    "turn_id": turn.turn_id,
+                    "status": turn.status,
+                    "started_at": turn.started_at,
+                    "progress_at": turn.progress_at,
+                    "delivery_outcome": turn.delivery_outcome,
+                    "delivery_attempts": turn.delivery_attempts,
+                    "completion_due_at": turn.completion_due_at,
+                },
+            )
         if not after.live:
             changes.delete("live_tasks", after.id)
             changes.delete("sleeping", after.id)

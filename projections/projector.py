@@ -32,6 +32,7 @@ from .audit import AuditTrail
 from .base import Changes, Projection, write_changes
 from .ledger import Ledgers
 from .live import LiveMirror
+from .wakeups import PendingWakeups
 
 POSITIONS = "projection_positions"
 DEFAULT_BATCH = 5_000
@@ -47,7 +48,7 @@ raise from it to simulate a crash at that point."""
 def default_projections() -> list[Projection]:
     """The read models tasktrail keeps: live mirror, audit trail, and the others
     registered by later modules."""
-    projections: list[Projection] = [LiveMirror(), Ledgers(), AuditTrail()]
+    projections: list[Projection] = [LiveMirror(), PendingWakeups(), Ledgers(), AuditTrail()]
     for factory in EXTRA_PROJECTIONS:
         projections.append(factory())
     return projections

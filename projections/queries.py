@@ -107,6 +107,29 @@ class ReadModel:
                 out.append({"task_id": task.id, "kind": task.kind, "reason": reason})
         return out
 
+    def active_turns(self, task_id: str | None = None) -> list[dict[str, Any]]:
+        """Each role's open Turn (of one task, or of all live tasks)."""
+        if task_id is None:
+            return self._rows("SELECT * FROM active_turns ORDER BY task_id, role")
+        return self._rows("SELECT * FROM active_turns WHERE task_id = ? ORDER BY role", (task_id,))
+
+    def pending_wakeups(self) -> list[dict[str, Any]]:
+        """Every pending Leader wakeup, earliest first request first."""
+        return self._rows("SELECT * FROM pending_wakeups ORDER BY first_requested_at, task_id")
+
+    def next_wakeup_deadline(self) -> dict[str, Any] | None:
+        """The earliest wakeup deadline across all tasks: the aggregation deadline
+        while the task's Leader is idle, the force deadline while it is busy."""
+        rows = self._rows(
+            "SELECT w.task_id, CASE WHEN t.task_id IS NULL THEN w.aggregation_deadline "
+            "ELSE w.force_deadline END AS deadline, "
+            "CASE WHEN t.task_id IS NULL THEN 'aggregation' ELSE 'force' END AS window "
+            "FROM pending_wakeups w LEFT JOIN active_turns t "
+            "ON t.task_id = w.task_id AND t.role = 'leader' "
+            "ORDER BY deadline, w.task_id LIMIT 1"
+        )
+        return rows[0] if rows else None
+
     def runs(self, task_id: str | None = None, day: str | None = None) -> list[dict[str, Any]]:
         """Dispatch runs of a task, of a day, or of both, in day, task, attempt order."""
         where, params = [], []

@@ -16,6 +16,7 @@ from typing import Any
 
 from tasktrail.domain import CorruptEvent, Store
 from tasktrail.domain.decide import cancelling_ancestor
+from tasktrail.domain.turns import turn_id_for
 from tasktrail.domain.world import Draft
 
 from .state import SchedulerState, replay
@@ -240,6 +241,31 @@ def _ownership(state: SchedulerState) -> Iterator[Violation]:
                 f"owned by {task.owner_id}, which does not exist",
                 _at(state, task.id),
             )
+
+
+@check("turns_one_active")
+def _turns(state: SchedulerState) -> Iterator[Violation]:
+    for task in state.world.tasks.values():
+        for name, role in task.roles.items():
+            active = role.active
+            if active is None:
+                continue
+            latest = turn_id_for(name, role.turns)
+            if not active.active or active.turn_id != latest:
+                yield Violation(
+                    "turns_one_active",
+                    task.id,
+                    f"role {name}: active Turn {active.turn_id} ({active.status}) is not the "
+                    f"latest started ({latest})",
+                    _at(state, task.id),
+                )
+            if role.last is not None and role.last.active:
+                yield Violation(
+                    "turns_one_active",
+                    task.id,
+                    f"role {name}: two active Turns ({role.last.turn_id}, {active.turn_id})",
+                    _at(state, task.id),
+                )
 
 
 @check("ledger")

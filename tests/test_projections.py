@@ -13,6 +13,7 @@ from test_properties import SEED_TASKS, apply, command, registry
 
 from tasktrail.domain import ManualClock, Refused, Registry, Scheduler, TaskDefinition
 from tasktrail.projections import Projector, ReadModel
+from tasktrail.replay import replay
 
 
 class SimulatedCrash(Exception):
@@ -199,3 +200,45 @@ def test_projections_follow_a_postgres_store(
         rebuilt.rebuild()
         assert rebuilt.table_checksums() == incremental
     scheduler.close()
+
+
+def test_pending_wakeups_and_active_turns(tmp_path: Path, registry: Registry) -> None:
+    clock = ManualClock(100_000)
+    s = Scheduler.open(tmp_path / "t.db", clock=clock, registry=registry)
+    s.submit("job", id="a")
+    s.submit("job", id="b")
+    s.request_wakeup("a", "mail")
+    clock.advance(10)
+    s.request_wakeup("a", "review")
+    clock.advance(5)
+    s.request_wakeup("b", "ping")
+    turn = s.start_turn("b", "leader")  # b's leader is busy: its wakeup waits for the force window
+    with Projector(s.store, tmp_path / "views.db") as projector:
+        projector.catch_up()
+        model = ReadModel(projector)
+        wakeups = {w["task_id"]: w for w in model.pending_wakeups()}
+        assert wakeups["a"]["reasons"] == ["mail", "review"]
+        assert wakeups["a"]["first_requested_at"] == 100_000
+        assert wakeups["a"]["request_count"] == 2
+        assert wakeups["b"]["reasons"] == ["ping"]
+        assert [(t["task_id"], t["role"], t["turn_id"]) for t in model.active_turns()] == [
+            ("b", "leader", turn)
+        ]
+        assert model.next_wakeup_deadline() == {
+            "task_id": "a",
+            "deadline": 160_000,
+            "window": "aggregation",
+        }
+        clock.set(160_000)
+        s.controller_pass()  # a's wakeup is dispatched: it starts a Leader Turn
+        projector.catch_up()
+        assert [w["task_id"] for w in model.pending_wakeups()] == ["b"]
+        assert {t["task_id"] for t in model.active_turns()} == {"a", "b"}
+        assert model.next_wakeup_deadline() == {
+            "task_id": "b",
+            "deadline": 100_015 + 600_000,
+            "window": "force",
+        }
+        state_tables = replay(s.store).tables
+        assert state_tables["pending_wakeups"].keys() == {"b"}
+    s.close()
