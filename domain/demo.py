@@ -14,6 +14,9 @@ The workload, on a simulated clock that starts at 2026-01-05 09:00 UTC:
   scheduler is dropped without ``close`` (a simulated crash), recovery counts
   its restarts, the second recovery parks it at the restart limit, and an
   operator's ``retry`` runs it to completion.
+* a crew of agents (a Leader and two workers) taking Turns, with a Leader
+  wakeup aggregated and dispatched, and nightly jobs dispatched to an executor
+  with a failure of each class (see :mod:`.demo_scenarios`).
 
 Everything is deterministic: the same ``tasks`` gives the same log.
 """
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import demo_scenarios
 from .clock import ManualClock
 from .definitions import Registry, TaskDefinition
 from .describe import describe, format_at
@@ -36,6 +40,8 @@ from .scheduler import Scheduler
 DEMO_START_MS = 1_767_603_600_000  # 2026-01-05T09:00:00Z
 PASS_MS = 250
 RESTART_LIMIT = 2
+SCENARIO_TASKS = 11  # the crew and ten nightly jobs
+MIN_TASKS = 30
 
 
 class SimulatedCrash(BaseException):
@@ -56,6 +62,7 @@ class DemoReport:
     parked: list[str]
     story_task: str
     story: list[str] = field(default_factory=list)
+    ledger: list[str] = field(default_factory=list)
 
     @property
     def events_per_second(self) -> float:
@@ -142,6 +149,7 @@ def _definitions(crashes: dict[str, int], ids: _Ids) -> Registry:
             TaskDefinition("batch", 1, {"start": start_batch, "commit": commit}, abort=cleanup),
             TaskDefinition("ingest", 1, {"ingest": ingest, "commit": commit}, abort=cleanup),
             TaskDefinition("fragile", 1, {"warm_up": warm_up, "step": fragile_step}),
+            *demo_scenarios.DEFINITIONS,
         ]
     )
 
@@ -150,8 +158,8 @@ def run_demo(
     path: str | Path, tasks: int = 200, *, log: Callable[[str], Any] = print
 ) -> DemoReport:
     """Record the demo workload (about ``tasks`` tasks) into a fresh SQLite file at ``path``."""
-    if tasks < 20:
-        raise ValueError("the demo needs at least 20 tasks to show each scenario")
+    if tasks < MIN_TASKS:
+        raise ValueError(f"the demo needs at least {MIN_TASKS} tasks to show each scenario")
     path = Path(path)
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -167,7 +175,7 @@ def run_demo(
     fragile = scheduler.submit("fragile", id=ids("fragile"))
     crashes[fragile] = RESTART_LIMIT
     batch = scheduler.submit("batch", id=ids("batch"))
-    budget = tasks - 1 - 6
+    budget = tasks - 1 - 6 - SCENARIO_TASKS
     while budget > 0:
         if budget >= 5 and ids.count % 3 != 0:
             scheduler.submit("research", id=ids("research"))
@@ -218,6 +226,8 @@ def run_demo(
                 log(f"operator retry({fragile}): restarts cleared, it runs again")
                 crashes[fragile] = 0
     scheduler.run_until_idle()
+    demo_scenarios.crew_scenario(scheduler, clock, log)
+    ledger = demo_scenarios.dispatch_scenario(scheduler, clock, log)
     outcomes: Counter[str] = Counter()
     for task in scheduler.tasks():
         outcomes[task.outcome.status if task.outcome is not None else task.status] += 1
@@ -235,6 +245,7 @@ def run_demo(
         parked=parked,
         story_task=fragile,
         story=story,
+        ledger=ledger,
     )
 
 
@@ -247,6 +258,10 @@ def print_report(report: DemoReport, log: Callable[[str], Any] = print) -> None:
         log(f"  {outcome:<10} {count}")
     log(f"events     {report.events} in {report.seconds:.2f}s ({report.events_per_second:,.0f}/s)")
     log(f"recovery   {report.restarts_counted} restarts counted, parked: {report.parked or '-'}")
+    log("")
+    log("run ledger (nightly jobs, a failure of each class):")
+    for line in report.ledger:
+        log(f"  {line}")
     log("")
     log(f"history of {report.story_task} (crashed twice, parked, retried):")
     for line in report.story:

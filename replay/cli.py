@@ -224,10 +224,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from tasktrail.domain.demo import print_report, run_demo
+    from tasktrail.domain.demo import MIN_TASKS, print_report, run_demo
 
-    if args.tasks < 20:
-        print("tasktrail: --tasks must be at least 20", file=sys.stderr)
+    if args.tasks < MIN_TASKS:
+        print(f"tasktrail: --tasks must be at least {MIN_TASKS}", file=sys.stderr)
         return EXIT_BAD_INPUT
     report = run_demo(args.db, args.tasks)
     print_report(report)

@@ -25,6 +25,14 @@ def test_demo_records_every_scenario(tmp_path: Path) -> None:
     story = "\n".join(report.story)
     assert "TaskRecovered(restarts=2)" in story and "RestartsCleared" in story
     assert story.rstrip().endswith("TaskEnded(status=completed)")
+    assert any("wakeup aggregated 2 requests" in line for line in lines)
+    assert any("wakeup dispatched" in line and "leader.1" in line for line in lines)
+    assert any("stale completion refused" in line for line in lines)
+    ledger = "\n".join(report.ledger)
+    for code in ("job_lost", "canceled", "interrupted", "orphaned", "superseded", "expired"):
+        assert code in ledger, code
+    for code in ("submit_exhausted", "identity_conflict", "model_overloaded"):
+        assert code in ledger, code
     # Everything ended and the store folds back to the same tasks.
     reopened = Scheduler.open(tmp_path / "demo.db")
     assert all(t.status == "terminal" for t in reopened.tasks())
@@ -33,10 +41,10 @@ def test_demo_records_every_scenario(tmp_path: Path) -> None:
 
 
 def test_demo_is_deterministic(tmp_path: Path) -> None:
-    first = run_demo(tmp_path / "a.db", 40, log=lambda _: None)
-    second = run_demo(tmp_path / "b.db", 40, log=lambda _: None)
+    first = run_demo(tmp_path / "a.db", 30, log=lambda _: None)
+    second = run_demo(tmp_path / "b.db", 30, log=lambda _: None)
     assert first.outcomes == second.outcomes and first.events == second.events
-    assert first.story == second.story
+    assert first.story == second.story and first.ledger == second.ledger
 
 
 def test_cli_demo_history_and_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,7 +62,7 @@ def test_cli_demo_history_and_tasks(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_cli_bad_input_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "demo.db"
-    run_demo(db, 20, log=lambda _: None)
+    run_demo(db, 30, log=lambda _: None)
     assert main(["history", str(db), "no-such-task"]) == 2
     assert "no such task" in capsys.readouterr().err
     assert main(["history", str(tmp_path / "missing.db"), "x"]) == 2
