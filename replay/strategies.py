@@ -108,16 +108,52 @@ def run_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
     )
 
 
-def commands(slots: int = DEFAULT_SLOTS, *, runs: bool = True) -> st.SearchStrategy[Command]:
+def roles() -> st.SearchStrategy[str]:
+    """Agent roles: the Leader and one worker."""
+    return st.sampled_from(["leader", "worker"])
+
+
+def turn_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
+    """Commands of SPEC.md section 2: Turns, their completions and exits, wakeups, passes."""
+    slot = task_slots(slots)
+    return st.one_of(
+        st.builds(lambda t, r: Command("start_turn", (t, r)), slot, roles()),
+        st.builds(
+            lambda t, r, stale, delay: Command("complete_turn", (t, r, stale, delay)),
+            slot,
+            roles(),
+            st.booleans(),
+            st.sampled_from([0, 0, 500]),
+        ),
+        st.builds(lambda t, r: Command("observe_exit", (t, r)), slot, roles()),
+        st.builds(
+            lambda t, reason: Command("request_wakeup", (t, reason)),
+            slot,
+            st.sampled_from(["mail", "review", "ping"]),
+        ),
+        st.just(Command("controller_pass")),
+    )
+
+
+def commands(
+    slots: int = DEFAULT_SLOTS, *, runs: bool = True, turns: bool = True
+) -> st.SearchStrategy[Command]:
     """Any command, the clock moving in between."""
     options = [lifecycle_commands(slots), clock_moves()]
     if runs:
         options.append(run_commands(slots))
+    if turns:
+        options.append(turn_commands(slots))
     return st.one_of(*options)
 
 
 def command_sequences(
-    slots: int = DEFAULT_SLOTS, *, min_size: int = 1, max_size: int = 40, runs: bool = True
+    slots: int = DEFAULT_SLOTS,
+    *,
+    min_size: int = 1,
+    max_size: int = 40,
+    runs: bool = True,
+    turns: bool = True,
 ) -> st.SearchStrategy[list[Command]]:
     """Sequences that start with a few submitted tasks, then any commands."""
     opening = [
@@ -127,9 +163,8 @@ def command_sequences(
         Command("reserve", (0,)),
         Command("reserve", (1,)),
     ]
-    return st.lists(commands(slots, runs=runs), min_size=min_size, max_size=max_size).map(
-        lambda rest: opening + rest
-    )
+    steps = commands(slots, runs=runs, turns=turns)
+    return st.lists(steps, min_size=min_size, max_size=max_size).map(lambda rest: opening + rest)
 
 
 def harness_registry() -> Registry:
@@ -249,8 +284,29 @@ class Harness:
                 self._job_ends(self.task(args[0]), args[1])
             case "reconcile":
                 s.reconcile()
+            case "start_turn":
+                s.start_turn(self.task(args[0]), args[1])
+            case "complete_turn":
+                self._complete_turn(self.task(args[0]), args[1], stale=args[2], delay=args[3])
+            case "observe_exit":
+                s.observe_exit(self.task(args[0]), args[1])
+            case "request_wakeup":
+                s.request_wakeup(self.task(args[0]), args[1])
+            case "controller_pass":
+                s.controller_pass(concurrency=1)
             case other:
                 raise ValueError(f"unknown command {other!r}")
+
+    def _complete_turn(self, task_id: str, role: str, *, stale: bool, delay: int) -> None:
+        active = self.scheduler.active_turn(task_id, role)
+        turns = self.scheduler.task(task_id).roles.get(role)
+        if stale or active is None:
+            # A completion naming a Turn that is not the active one: refused and audited.
+            number = turns.turns if turns is not None else 0
+            self.scheduler.complete_turn(task_id, role, f"{role}.{max(number - 1, 0)}")
+            return
+        due = self.clock.now + delay if delay else None
+        self.scheduler.complete_turn(task_id, role, active.turn_id, due_at=due)
 
     def _job_ends(self, task_id: str, outcome: str) -> None:
         for run in self.scheduler.runs(task_id):
