@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from .decide import Context
+from .decide import Context, _task
 from .dispatch import FAILED_JOB_STATUSES, JobSnapshot, RunSettings
-from .errors import InvalidArgument, Refused, RuleViolation, UnknownTask
+from .errors import InvalidArgument, Refused, RuleViolation
 from .runs import (
     TRIGGERS,
     Ledger,
@@ -130,15 +130,6 @@ def scheduled_at(draft: Draft, task_id: str) -> float | None:
     """The task's scheduled run time, if it has one."""
     state = draft.get_stream(schedule_stream_id(task_id))
     return state.run_at if isinstance(state, ScheduleState) else None
-
-
-def _task(draft: Draft, task_id: str) -> TaskState:
-    if not isinstance(task_id, str) or not task_id:
-        raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
-    state = draft.get(task_id)
-    if state is None:
-        raise UnknownTask(task_id)
-    return state
 
 
 class _RunKey(TypedDict):

@@ -37,8 +37,9 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from .decide import Context
-from .errors import InvalidArgument, RuleViolation, UnknownTask
+from .decide import Context, _task
+from .decide import _not_closing as _open
+from .errors import InvalidArgument, RuleViolation
 from .evolve import InvalidTransition, evolves, evolves_stream
 from .state import TaskState
 from .turns import (
@@ -126,21 +127,6 @@ WakeupRequestStatus = Literal["requested", "aggregated", "dropped"]
 
 
 # ─── helpers ────────────────────────────────────────────────────────────────
-
-
-def _open(ctx: Context, task_id: str | None) -> None:
-    # 2. A closing scheduler ends every decision without a write.
-    if ctx.closing:
-        raise RuleViolation(2, "the scheduler is closing; open it again to decide", task_id=task_id)
-
-
-def _task(draft: Draft, task_id: object) -> TaskState:
-    if not isinstance(task_id, str) or not task_id:
-        raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
-    state = draft.get(task_id)
-    if state is None:
-        raise UnknownTask(task_id)
-    return state
 
 
 def _not_terminal(task: TaskState, what: str) -> None:
