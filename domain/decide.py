@@ -46,8 +46,9 @@ from .world import Draft
 
 FINISH_STATUSES: tuple[OutcomeStatus, ...] = ("completed", "failed", "aborted", "faulted")
 MAX_VALUE_BYTES = 64 * 1024
-"""The largest memo value or error detail a task may record, as JSON (64 KiB):
-the log keeps every value forever, so large data belongs in a blob store."""
+"""The largest memo value, error message or error detail a task may record, as
+JSON (64 KiB): the log keeps every value forever, so large data belongs in a
+blob store."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +79,33 @@ def _phase_name(value: object, what: str, task_id: str | None) -> str:
 
 
 def json_value(value: Any, what: str, task_id: str | None) -> Any:
-    """Check that ``value`` is JSON the log can keep: encodable, at most MAX_VALUE_BYTES."""
+    """Check that ``value`` is JSON the log can keep: encodable, finite, at most
+    MAX_VALUE_BYTES. Returns it as the log will read it back (a tuple as a list, a
+    date as its ISO text), so the live state is the state a replay folds."""
     try:
-        size = len(orjson.dumps(value))
+        encoded = orjson.dumps(value)
     except TypeError as error:
         raise InvalidArgument(f"{what} must be JSON data: {error}", task_id=task_id) from None
-    if size > MAX_VALUE_BYTES:
+    if len(encoded) > MAX_VALUE_BYTES:
         raise InvalidArgument(
-            f"{what} is {size} bytes as JSON; the limit is {MAX_VALUE_BYTES}", task_id=task_id
+            f"{what} is {len(encoded)} bytes as JSON; the limit is {MAX_VALUE_BYTES}",
+            task_id=task_id,
         )
-    return value
+    if not _finite(value):  # orjson would write NaN and infinities as null
+        raise InvalidArgument(
+            f"{what} must be JSON data: NaN and infinities are not JSON", task_id=task_id
+        )
+    return orjson.loads(encoded)
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return all(_finite(item) for item in value)
+    return True
 
 
 def _not_closing(ctx: Context, task_id: str | None) -> None:
@@ -226,9 +244,19 @@ def submit(
         raise InvalidArgument(f"version must be an int >= 1, not {version!r}", task_id=task_id)
     if isinstance(project_ids, str):
         raise InvalidArgument("project_ids must be a list of ids, not a string", task_id=task_id)
-    projects = tuple(project_ids)
+    try:
+        projects = tuple(project_ids)
+    except TypeError:
+        raise InvalidArgument(
+            f"project_ids must be a list of ids, not {project_ids!r}", task_id=task_id
+        ) from None
     if not all(isinstance(p, str) and p for p in projects):
         raise InvalidArgument("project ids must be non-empty strings", task_id=task_id)
+    if not isinstance(abandon_on_restart, bool):
+        raise InvalidArgument(
+            f"abandon_on_restart must be True or False, not {abandon_on_restart!r}",
+            task_id=task_id,
+        )
     for name, value in (("owner", owner_id), ("conversation_id", conversation_id)):
         if value is not None and (not isinstance(value, str) or not value):
             raise InvalidArgument(
@@ -399,7 +427,7 @@ def memo(draft: Draft, ctx: Context, task_id: str, name: str, value: Any) -> Tas
     """The running task remembers ``value`` under ``name`` until its outcome (rule 14)."""
     _invocation_decision(draft, ctx, task_id)
     _phase_name(name, "memo name", task_id)
-    json_value(value, f"memo {name!r}", task_id)
+    value = json_value(value, f"memo {name!r}", task_id)
     return draft.emit(MemoRecorded(task_id=task_id, at=ctx.now, name=name, value=value))
 
 
@@ -415,7 +443,12 @@ def wait(
     task = _invocation_decision(draft, ctx, task_id)
     if isinstance(on, str):
         raise InvalidArgument("on must be a list of task ids, not a string", task_id=task_id)
-    awaited = tuple(dict.fromkeys(on))
+    try:
+        awaited = tuple(dict.fromkeys(on))
+    except TypeError:  # not iterable, or holding something that cannot be a task id
+        raise InvalidArgument(
+            f"on must be a list of task ids, not {on!r}", task_id=task_id
+        ) from None
     if policy not in ("all", "failFast"):
         raise InvalidArgument(
             f"policy must be 'all' or 'failFast', not {policy!r}", task_id=task_id
@@ -503,9 +536,10 @@ def finish(
         raise InvalidArgument(
             f"status must be one of {', '.join(FINISH_STATUSES)}, not {status!r}", task_id=task_id
         )
-    json_value(detail, "error detail", task_id)
+    detail = json_value(detail, "error detail", task_id)
     if message is not None and not isinstance(message, str):
         raise InvalidArgument(f"error message must be a string, not {message!r}", task_id=task_id)
+    json_value(message, "error message", task_id)
     if reason is not None and not isinstance(reason, str):
         raise InvalidArgument(f"reason must be a string, not {reason!r}", task_id=task_id)
     _end(draft, ctx, task, Outcome(status, message, detail, reason), rule=None)

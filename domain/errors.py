@@ -89,3 +89,19 @@ class UnknownEventTopic(CorruptEvent):
             position,
             f"unknown event topic {topic!r} (written by a newer tasktrail? upgrade to read it)",
         )
+
+
+class NewerEventVersion(UnknownEventTopic):
+    """A log holds an event recorded under a newer ``class_version`` of its type
+    than this tasktrail knows: the store was written by a newer tasktrail."""
+
+    def __init__(self, position: int | None, topic: str, version: int, known: int) -> None:
+        self.version = version
+        self.known = known
+        CorruptEvent.__init__(
+            self,
+            position,
+            f"{topic} version {version} is newer than this tasktrail reads (up to version "
+            f"{known}): the store was written by a newer tasktrail; upgrade to read it",
+        )
+        self.topic = topic

@@ -60,7 +60,13 @@ class TaskEvent:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TaskSubmitted(TaskEvent):
-    """A task was created, ``pending`` at its first phase."""
+    """A task was created, ``pending`` at its first phase.
+
+    Version 2 added ``priority``: a hint for hosts that order their own work
+    (higher first, 0 normal). Tasks recorded by the first release read as 0.
+    """
+
+    class_version: ClassVar[int] = 2
 
     kind: str
     version: int
@@ -70,6 +76,12 @@ class TaskSubmitted(TaskEvent):
     project_ids: tuple[str, ...] = ()
     trace: dict[str, str] | None = None
     abandon_on_restart: bool = False
+    priority: int = 0
+
+    @staticmethod
+    def upcast_v1_v2(payload: dict[str, Any]) -> None:
+        """A first-release submission had no priority: it was a normal one."""
+        payload["priority"] = 0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

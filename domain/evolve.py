@@ -8,8 +8,8 @@ that cannot follow the state it is applied to raises :class:`InvalidTransition`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from .events import (
@@ -34,6 +34,42 @@ from .state import Checkpoint, Outcome, TaskState
 class InvalidTransition(ValueError):
     """An event cannot follow the state it was applied to: the log is not one
     tasktrail would write (an event after a terminal one, say)."""
+
+
+T = TypeVar("T")
+
+
+def fast_replace(cls: type[T]) -> Callable[..., T]:
+    """``dataclasses.replace`` for one frozen, slotted dataclass, at a third of its cost.
+
+    ``dataclasses.replace`` reads every field into a dict and calls the generated
+    ``__init__``, which sets each through ``object.__setattr__``; this copies each
+    slot with its own descriptor, then sets the changed ones. Like ``__init__``,
+    the copy is generated once per class (there is no ``__post_init__`` to call).
+    """
+    if hasattr(cls, "__post_init__") or not hasattr(cls, "__slots__"):
+        raise TypeError(f"{cls.__name__}: fast_replace needs slots and no __post_init__")
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    namespace: dict[str, Any] = {"new_object": object.__new__, "cls": cls}
+    namespace["set_field"] = object.__setattr__
+    lines = ["def replace(state, /, **changes):", "    new = new_object(cls)"]
+    for name in names:
+        namespace[f"set_{name}"] = cls.__dict__[name].__set__
+        lines.append(f"    set_{name}(new, state.{name})")
+    lines += ["    for name, value in changes.items():", "        set_field(new, name, value)"]
+    lines.append("    return new")
+    exec("\n".join(lines), namespace)
+    copy: Callable[..., T] = namespace["replace"]
+    copy.__doc__ = f"A copy of a {cls.__name__} with ``changes``."
+    return copy
+
+
+_replace = fast_replace(TaskState)
+
+
+def _step(state: TaskState, event: TaskEvent, **changes: Any) -> TaskState:
+    """The state after ``event``: ``changes``, stamped with the event's time and count."""
+    return _replace(state, updated_at=event.at, events=state.events + 1, **changes)
 
 
 Evolver = Callable[[TaskState, Any], TaskState]
@@ -98,7 +134,9 @@ def evolve(state: TaskState | None, event: TaskEvent) -> TaskState:
     if handler is None:
         raise InvalidTransition(f"task {state.id}: no evolve for {type(event).__name__}")
     next_state = handler(state, event)
-    return replace(next_state, updated_at=event.at, events=state.events + 1)
+    if next_state.events == state.events + 1:
+        return next_state  # stamped already (by _step)
+    return _replace(next_state, updated_at=event.at, events=state.events + 1)
 
 
 def _submitted(event: TaskSubmitted) -> TaskState:
@@ -127,12 +165,12 @@ def _require(state: TaskState, event: TaskEvent, *statuses: str) -> None:
 @evolves(TaskReserved)
 def _reserved(state: TaskState, event: TaskReserved) -> TaskState:
     _require(state, event, "pending", "waiting", "sleeping", "running")
-    return replace(state, status="running", mode=event.mode, on=(), policy=None, until=None)
+    return _step(state, event, status="running", mode=event.mode, on=(), policy=None, until=None)
 
 
 @evolves(TaskMigrated)
 def _migrated(state: TaskState, event: TaskMigrated) -> TaskState:
-    return replace(state, version=event.to_version, checkpoint=Checkpoint(event.phase))
+    return _step(state, event, version=event.to_version, checkpoint=Checkpoint(event.phase))
 
 
 @evolves(CheckpointCommitted)
@@ -141,20 +179,21 @@ def _checkpoint(state: TaskState, event: CheckpointCommitted) -> TaskState:
     checkpoint = Checkpoint(event.phase, event.attempt)
     # Rule 11: a different state is progress; the same checkpoint again is not.
     restarts = state.restarts if checkpoint == state.checkpoint else 0
-    return replace(state, checkpoint=checkpoint, restarts=restarts)
+    return _step(state, event, checkpoint=checkpoint, restarts=restarts)
 
 
 @evolves(MemoRecorded)
 def _memo(state: TaskState, event: MemoRecorded) -> TaskState:
     _require(state, event, "running")
-    return replace(state, memos={**state.memos, event.name: event.value})
+    return _step(state, event, memos={**state.memos, event.name: event.value})
 
 
 @evolves(WaitStarted)
 def _wait(state: TaskState, event: WaitStarted) -> TaskState:
     _require(state, event, "running")
-    return replace(
+    return _step(
         state,
+        event,
         status="waiting",
         mode=None,
         checkpoint=Checkpoint(event.phase),
@@ -167,8 +206,9 @@ def _wait(state: TaskState, event: WaitStarted) -> TaskState:
 @evolves(SleepStarted)
 def _sleep(state: TaskState, event: SleepStarted) -> TaskState:
     _require(state, event, "running")
-    return replace(
+    return _step(
         state,
+        event,
         status="sleeping",
         mode=None,
         checkpoint=Checkpoint(event.phase),
@@ -184,8 +224,9 @@ def _outcome(event: OutcomeHeld | TaskEnded) -> Outcome:
 @evolves(OutcomeHeld)
 def _held(state: TaskState, event: OutcomeHeld) -> TaskState:
     # Rule 14: memos disappear once an outcome is decided.
-    return replace(
+    return _step(
         state,
+        event,
         status="completing",
         mode=None,
         checkpoint=None,
@@ -200,8 +241,9 @@ def _held(state: TaskState, event: OutcomeHeld) -> TaskState:
 
 @evolves(TaskEnded)
 def _ended(state: TaskState, event: TaskEnded) -> TaskState:
-    return replace(
+    return _step(
         state,
+        event,
         status="terminal",
         mode=None,
         checkpoint=None,
@@ -217,21 +259,21 @@ def _ended(state: TaskState, event: TaskEnded) -> TaskState:
 @evolves(AbortMarked)
 def _abort_marked(state: TaskState, event: AbortMarked) -> TaskState:
     # Rule 12: a mark resets restarts, which from now on count abort cut-offs.
-    return replace(state, abort_requested=True, abort_reason=event.reason, restarts=0)
+    return _step(state, event, abort_requested=True, abort_reason=event.reason, restarts=0)
 
 
 @evolves(TaskRecovered)
 def _recovered(state: TaskState, event: TaskRecovered) -> TaskState:
     _require(state, event, "running")
-    return replace(state, status="pending", mode=None, restarts=event.restarts)
+    return _step(state, event, status="pending", mode=None, restarts=event.restarts)
 
 
 @evolves(TaskStopped)
 def _stopped(state: TaskState, event: TaskStopped) -> TaskState:
     _require(state, event, "running")
-    return replace(state, status="pending", mode=None)
+    return _step(state, event, status="pending", mode=None)
 
 
 @evolves(RestartsCleared)
 def _restarts_cleared(state: TaskState, event: RestartsCleared) -> TaskState:
-    return replace(state, restarts=0)
+    return _step(state, event, restarts=0)

@@ -10,6 +10,7 @@ leaves the scheduler refreshed so that deciding again sees the winner's events.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import uuid
@@ -17,12 +18,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from . import decide
+from . import decide, telemetry
+from .batch import BatchCommands
 from .clock import Clock, system_clock
 from .definitions import BlockedReason, Registry, blocked_reason, definition_fit
 from .errors import (
     ConflictError,
-    CorruptEvent,
     InvalidArgument,
     Refused,
     RuleViolation,
@@ -57,7 +58,7 @@ class PassReport:
         return bool(self.reserved or self.ended)
 
 
-class Scheduler(TurnCommands, RunCommands):
+class Scheduler(BatchCommands, TurnCommands, RunCommands):
     """A durable task scheduler kept as an event-sourced state machine.
 
     Open one with :meth:`open`; it loads the store's tasks and runs recovery
@@ -115,6 +116,10 @@ class Scheduler(TurnCommands, RunCommands):
             or restart_limit < 1
         ):
             raise InvalidArgument(f"restart_limit must be an int >= 1, not {restart_limit!r}")
+        if not callable(clock):
+            raise InvalidArgument(f"clock must be a function returning ms, not {clock!r}")
+        if registry is not None and not isinstance(registry, Registry):
+            raise InvalidArgument(f"registry must be a Registry, not {registry!r}")
         store = (
             location if isinstance(location, Store) else open_store(location, durability=durability)
         )
@@ -141,6 +146,7 @@ class Scheduler(TurnCommands, RunCommands):
         self._invocations.clear()
         self.closing = True
         self._closed = True
+        self._flush_batch()  # closed inside a batch: what it decided is appended first
         self.store.close()
 
     def __enter__(self) -> Scheduler:
@@ -148,6 +154,11 @@ class Scheduler(TurnCommands, RunCommands):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def configure_telemetry(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+        """Send this scheduler's phase spans and metrics to these OpenTelemetry providers
+        (``None``: the process-wide defaults, see :mod:`.telemetry`)."""
+        telemetry.configure_telemetry(self, tracer_provider, meter_provider)
 
     # ─── reading ────────────────────────────────────────────────────────────
 
@@ -157,7 +168,7 @@ class Scheduler(TurnCommands, RunCommands):
 
     def task(self, task_id: str) -> TaskState:
         """The current state of one task."""
-        state = self.world.get(task_id)
+        state = self.world.get(_task_id(task_id))
         if state is None:
             self.refresh()
             state = self.world.get(task_id)
@@ -206,19 +217,9 @@ class Scheduler(TurnCommands, RunCommands):
         for recorded in self.store.read(after=self.position):
             event = recorded.event
             have = self.world.version_of(event.stream_id(), type(event).task_stream)
-            if recorded.originator_version <= have:
-                pass  # our own event, already folded when we appended it
-            elif recorded.originator_version != have + 1:
-                raise CorruptEvent(
-                    recorded.position,
-                    f"stream {event.stream_id()} jumps from version {have} to "
-                    f"{recorded.originator_version}",
-                )
-            else:
-                try:
-                    self.world.apply(event)
-                except ValueError as error:
-                    raise CorruptEvent(recorded.position, str(error)) from None
+            # An event at or below the version we hold is our own, folded when appended.
+            if recorded.originator_version > have:
+                self.world.apply_stored(recorded.position, event, recorded.originator_version)
                 folded += 1
             self.position = recorded.position
         return folded
@@ -265,6 +266,8 @@ class Scheduler(TurnCommands, RunCommands):
                 )
             phase = next(iter(definition.phases))
         task_id = id if id is not None else uuid.uuid4().hex
+        if trace is None:  # submitted while a span is current: keep its carrier
+            trace = telemetry.current_carrier()
         self._decide(
             decide.submit,
             task_id=task_id,
@@ -285,7 +288,7 @@ class Scheduler(TurnCommands, RunCommands):
         Returns the mode, or ``None`` when a rule ended the task instead of
         reserving it (rules 12 and 13).
         """
-        if task_id in self._invocations and self._is_running(task_id):
+        if _task_id(task_id) in self._invocations and self._is_running(task_id):
             raise Refused(
                 "its invocation here is still live; it ends at its next decision",
                 task_id=task_id,
@@ -312,6 +315,8 @@ class Scheduler(TurnCommands, RunCommands):
     def memo(self, task_id: str, name: str, value: Any = _MISSING) -> Any:
         """Read a memo (``None`` if unset) or, given ``value``, record it (running tasks only)."""
         if value is _MISSING:
+            if not isinstance(name, str):
+                raise InvalidArgument(f"a memo name is a string, not {name!r}", task_id=task_id)
             return self.task(task_id).memos.get(name)
         self._invocation_decision(task_id, decide.memo, name, value)
         return value
@@ -358,7 +363,7 @@ class Scheduler(TurnCommands, RunCommands):
 
     def retry(self, task_id: str) -> bool:
         """Unpark a task parked at the restart limit (rule 9); returns whether it was parked."""
-        self._failed_migrations.discard(task_id)
+        self._failed_migrations.discard(_task_id(task_id))
         parked: bool = self._decide(decide.retry, task_id)
         return parked
 
@@ -442,7 +447,8 @@ class Scheduler(TurnCommands, RunCommands):
                 return
             before = task.events
             try:
-                result = handler(invocation)
+                with telemetry.phase_context(self, task_id):
+                    result = handler(invocation)
                 if isinstance(result, str):
                     invocation.checkpoint(result)
             except RuleViolation as refusal:
@@ -470,7 +476,8 @@ class Scheduler(TurnCommands, RunCommands):
             self.finish(task_id, "aborted", reason=task.abort_reason or "abort_requested")
             return
         try:
-            definition.abort(invocation)
+            with telemetry.phase_context(self, task_id):
+                definition.abort(invocation)
         except RuleViolation as refusal:
             if not (refusal.task_id == task_id and refusal.rule in (1, 2)):
                 self._fault(task_id, str(refusal), "threw")
@@ -511,9 +518,12 @@ class Scheduler(TurnCommands, RunCommands):
     # ─── the decision cycle ─────────────────────────────────────────────────
 
     def _context(self) -> decide.Context:
-        return decide.Context(
-            now=self.clock(), restart_limit=self.restart_limit, closing=self.closing
-        )
+        now = self.clock()
+        # Every event carries this time: one that is not a finite number would
+        # be recorded as null and read back differently.
+        if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+            raise InvalidArgument(f"the clock returned {now!r}, not a finite time in ms")
+        return decide.Context(now=now, restart_limit=self.restart_limit, closing=self.closing)
 
     def _readiness(self, draft: Draft, ctx: decide.Context, task: TaskState) -> str:
         if task.status == "running" and task.id in self._invocations:
@@ -556,10 +566,12 @@ class Scheduler(TurnCommands, RunCommands):
     def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         draft = Draft(self.world)
         result = fn(draft, self._context(), *args, **kwargs)
-        self._commit(draft.events)
+        self._commit(draft.events, draft.states)
         return result
 
-    def _commit(self, events: list[TaskEvent]) -> None:
+    def _commit(self, events: list[TaskEvent], states: Sequence[Any] | None = None) -> None:
+        """Append ``events`` (in a :meth:`batch`: queue them), then fold them into the
+        world; ``states`` are the draft's states after each, folded already."""
         if not events:
             return
         versions = []
@@ -571,13 +583,20 @@ class Scheduler(TurnCommands, RunCommands):
                 current = self.world.version_of(stream_id, type(event).task_stream)
             next_version[stream_id] = current + 1
             versions.append(current + 1)
-        try:
-            positions = self.store.append(events, versions)
-        except ConflictError:
-            self.refresh()
-            raise
-        for event in events:
-            self.world.apply(event)
+        batch = self._batch
+        if batch is not None:
+            batch.add(events, versions)  # appended when the batch exits
+        else:
+            try:
+                positions = self.store.append(events, versions)
+            except ConflictError:
+                self.refresh()
+                raise
+        telemetry.committed(self, events, versions)  # never raises
+        for n, event in enumerate(events):
+            self.world.apply(event, states[n] if states is not None else None)
+        if batch is not None:
+            return
         self.events_written += len(events)
         # Contiguous positions right after ours mean no other writer came between.
         if positions[0] == self.position + 1 and positions[-1] == self.position + len(positions):
@@ -588,6 +607,13 @@ class Scheduler(TurnCommands, RunCommands):
         for task_id, task in self.world.tasks.items():
             if task_id in self.world.live:
                 yield task
+
+
+def _task_id(task_id: object) -> str:
+    """A task id as commands take it: a non-empty string."""
+    if not isinstance(task_id, str) or not task_id:
+        raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
+    return task_id
 
 
 def _message(error: BaseException) -> str:

@@ -137,3 +137,22 @@ class TaskState:
             out["roles"] = {name: role.to_dict() for name, role in self.roles.items()}
         out["events"] = self.events
         return out
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: one table of the task's fields."""
+        from html import escape
+
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{escape(key)}</th>"
+            f"<td style='text-align:left'>{escape(_html_cell(value))}</td></tr>"
+            for key, value in self.to_dict().items()
+        )
+        return f"<table><caption>task {escape(self.id)}</caption>{rows}</table>"
+
+
+def _html_cell(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    import orjson
+
+    return orjson.dumps(value, default=repr).decode()

@@ -14,8 +14,11 @@ crash may lose the last commits. PostgreSQL is always synchronous.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,22 +30,44 @@ import orjson
 from eventsourcing.application import Application
 from eventsourcing.persistence import (
     InfrastructureFactory,
+    InterfaceError,
     Mapper,
-    OperationalError,
     PersistenceError,
     RecordConflictError,
     StoredEvent,
     Transcoder,
 )
-from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
+from eventsourcing.sqlite import (
+    SQLITE3_DEFAULT_LOCK_TIMEOUT,
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteDatastore,
+    SQLiteFactory,
+    SQLiteTransaction,
+)
 
 from .aggregate import envelope
-from .errors import ConflictError, CorruptEvent, InvalidArgument, StoreError, UnknownEventTopic
+from .errors import (
+    ConflictError,
+    CorruptEvent,
+    InvalidArgument,
+    NewerEventVersion,
+    StoreError,
+    UnknownEventTopic,
+)
 from .events import EVENT_TYPES, TaskEvent, TaskSubmitted, event_from_payload, event_payload
 
 Durability = Literal["full", "normal"]
 SQLITE_SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
 READ_PAGE = 10_000
+STATEMENT_CACHE = 64
+Row = tuple[int, str, int, str, bytes]
+"""A stored row: position, originator id, originator version, topic, state."""
+OPEN_ATTEMPTS = 3
+POSTGRES_CREATION_RACES = frozenset({"23505", "42P07", "42710", "XX000"})
+"""unique_violation, duplicate_table, duplicate_object, internal_error: what
+concurrent ``CREATE ... IF NOT EXISTS`` on a fresh PostgreSQL schema raise."""
 
 
 class OrjsonTranscoder(Transcoder):
@@ -59,6 +84,8 @@ def decode_event(
     topic: str, originator_id: str, state: bytes, position: int | None = None
 ) -> TaskEvent:
     """Rebuild the tasktrail event of one stored row; errors name the position."""
+    if not isinstance(topic, str):
+        raise CorruptEvent(position, f"a row of task {originator_id} has no topic")
     if topic not in EVENT_TYPES:
         raise UnknownEventTopic(position, topic)
     try:
@@ -73,7 +100,8 @@ def decode_event(
 def decode_payload(
     topic: str, originator_id: str, payload: Any, position: int | None = None
 ) -> TaskEvent:
-    """Rebuild an event from its decoded stored fields, upcasting older class versions."""
+    """Rebuild an event from its decoded stored fields, upcasting an event an earlier
+    version recorded (``upcast_vN_vM``)."""
     cls = EVENT_TYPES.get(topic)
     if cls is None:
         raise UnknownEventTopic(position, topic)
@@ -81,12 +109,18 @@ def decode_payload(
         raise CorruptEvent(position, f"{topic} of task {originator_id}: payload is not an object")
     payload.pop("timestamp", None)
     from_version = payload.pop("class_version", 1)
-    while from_version < cls.class_version:
-        getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(payload)
-        from_version += 1
+    if isinstance(from_version, bool) or not isinstance(from_version, int) or from_version < 1:
+        raise CorruptEvent(
+            position, f"{topic} of task {originator_id}: class_version {from_version!r}"
+        )
+    if from_version > cls.class_version:
+        raise NewerEventVersion(position, topic, from_version, cls.class_version)
     try:
+        while from_version < cls.class_version:
+            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(payload)
+            from_version += 1
         return event_from_payload(cls, originator_id, payload)
-    except TypeError as error:
+    except (TypeError, KeyError, ValueError) as error:
         raise CorruptEvent(position, f"{topic} of task {originator_id}: {error}") from None
 
 
@@ -124,19 +158,171 @@ class _TunedSQLitePool(SQLiteConnectionPool):
     synchronous = "FULL"
 
     def _create_connection(self) -> SQLiteConnection:
-        connection = super()._create_connection()
-        connection._sqlite_conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        return connection
+        # eventsourcing's own connection settings, but for the statement cache: it
+        # passes cached_statements=True, a cache of one statement, so BEGIN and the
+        # INSERT evict each other and every append prepares its INSERT again.
+        try:
+            conn = sqlite3.connect(
+                database=self.db_name,
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+                cached_statements=STATEMENT_CACHE,
+                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+            )
+        except (sqlite3.Error, TypeError) as error:
+            raise InterfaceError(error) from error
+        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+            mode = conn.execute("PRAGMA journal_mode;").fetchone()[0]
+            if mode.lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL;")
+                self.journal_mode_was_changed_to_wal = True
+            self.is_journal_mode_wal = True
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        return SQLiteConnection(sqlite_conn=conn, max_age=self.max_age)
+
+
+class _LockedTransaction:
+    """``with datastore.transaction(commit=...) as cursor``, as a class: eventsourcing's
+    :class:`SQLiteTransaction` entered on the datastore's one connection under its lock
+    (the library wraps the same in two generator context managers and a pool)."""
+
+    __slots__ = ("commit", "cursor", "datastore", "transaction")
+
+    def __init__(self, datastore: _OneConnectionDatastore, commit: bool) -> None:
+        self.datastore = datastore
+        self.transaction: SQLiteTransaction | None = None
+        self.cursor: Any = None
+        self.commit = commit
+
+    def __enter__(self) -> Any:
+        datastore = self.datastore
+        datastore._lock.acquire()
+        try:
+            connection = datastore._connection or datastore._connect()
+            self.transaction = SQLiteTransaction(connection, commit=self.commit)
+            self.cursor = self.transaction.__enter__()
+        except BaseException:
+            datastore._lock.release()
+            raise
+        return self.cursor
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            assert self.transaction is not None
+            self.transaction.__exit__(*exc)  # commits, or rolls back and raises
+        finally:
+            self.cursor.__exit__()
+            self.datastore._lock.release()
+
+
+class _OneConnectionDatastore(SQLiteDatastore):
+    """eventsourcing's SQLite datastore with one connection per store, behind a lock.
+
+    eventsourcing's pool hands out one of up to fifteen connections through
+    semaphores, conditions and a writer lock on every transaction; a store's
+    commands are serialized anyway (by the scheduler's lock, and by SQLite's one
+    writer), so one connection, opened on first use, serves every transaction.
+    """
+
+    def __init__(self, pool: _TunedSQLitePool, single_row_tracking: bool, id_type: Any) -> None:
+        super().__init__(pool.db_name, lock_timeout=pool.lock_timeout)
+        self.pool.close()
+        self.pool = pool
+        self.single_row_tracking = single_row_tracking
+        self.originator_id_type = id_type
+        self._lock = threading.RLock()
+        self._connection: SQLiteConnection | None = None
+
+    def transaction(self, *, commit: bool) -> Any:
+        """eventsourcing's transaction (BEGIN; COMMIT or ROLLBACK, its errors) on the one
+        connection, holding the lock."""
+        return _LockedTransaction(self, commit)
+
+    @contextlib.contextmanager
+    def get_connection(self, *, commit: bool) -> Iterator[SQLiteConnection]:
+        with self._lock:
+            yield self._connection or self._connect()
+
+    def _connect(self) -> SQLiteConnection:
+        self._connection = self.pool._create_connection()
+        return self._connection
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+        self.pool.close()
+
+
+class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
+    """eventsourcing's SQLite application recorder, writing a transaction's rows with one
+    ``executemany`` (the library executes one INSERT per row to read each ``lastrowid``).
+
+    The positions (notification ids, the rowids) of the rows just written are read
+    back as ``max(rowid)`` inside the same write transaction: once the first INSERT
+    holds SQLite's write lock no other writer can add a row, so the rows of one
+    ``executemany`` take consecutive rowids ending there. Conflicts are the same
+    unique-key violation, raised and rolled back by eventsourcing's transaction.
+    """
+
+    def _insert_events(
+        self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        if len(stored_events) < 2:
+            return super()._insert_events(c, stored_events, **kwargs)
+        c.executemany(
+            self.insert_events_statement,
+            [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events],
+        )
+        c.execute(self.select_max_notification_id_statement)
+        last: int = c.fetchone()[0]
+        return list(range(last - len(stored_events) + 1, last + 1))
+
+    def select_rows(self, start: int, limit: int, stop: int | None = None) -> list[Row]:
+        """Rows from position ``start`` (up to ``stop``) as plain tuples ``(position,
+        originator_id, originator_version, topic, state)``: no ``Notification`` objects."""
+        statement = self.select_rows_statement
+        params: tuple[int, ...] = (start, limit)
+        if stop is not None:
+            statement = self.select_rows_until_statement
+            params = (start, stop, limit)
+        with self.datastore.transaction(commit=False) as c:
+            cursor = c.sqlite_cursor
+            cursor.row_factory = None
+            cursor.execute(statement, params)
+            rows: list[Row] = cursor.fetchall()
+            return rows
+
+    @property
+    def select_rows_statement(self) -> str:
+        return (
+            f"SELECT rowid, originator_id, originator_version, topic, state "
+            f"FROM {self.events_table_name} WHERE rowid>=? ORDER BY rowid LIMIT ?"
+        )
+
+    @property
+    def select_rows_until_statement(self) -> str:
+        return (
+            f"SELECT rowid, originator_id, originator_version, topic, state "
+            f"FROM {self.events_table_name} WHERE rowid>=? AND rowid<=? ORDER BY rowid LIMIT ?"
+        )
 
 
 class _TunedSQLiteFactory(SQLiteFactory):
+    application_recorder_class = _BulkSQLiteApplicationRecorder
+
     def __init__(self, env: Any, synchronous: str) -> None:
         super().__init__(env)
-        old = self.datastore.pool
-        pool = _TunedSQLitePool(db_name=old.db_name, lock_timeout=old.lock_timeout)
+        old = self.datastore
+        pool = _TunedSQLitePool(db_name=old.pool.db_name, lock_timeout=old.pool.lock_timeout)
         pool.synchronous = synchronous
         old.close()
-        self.datastore.pool = pool
+        self.datastore = _OneConnectionDatastore(
+            pool, old.single_row_tracking, old.originator_id_type
+        )
 
 
 class TaskApplication(Application[str]):
@@ -148,7 +334,13 @@ class TaskApplication(Application[str]):
         self, env: dict[str, str], factory: InfrastructureFactory[Any] | None = None
     ) -> None:
         self._prebuilt_factory = factory
-        super().__init__(env)
+        try:
+            super().__init__(env)
+        except BaseException:
+            # Half built: release its connections now, not whenever it is collected
+            # (a psycopg pool closed from its own worker thread cannot join it).
+            _close_quietly(getattr(self, "factory", None))
+            raise
 
     def construct_factory(self, env: Any) -> InfrastructureFactory[Any]:
         if self._prebuilt_factory is not None:
@@ -173,11 +365,14 @@ class StoreLocation:
 
 def parse_location(location: str | os.PathLike[str]) -> StoreLocation:
     """Turn a path or a ``postgresql://`` URL into the settings of a store."""
-    text = os.fspath(location)
+    text = os.fspath(location) if isinstance(location, str | os.PathLike) else None
     if not isinstance(text, str) or not text.strip():
         raise StoreError("a store location must be a file path or a postgresql:// URL")
     if text.startswith(("postgresql://", "postgres://")):
-        parts = urlsplit(text)
+        try:
+            parts = urlsplit(text)
+        except ValueError as error:  # the text is not shown: it may hold a password
+            raise StoreError(f"a postgresql:// URL that cannot be parsed: {error}") from None
         dbname = unquote(parts.path.lstrip("/"))
         if not dbname or "/" in dbname:
             raise StoreError(
@@ -239,23 +434,28 @@ class Store:
     """An event store of tasks: append events atomically, read them back in order."""
 
     def __init__(self, location: StoreLocation, *, durability: Durability = "full") -> None:
-        if durability not in SQLITE_SYNCHRONOUS:
+        if not isinstance(durability, str) or durability not in SQLITE_SYNCHRONOUS:
             raise StoreError(f"durability must be 'full' or 'normal', not {durability!r}")
         self.location = location
         self.durability = durability
-        try:
-            factory: InfrastructureFactory[Any] | None = None
-            if location.kind == "sqlite":
-                factory = _TunedSQLiteFactory(location.env, SQLITE_SYNCHRONOUS[durability])
-            self.app = TaskApplication(location.env, factory)
-            # Reading the head proves the file is a database and the server answers.
-            self.app.recorder.max_notification_id()
-        except StoreError:
-            raise
-        except (PersistenceError, sqlite3.Error, OSError) as error:
-            raise StoreError(f"cannot open store {location}: {_describe(error)}") from None
-        except Exception as error:  # psycopg's pool raises its own types on connect
-            raise StoreError(f"cannot open store {location}: {_describe(error)}") from None
+        for attempt in range(1, OPEN_ATTEMPTS + 1):
+            try:
+                factory: InfrastructureFactory[Any] | None = None
+                if location.kind == "sqlite":
+                    factory = _TunedSQLiteFactory(location.env, SQLITE_SYNCHRONOUS[durability])
+                self.app = TaskApplication(location.env, factory)
+                # Reading the head proves the file is a database and the server answers.
+                self.app.recorder.max_notification_id()
+                return
+            except StoreError:
+                raise
+            except Exception as error:  # psycopg's pool raises its own types on connect
+                _close_quietly(getattr(self, "app", None))
+                if attempt < OPEN_ATTEMPTS and _creation_race(error):
+                    # Another process created the tables at the same moment; they are there now.
+                    time.sleep(0.05 * attempt)
+                    continue
+                raise StoreError(f"cannot open store {location}: {_describe(error)}") from None
 
     @property
     def kind(self) -> str:
@@ -270,43 +470,74 @@ class Store:
         """
         if not events:
             return []
+        # The rows eventsourcing's mapper would store (TaskMapper's bytes exactly), built
+        # directly: no envelope objects, no Recording and Notification objects back.
         now = datetime.now(UTC)
-        envelopes = [envelope(e, v, now) for e, v in zip(events, versions, strict=True)]
         try:
-            recordings = self.app.save(*envelopes)
+            rows = [
+                StoredEvent(e.stream_id(), v, type(e).topic, encode_event(e, now))
+                for e, v in zip(events, versions, strict=True)
+            ]
+        except TypeError as error:  # a value orjson cannot encode: nothing was written
+            raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
+        try:
+            positions = self.app.recorder.insert_events(rows)
         except RecordConflictError as error:
             streams = sorted({e.stream_id() for e in events})
             raise ConflictError(streams, _describe(error)) from None
-        except OperationalError as error:
+        except PersistenceError as error:  # locked out, read-only, corrupt, disconnected
             raise StoreError(f"cannot write to store {self.location}: {_describe(error)}") from None
         except TypeError as error:  # a value orjson cannot encode: nothing was written
             raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
-        return [r.notification.id for r in recordings]
+        assert positions is not None and len(positions) == len(rows)
+        return list(positions)
 
     def head(self) -> int:
         """The position of the last event (0 for an empty store)."""
-        return self.app.recorder.max_notification_id() or 0
+        try:
+            return self.app.recorder.max_notification_id() or 0
+        except PersistenceError as error:
+            raise StoreError(f"cannot read store {self.location}: {_describe(error)}") from None
 
     def read(self, after: int = 0, *, until: int | None = None) -> Iterator[Recorded]:
         """Every event after position ``after`` (up to ``until``), in log order."""
+        for position, originator_id, version, topic, state in self.rows(after, until=until):
+            event = decode_event(topic, originator_id, state, position)
+            yield Recorded(position, event, version)
+
+    def rows(self, after: int = 0, *, until: int | None = None) -> Iterator[Row]:
+        """The stored rows after position ``after`` (up to ``until``), in log order, as
+        ``(position, originator_id, originator_version, topic, state)``, undecoded."""
         start = after + 1
+        recorder = self.app.recorder
+        select_rows = getattr(recorder, "select_rows", None)
         while True:
-            page = self.app.recorder.select_notifications(start=start, limit=READ_PAGE, stop=until)
-            for notification in page:
-                event = decode_event(
-                    notification.topic,
-                    str(notification.originator_id),
-                    notification.state,
-                    notification.id,
-                )
-                yield Recorded(notification.id, event, notification.originator_version)
+            try:
+                if select_rows is not None:  # SQLite: plain tuples straight from the cursor
+                    page: list[Row] = select_rows(start, READ_PAGE, until)
+                else:
+                    page = [
+                        (n.id, str(n.originator_id), n.originator_version, n.topic, n.state)
+                        for n in recorder.select_notifications(
+                            start=start, limit=READ_PAGE, stop=until
+                        )
+                    ]
+            except PersistenceError as error:
+                raise StoreError(
+                    f"cannot read store {self.location} after position {start - 1}: "
+                    f"{_describe(error)}"
+                ) from None
+            yield from page
             if len(page) < READ_PAGE:
                 return
-            start = page[-1].id + 1
+            start = page[-1][0] + 1
 
     def stream(self, stream_id: str) -> list[TaskEvent]:
         """Every event of one stream (a task's, by its id), oldest first."""
-        stored = self.app.recorder.select_events(stream_id)
+        try:
+            stored = self.app.recorder.select_events(stream_id)
+        except PersistenceError as error:
+            raise StoreError(f"cannot read store {self.location}: {_describe(error)}") from None
         return [decode_event(s.topic, stream_id, s.state) for s in stored]
 
     def aggregate(self, stream_id: str) -> Any:
@@ -327,6 +558,25 @@ class Store:
 def open_store(location: str | os.PathLike[str], *, durability: Durability = "full") -> Store:
     """Open (creating if needed) the store at a SQLite path or a ``postgresql://`` URL."""
     return Store(parse_location(location), durability=durability)
+
+
+def _creation_race(error: BaseException) -> bool:
+    """Whether opening failed because another process created the same tables at once
+    (PostgreSQL: a unique or duplicate error in its catalog, "tuple concurrently updated")."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if getattr(seen, "sqlstate", None) in POSTGRES_CREATION_RACES:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _close_quietly(resource: Any) -> None:
+    """Close an application or factory that failed to open; its own errors do not matter."""
+    if resource is not None:
+        # Already broken: the error that matters is the one being raised.
+        with contextlib.suppress(Exception):
+            resource.close()
 
 
 def _describe(error: BaseException) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .errors import CorruptEvent
 from .events import TaskEvent, TaskSubmitted
 from .evolve import evolve, evolve_stream
 from .state import TaskState
@@ -61,23 +62,50 @@ class World:
             return task.events if task is not None else 0
         return self.stream_versions.get(stream_id, 0)
 
-    def apply(self, event: TaskEvent) -> Any:
-        """Fold one event in and keep the indexes current; returns the stream's new state."""
+    def apply(self, event: TaskEvent, folded: Any = None) -> Any:
+        """Fold one event in and keep the indexes current; returns the stream's new state.
+
+        ``folded``: the stream's state after ``event`` when the caller has folded it
+        already from this world's state (a decision's :class:`Draft` has), so that
+        ``evolve`` does not run twice.
+        """
         previous: Any
         if type(event).task_stream:
             previous = self.tasks.get(event.task_id)
-            state: Any = evolve(previous, event)
+            state: Any = folded if folded is not None else evolve(previous, event)
             self.tasks[state.id] = state
             self._index(previous, state)
         else:
             stream_id = event.stream_id()
             previous = self.streams.get(stream_id)
-            state = evolve_stream(previous, event)
+            state = folded if folded is not None else evolve_stream(previous, event)
             self.streams[stream_id] = state
             self.stream_versions[stream_id] = self.stream_versions.get(stream_id, 0) + 1
         for indexer in INDEXERS:
             indexer(self, event, previous, state)
         return state
+
+    def apply_stored(self, position: int, event: TaskEvent, version: int) -> tuple[Any, Any]:
+        """Fold one event read from a store, checking it is the next of its stream.
+
+        Returns the stream's state before and after it. An event that skips a
+        version, or that cannot follow its stream's state (one after a
+        terminal event, say), raises :class:`~.errors.CorruptEvent` at
+        ``position`` and leaves the world as it was.
+        """
+        stream_id = event.stream_id()
+        task_stream = type(event).task_stream
+        have = self.version_of(stream_id, task_stream)
+        if version != have + 1:
+            raise CorruptEvent(
+                position, f"stream {stream_id} jumps from version {have} to {version}"
+            )
+        before = self.tasks.get(stream_id) if task_stream else self.streams.get(stream_id)
+        try:
+            after = self.apply(event)
+        except ValueError as error:
+            raise CorruptEvent(position, str(error)) from None
+        return before, after
 
     def _index(self, previous: TaskState | None, state: TaskState) -> None:
         task_id = state.id
@@ -119,6 +147,8 @@ class Draft:
         self.changed_streams: dict[str, Any] = {}
         self.new_children: dict[str, list[str]] = {}
         self.events: list[TaskEvent] = []
+        self.states: list[Any] = []
+        """The stream's state after each of :attr:`events` (for :meth:`World.apply`)."""
 
     def get(self, task_id: str) -> TaskState | None:
         """The task as this decision sees it so far."""
@@ -137,6 +167,7 @@ class Draft:
         state = evolve_stream(self.get_stream(stream_id), event)
         self.changed_streams[stream_id] = state
         self.events.append(event)
+        self.states.append(state)
         return state
 
     def emit(self, event: TaskEvent) -> TaskState:
@@ -146,6 +177,7 @@ class Draft:
         state = evolve(self.get(event.task_id), event)
         self.changed[state.id] = state
         self.events.append(event)
+        self.states.append(state)
         if type(event) is TaskSubmitted and event.owner_id is not None:
             self.new_children.setdefault(event.owner_id, []).append(state.id)
         return state

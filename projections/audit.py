@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
 import orjson
 
 from tasktrail.domain import TaskEvent, TaskState, World
-from tasktrail.domain.events import event_payload
 
 from .base import Changes, Projection, TableSpec
 
@@ -34,24 +34,55 @@ _COMMON = {"at", "rule", "task_id"}
 
 def command_of(event: TaskEvent) -> str:
     """The command (or the scheduler's own step) that recorded ``event``."""
-    declared = getattr(type(event), "command", None)
-    if isinstance(declared, str):
-        return declared
-    name = type(event).__name__
-    if event.rule in _BY_RULE and name != "TaskRecovered":
+    kind = _kind(type(event))
+    if kind.declared is not None:
+        return kind.declared
+    if event.rule in _BY_RULE and not kind.recovery:
         return _BY_RULE[event.rule]
-    if name == "TaskEnded" and getattr(event, "reason", None) in _FAULT_REASONS:
+    if kind.ending and getattr(event, "reason", None) in _FAULT_REASONS:
         return "run_pass"
-    if name in _COMMANDS:
-        return _COMMANDS[name]
-    # Events of later modules: TurnStarted -> start_turn, RunMinted -> mint_run.
-    words = re.findall(r"[A-Z][a-z]*", name)
-    return "_".join(w.lower() for w in reversed(words[-2:])) if len(words) >= 2 else name.lower()
+    return kind.command
 
 
 def is_refusal(event: TaskEvent) -> bool:
     """Whether the event records a refused command (kept for the audit, never applied)."""
-    return bool(getattr(type(event), "refusal", False)) or type(event).__name__.endswith("Refused")
+    return _kind(type(event)).refused
+
+
+class _Kind:
+    """What the audit needs of an event class, worked out once per class."""
+
+    __slots__ = ("command", "declared", "detail", "ending", "recovery", "refused")
+
+    def __init__(self, cls: type[TaskEvent]) -> None:
+        name = cls.__name__
+        declared = getattr(cls, "command", None)
+        self.declared: str | None = declared if isinstance(declared, str) else None
+        self.recovery = name == "TaskRecovered"
+        self.ending = name == "TaskEnded"
+        self.refused = bool(getattr(cls, "refusal", False)) or name.endswith("Refused")
+        self.detail = tuple(f.name for f in dataclasses.fields(cls) if f.name not in _COMMON)
+        """The fields the row's ``detail`` holds, in the order the stored payload has them."""
+        if name in _COMMANDS:
+            self.command = _COMMANDS[name]
+        else:
+            # Events of later modules: TurnStarted -> start_turn, RunMinted -> mint_run.
+            words = re.findall(r"[A-Z][a-z]*", name)
+            self.command = (
+                "_".join(w.lower() for w in reversed(words[-2:]))
+                if len(words) >= 2
+                else name.lower()
+            )
+
+
+_KINDS: dict[type[TaskEvent], _Kind] = {}
+
+
+def _kind(cls: type[TaskEvent]) -> _Kind:
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = _KINDS[cls] = _Kind(cls)
+    return kind
 
 
 def _status(state: Any) -> str | None:
@@ -99,8 +130,10 @@ class AuditTrail(Projection):
             if _status(after) is not None:
                 status_before, status_after = _status(before), _status(after)
         else:
-            status_before, status_after = _status(before), after.status
-        detail = {k: v for k, v in event_payload(event).items() if k not in _COMMON}
+            status_before = before.status if before is not None else None
+            status_after = after.status
+        kind = _kind(type(event))
+        detail = {name: getattr(event, name) for name in kind.detail}
         changes.upsert(
             "audit",
             position,
@@ -114,7 +147,7 @@ class AuditTrail(Projection):
                 "status_after": status_after,
                 "command": command_of(event),
                 "rule": event.rule,
-                "refused": int(is_refusal(event)),
+                "refused": int(kind.refused),
                 "detail": orjson.dumps(detail).decode() if detail else None,
             },
         )

@@ -9,7 +9,7 @@ crash between any two statements leaves either both or neither.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,15 @@ class Projection:
 
     name: str = ""
     tables: tuple[TableSpec, ...] = ()
+    coalesces: bool = False
+    """Whether a stream's events may be applied as one: ``apply`` called once with the
+    stream's state before the first of them, the last of them (and its position), the
+    state after the last, and the world after all of them, leaves the same rows as
+    calling it for each event. True of a projection whose rows are a function of the
+    current state (a stream's, or an index of the world), rewritten by each event that
+    changes that state; not of one that keeps a row per event (the audit trail). The
+    projector and the replay fold then apply it once per stream per batch (see
+    :class:`Coalescer`), not once per event."""
 
     def apply(
         self,
@@ -86,6 +95,33 @@ class Projection:
             if spec.name == table:
                 return (spec.pk,) if isinstance(spec.pk, str) else spec.pk
         raise KeyError(table)
+
+
+class Coalescer:
+    """Each stream's first ``before`` and last event over a batch, for the projections
+    that coalesce: :meth:`flush` applies them once per stream."""
+
+    def __init__(self, projections: Iterable[Projection]) -> None:
+        self.projections = [p for p in projections if p.coalesces]
+        self.touched: dict[str, tuple[Any, TaskEvent, int]] = {}
+
+    def add(self, stream_id: str, position: int, event: TaskEvent, before: Any) -> None:
+        """Note that ``event`` (at ``position``) was folded on ``stream_id``."""
+        first = self.touched.get(stream_id)
+        self.touched[stream_id] = (before if first is None else first[0], event, position)
+
+    def flush(self, world: World, changes: Callable[[Projection], Changes]) -> None:
+        """Apply every touched stream to each projection (into ``changes(projection)``),
+        with the world as it is now; then forget them."""
+        if not self.touched:
+            return
+        targets = [(p, changes(p)) for p in self.projections]
+        tasks, streams = world.tasks, world.streams
+        for stream_id, (before, event, position) in self.touched.items():
+            after = tasks.get(stream_id) if type(event).task_stream else streams.get(stream_id)
+            for projection, target in targets:
+                projection.apply(target, position, event, before, after, world)
+        self.touched = {}
 
 
 def write_changes(db: sqlite_utils.Database, projection: Projection, changes: Changes) -> None:

@@ -40,6 +40,7 @@ class Ledgers(Projection):
     """The run ledger and per-day counters (runs minted, by trigger, how they ended)."""
 
     name = "ledgers"
+    coalesces = True  # rows are a function of each stream's current state
     tables = (
         TableSpec(
             "runs",

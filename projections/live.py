@@ -56,6 +56,7 @@ class LiveMirror(Projection):
     """Every non-terminal task with its state, who waits on whom, and who sleeps until when."""
 
     name = "live_mirror"
+    coalesces = True  # rows are a function of each stream's current state
     tables = (
         TableSpec(
             "live_tasks",

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from tasktrail.domain import CorruptEvent, Store, World, open_store
+from tasktrail.domain import Store, World, open_store
 from tasktrail.domain.storage import Recorded
 
 from .audit import AuditTrail
@@ -148,20 +148,9 @@ class Projector:
         world = self.world
         for recorded in batch:
             event = recorded.event
-            stream_id = event.stream_id()
-            task_stream = type(event).task_stream
-            have = world.version_of(stream_id, task_stream)
-            if recorded.originator_version != have + 1:
-                raise CorruptEvent(
-                    recorded.position,
-                    f"stream {stream_id} jumps from version {have} to "
-                    f"{recorded.originator_version}",
-                )
-            before = world.tasks.get(stream_id) if task_stream else world.streams.get(stream_id)
-            try:
-                after = world.apply(event)
-            except ValueError as error:
-                raise CorruptEvent(recorded.position, str(error)) from None
+            before, after = world.apply_stored(
+                recorded.position, event, recorded.originator_version
+            )
             for projection in self.projections:
                 if recorded.position > positions[projection.name]:
                     projection.apply(

@@ -24,6 +24,7 @@ class PendingWakeups(Projection):
     """One row per task with a pending Leader wakeup."""
 
     name = "pending_wakeups"
+    coalesces = True  # rows are a function of each stream's current state
     tables = (
         TableSpec(
             "pending_wakeups",

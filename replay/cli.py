@@ -35,6 +35,7 @@ examples:
   tasktrail explain tasktrail-demo.db fragile-0001
   tasktrail export tasktrail-demo.db demo.jsonl && tasktrail replay demo.jsonl
   tasktrail diff tasktrail-demo.db tasktrail-demo.db --until-a 300 --until-b 320
+  tasktrail trace tasktrail-demo.db fragile-0001 --out fragile.json
 
 A STORE is a SQLite file path or a postgresql:// URL; a SOURCE may also be a
 .jsonl export. Exit codes: 0 ok, 1 violations or differences, 2 bad input.
@@ -184,6 +185,19 @@ def _replay_commands(commands: Any) -> None:
     explain.add_argument("--until", help=UNTIL_HELP)
     explain.add_argument("--json", action="store_true", help="one JSON object per step")
 
+    trace = commands.add_parser(
+        "trace",
+        help="rebuild phase spans from the log as OTLP/JSON (for a tracing UI)",
+        description=(
+            "Rebuild the tasktrail.phase spans from the log, with their original start and end "
+            "times on the scheduler clock, and write them as OTLP/JSON. With TASK, only the "
+            "trace that task belongs to. Phases a crash cut off end where recovery found them."
+        ),
+    )
+    trace.add_argument("source", help=SOURCE_HELP)
+    trace.add_argument("task", nargs="?", help="the task id (default: every task)")
+    trace.add_argument("--out", type=Path, help="the .json file to write (default: stdout)")
+
 
 SKIP_HELP = "skip log lines that cannot be read, and report each one (never the default)"
 
@@ -212,6 +226,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "export": _export,
         "import": _import,
         "explain": _explain,
+        "trace": _trace,
     }
     handler = handlers.get(args.command)
     if handler is None:
@@ -432,6 +447,19 @@ def _explain(args: argparse.Namespace) -> int:
     print(f"{args.task}: {len(steps)} events")
     for step in steps:
         print(f"  {step}")
+    return EXIT_OK
+
+
+def _trace(args: argparse.Namespace) -> int:
+    from tasktrail.projections.trace import rebuild, to_otlp_json, write_otlp_json
+
+    spans = rebuild(args.source, args.task)
+    if args.out is None:
+        _emit(to_otlp_json(spans))
+        return EXIT_OK
+    write_otlp_json(spans, args.out)
+    traces = len({span.context.trace_id for span in spans if span.context is not None})
+    print(f"wrote {len(spans)} spans ({traces} traces) to {args.out}")
     return EXIT_OK
 
 

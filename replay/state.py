@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from html import escape
 from typing import Any
 
 import orjson
@@ -22,8 +23,13 @@ from tasktrail.domain import CorruptEvent, Store, TaskState, World
 from tasktrail.domain.describe import format_at
 from tasktrail.domain.storage import Recorded
 from tasktrail.projections import Changes, Projection, default_projections
+from tasktrail.projections.base import Coalescer
 
 from .log import Skipped, read_log
+
+COALESCE_BATCH = 10_000
+"""Events between two applications of the projections that coalesce (bounds the memory
+of the streams touched in between)."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,45 @@ class SchedulerState:
             "live": len(self.world.live),
         }
 
+    def _repr_html_(self, max_live: int = 50) -> str:
+        """A notebook's view: tasks by status, then the live tasks (the first ``max_live``)."""
+        summary = self.summary()
+        counts = "".join(
+            f"<tr><td>{escape(status)}</td><td>{count}</td></tr>"
+            for status, count in summary["by_status"].items()
+        )
+        live = list(self.live.values())
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in _live_row(task)) + "</tr>"
+            for task in live[:max_live]
+        )
+        more = (
+            f"<tr><td colspan='6'>… {len(live) - max_live} more</td></tr>"
+            if len(live) > max_live
+            else ""
+        )
+        head = "".join(
+            f"<th>{name}</th>"
+            for name in ("task", "kind", "status", "phase", "restarts", "abort mark")
+        )
+        return (
+            f"<div><p>as of position {self.position} ({self.events} events): "
+            f"{summary['tasks']} tasks, {summary['live']} live</p>"
+            f"<table><tr><th>status</th><th>tasks</th></tr>{counts}</table>"
+            + (
+                f"<table><caption>live tasks</caption><tr>{head}</tr>{rows}{more}</table>"
+                if live
+                else ""
+            )
+            + "</div>"
+        )
+
+
+def _live_row(task: TaskState) -> tuple[Any, ...]:
+    phase = task.checkpoint.phase if task.checkpoint is not None else ""
+    mark = (task.abort_reason or "requested") if task.abort_requested else ""
+    return (task.id, task.kind, task.status, phase, task.restarts, mark)
+
 
 def _sort_key(key: Any) -> Any:
     return tuple(str(k) for k in key) if isinstance(key, tuple) else (str(type(key)), key)
@@ -190,44 +235,48 @@ def fold(
         for spec in projection.tables:
             state.tables.setdefault(spec.name, {})
             state.keys[spec.name] = projection.keys(spec.name)
+    # Projections that coalesce are applied once per stream every COALESCE_BATCH
+    # events (their rows come out the same); the others once per event.
+    per_event = [p for p in projections if not p.coalesces]
+    coalescer = Coalescer(projections)
+    coalesce = coalescer.add if coalescer.projections else None
+    pending = 0
+    last_position = state.last_position
+    apply_stored = world.apply_stored
     for recorded in records:
         if stop.reached(recorded):
             break
         event = recorded.event
+        position = recorded.position
         stream_id = event.stream_id()
-        task_stream = type(event).task_stream
-        have = world.version_of(stream_id, task_stream)
         try:
-            if recorded.originator_version != have + 1:
-                raise CorruptEvent(
-                    recorded.position,
-                    f"stream {stream_id} jumps from version {have} to "
-                    f"{recorded.originator_version}",
-                )
-            before = world.tasks.get(stream_id) if task_stream else world.streams.get(stream_id)
-            try:
-                after = world.apply(event)
-            except ValueError as error:
-                raise CorruptEvent(recorded.position, str(error)) from None
+            before, after = apply_stored(position, event, recorded.originator_version)
         except CorruptEvent as error:
             if strict:
                 raise
-            state.problems.append(Problem(recorded.position, str(error)))
+            state.problems.append(Problem(position, str(error)))
             continue
-        for projection in projections:
-            projection.apply(shared, recorded.position, event, before, after, world)
-        _drop_deleted(shared)
-        state.position = recorded.position
+        for projection in per_event:
+            projection.apply(shared, position, event, before, after, world)
+        if coalesce is not None:
+            coalesce(stream_id, position, event, before)
+            pending += 1
+            if pending >= COALESCE_BATCH:
+                coalescer.flush(world, lambda _: shared)
+                pending = 0
+        state.position = position
         state.events += 1
-        state.last_position[stream_id] = recorded.position
+        last_position[stream_id] = position
+        if shared.deletes:
+            _drop_deleted(shared)
+    coalescer.flush(world, lambda _: shared)
+    _drop_deleted(shared)
     return state
 
 
 def _drop_deleted(changes: Changes) -> None:
     # In memory there is no table to delete from: a delete just forgets the row.
-    if any(changes.deletes.values()):
-        for keys in changes.deletes.values():
-            keys.clear()
+    changes.deletes.clear()
 
 
 def replay(
@@ -236,19 +285,24 @@ def replay(
     *,
     skip_invalid: bool = False,
     strict: bool = True,
+    audit: bool = True,
 ) -> SchedulerState:
     """Fold a log into a :class:`SchedulerState`, as of ``until`` (a position or a time).
 
     ``source`` is a SQLite path, a ``postgresql://`` URL, an open store, a
     ``.jsonl`` export, or an iterable of records. The source is never written.
+    ``audit=False`` leaves out the audit trail (one row per event: most of the
+    memory a big log takes, about 1 KB an event); every other table, and every
+    task's state, is the same.
     """
     stop = Until.parse(until)
+    projections = None if audit else [p for p in default_projections() if p.name != "audit"]
     if isinstance(source, (str, os.PathLike, Store)):
         records, reader, opened = read_log(source, skip_invalid=skip_invalid)
     else:
         records, reader, opened = iter(source), None, None
     try:
-        state = fold(records, until=stop, strict=strict)
+        state = fold(records, until=stop, strict=strict, projections=projections)
     finally:
         if opened is not None:
             opened.close()

@@ -33,6 +33,20 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+LONG = os.environ.get("TASKTRAIL_LONG") == "1"
+"""The long profile (docs/reliability.md): ``slow`` tests run only with TASKTRAIL_LONG=1."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``slow`` (long-profile) tests unless TASKTRAIL_LONG=1, saying how to run them."""
+    if LONG:
+        return
+    skip = pytest.mark.skip(reason="long profile: run with TASKTRAIL_LONG=1 (docs/reliability.md)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 POSTGRES_URL = os.environ.get(
     "TASKTRAIL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
 )

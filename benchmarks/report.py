@@ -1,0 +1,161 @@
+"""Figures, the table they print as, and the machine line."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from typing import Any
+
+
+@dataclass
+class Figure:
+    """One measurement: tasktrail's figure, the physical limit and plain eventsourcing beside it.
+
+    ``value``, ``limit`` and ``eventsourcing`` share ``unit``. ``ratio`` is
+    ``value / limit`` for rates (higher is better) unless the benchmark says
+    otherwise in ``note``; ``met`` is whether ``goal`` holds (``None``: no goal).
+    """
+
+    section: str
+    name: str
+    value: float | None
+    unit: str
+    limit: float | None = None
+    eventsourcing: float | None = None
+    ratio: float | None = None
+    goal: str = ""
+    met: bool | None = None
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figure as JSON-ready data."""
+        return asdict(self)
+
+
+def rate_figure(
+    section: str,
+    name: str,
+    value: float,
+    unit: str,
+    *,
+    limit: float | None = None,
+    eventsourcing: float | None = None,
+    goal_ratio: float | None = None,
+    note: str = "",
+    extra: dict[str, Any] | None = None,
+) -> Figure:
+    """A rate beside its limit; the goal, if any, is ``value >= goal_ratio * limit``."""
+    ratio = value / limit if limit else None
+    met = None
+    goal = ""
+    if goal_ratio is not None and ratio is not None:
+        goal = f">= {goal_ratio:g}x limit"
+        met = ratio >= goal_ratio
+    return Figure(
+        section,
+        name,
+        value,
+        unit,
+        limit=limit,
+        eventsourcing=eventsourcing,
+        ratio=ratio,
+        goal=goal,
+        met=met,
+        note=note,
+        extra=extra or {},
+    )
+
+
+def best_rate(count: int, runs: Iterable[float]) -> float:
+    """``count`` items per second of the fastest of several timed runs (seconds)."""
+    return count / min(runs)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Seconds ``fn()`` took, and what it returned."""
+    started = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - started, result
+
+
+def _human(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit.endswith("/s"):
+        if value >= 1e6:
+            return f"{value / 1e6:.2f}M"
+        if value >= 1e4:
+            return f"{value / 1e3:.1f}k"
+        if value >= 1e3:
+            return f"{value / 1e3:.2f}k"
+        return f"{value:.0f}"
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def format_table(figures: list[Figure]) -> str:
+    """The figures as a Markdown table (it reads in a terminal too)."""
+    head = ["section", "measure", "tasktrail", "limit", "eventsourcing", "unit", "ratio", "goal"]
+    rows = [head, ["---"] * len(head)]
+    for f in figures:
+        verdict = "" if f.met is None else (" met" if f.met else " MISSED")
+        rows.append(
+            [
+                f.section,
+                f.name,
+                _human(f.value, f.unit),
+                _human(f.limit, f.unit),
+                _human(f.eventsourcing, f.unit),
+                f.unit,
+                "-" if f.ratio is None else f"{f.ratio:.2f}x",
+                (f.goal + verdict).strip() or "-",
+            ]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = []
+    for row in rows:
+        if row[0] == "---":
+            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+        else:
+            lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "eventsourcing": metadata.version("eventsourcing"),
+        "orjson": metadata.version("orjson"),
+        "platform": platform.platform(),
+    }
+
+
+def machine_line(info: dict[str, Any]) -> str:
+    """The machine as one line."""
+    return (
+        f"{info['cpu']}, {info['cores']} cores; Python {info['python']}; "
+        f"SQLite {info['sqlite']}; eventsourcing {info['eventsourcing']}; "
+        f"orjson {info['orjson']}; {info['platform']}"
+    )

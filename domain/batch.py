@@ -1,0 +1,128 @@
+"""A unit of work: many commands decided as usual, appended in one transaction.
+
+``with scheduler.batch():`` changes one thing about the commands inside it:
+where their events go. Each command still decides on the scheduler's world,
+which already holds the events of the batch's earlier commands; a refused
+command still raises and adds nothing; a command that returns has its events
+folded into the world at once, so the next command (and :meth:`task`) sees
+them. But nothing reaches the store until the block exits: then every event
+of the batch is appended in **one** transaction (group commit), in the order
+the commands decided them, with the positions and versions the unbatched path
+would have given them.
+
+A command inside a batch has *returned*, not *recorded*: it is durable only
+when the batch exits without error. If the block raises, or the store refuses
+the append (another writer took one of the versions first:
+:class:`~.errors.ConflictError`; or :class:`~.errors.StoreError`), nothing of
+the batch is appended, the world is folded again from the store (what the store
+holds is the truth; this costs one replay of the store, on failure only), and
+the error propagates. Invocations whose reservation the batch made are ended.
+
+Every command of the scheduler between enter and exit joins the batch,
+whichever thread issues it; batches nest (the outermost one appends).
+Telemetry sees a command's events when the command returns, as without a
+batch. :meth:`~.scheduler.Scheduler.history` reads the store, so it shows a
+batch's events only after the batch exits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from .events import TaskEvent
+from .world import World
+
+if TYPE_CHECKING:
+    from .invocation import Invocation
+    from .storage import Store
+
+
+class Batch:
+    """The events a batch has decided so far, and their versions."""
+
+    def __init__(self) -> None:
+        self.events: list[TaskEvent] = []
+        self.versions: list[int] = []
+        self.depth = 0
+
+    def add(self, events: list[TaskEvent], versions: list[int]) -> None:
+        """Queue one command's events (already folded into the world)."""
+        self.events.extend(events)
+        self.versions.extend(versions)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+class BatchCommands:
+    """:meth:`batch`, mixed into :class:`~.scheduler.Scheduler`."""
+
+    store: Store
+    world: World
+    position: int
+    events_written: int
+    _lock: Any
+    _invocations: dict[str, Invocation]
+    _batch: Batch | None = None
+
+    if TYPE_CHECKING:
+
+        def refresh(self) -> int: ...
+
+        def _is_running(self, task_id: str) -> bool: ...
+
+    @contextmanager
+    def batch(self) -> Iterator[Batch]:
+        """A unit of work: the commands inside decide as usual; their events are
+        appended in one transaction when the block exits (see :mod:`.batch`)."""
+        with self._lock:
+            batch = self._batch
+            if batch is None:
+                batch = self._batch = Batch()
+            batch.depth += 1
+        try:
+            yield batch
+        except BaseException:
+            with self._lock:
+                batch.depth -= 1
+                if batch.depth == 0:
+                    self._batch = None
+                    if batch.events:
+                        self._reload()
+            raise
+        with self._lock:
+            batch.depth -= 1
+            if batch.depth == 0:
+                self._flush_batch()
+
+    def _flush_batch(self) -> None:
+        """Append the open batch's events in one transaction (a no-op without a batch)."""
+        with self._lock:
+            batch, self._batch = self._batch, None
+            if batch is None or not batch.events:
+                return
+            try:
+                positions = self.store.append(batch.events, batch.versions)
+            except BaseException:
+                self._reload()
+                raise
+            finally:
+                batch.events, batch.versions = [], []
+            self.events_written += len(positions)
+            # Contiguous positions right after ours mean no other writer came between.
+            if positions[0] == self.position + 1 and positions[-1] == self.position + len(
+                positions
+            ):
+                self.position = positions[-1]
+
+    def _reload(self) -> None:
+        """Fold the world again from the store: a batch that was not appended left
+        events in it that the store does not hold."""
+        World.__init__(self.world)  # in place: whoever holds the world sees the store's
+        self.position = 0
+        self.refresh()
+        for task_id in list(self._invocations):
+            if not self._is_running(task_id):
+                self._invocations.pop(task_id).ended = True

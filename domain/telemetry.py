@@ -1,0 +1,357 @@
+"""Live telemetry (SPEC.md section 6): phase spans and metrics through OpenTelemetry.
+
+The spans are those :mod:`.phase_spans` defines, folded from the events the
+scheduler commits and recorded with their derived ids and scheduler-clock
+times, so the spans :mod:`tasktrail.projections.trace` rebuilds from the log
+equal them. Metrics: an up-down counter of active tasks (``+1`` at submit,
+``-1`` at the terminal outcome) and a histogram of phase durations.
+
+Live telemetry costs nothing observable while no provider is configured: the
+hooks check for one and return. Configure a scheduler with
+:func:`configure_telemetry` (or :meth:`Scheduler.configure_telemetry`); one
+never configured uses the process-wide default, which is OpenTelemetry's
+global providers unless :func:`set_default_providers` names others. A
+telemetry failure is logged and never changes what the scheduler decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from .events import TaskEnded, TaskEvent, TaskSubmitted
+from .evolve import evolve
+from .phase_spans import SPAN_NAME, PhaseFold, PhaseSpan, to_ns
+from .state import TaskState
+
+if TYPE_CHECKING:
+    from .scheduler import Scheduler
+
+SCOPE = "tasktrail"
+ACTIVE_TASKS = "tasktrail.tasks.active"
+PHASE_DURATION = "tasktrail.phase.duration"
+
+_log = logging.getLogger("tasktrail.telemetry")
+_ATTRIBUTE = "_tasktrail_telemetry"
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+# ─── emitting a span through an OpenTelemetry tracer ───────────────────────
+
+
+class _PlannedIds:
+    """Hands the SDK the ids a span was planned to have (thread by thread), else
+    falls back to the generator it replaced."""
+
+    def __init__(self, fallback: Any) -> None:
+        self.fallback = fallback
+        self.planned = threading.local()
+
+    def generate_span_id(self) -> int:
+        span_id: int | None = getattr(self.planned, "span_id", None)
+        return span_id if span_id is not None else int(self.fallback.generate_span_id())
+
+    def generate_trace_id(self) -> int:
+        trace_id: int | None = getattr(self.planned, "trace_id", None)
+        return trace_id if trace_id is not None else int(self.fallback.generate_trace_id())
+
+    def is_trace_id_random(self) -> bool:
+        if getattr(self.planned, "trace_id", None) is not None:
+            return True  # a SHA-256 prefix: its low 56 bits are uniform
+        return bool(getattr(self.fallback, "is_trace_id_random", lambda: False)())
+
+    @contextlib.contextmanager
+    def plan(self, trace_id: int | None, span_id: int) -> Iterator[None]:
+        self.planned.trace_id, self.planned.span_id = trace_id, span_id
+        try:
+            yield
+        finally:
+            self.planned.trace_id = self.planned.span_id = None
+
+
+def planned_ids(fallback: Any = None) -> Any:
+    """An SDK ``IdGenerator`` that gives spans emitted here their derived ids."""
+    from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+
+    class PlannedIds(_PlannedIds, IdGenerator):
+        pass
+
+    return PlannedIds(fallback if fallback is not None else RandomIdGenerator())
+
+
+def _ids_of(tracer: Any) -> _PlannedIds | None:
+    generator = getattr(tracer, "id_generator", None)
+    if generator is None:
+        return None  # not the SDK's tracer: its own ids, documented as differing
+    if not isinstance(generator, _PlannedIds):
+        generator = planned_ids(generator)
+        tracer.id_generator = generator
+    return generator
+
+
+def emit(tracer: trace.Tracer, span: PhaseSpan) -> None:
+    """Record ``span`` through ``tracer`` with its ids and scheduler-clock times."""
+    parent = otel_context.Context()  # never the caller's current span
+    if span.parent is not None:
+        parent = trace.set_span_in_context(NonRecordingSpan(span.parent), parent)
+    ids = _ids_of(tracer)
+    planned = (
+        ids.plan(None if span.parent is not None else span.trace_id, span.span_id)
+        if ids is not None
+        else contextlib.nullcontext()
+    )
+    with planned:
+        recorded = tracer.start_span(
+            SPAN_NAME,
+            context=parent,
+            kind=SpanKind.INTERNAL,
+            attributes=span.attributes,
+            start_time=span.start_ns,
+        )
+    for point in span.events:
+        recorded.add_event(point.name, point.attributes, timestamp=to_ns(point.at))
+    if span.error is not None:
+        recorded.set_status(Status(StatusCode.ERROR, span.error))
+    elif span.ok:
+        recorded.set_status(Status(StatusCode.OK))
+    recorded.end(end_time=span.end_ns)
+
+
+# ─── providers ─────────────────────────────────────────────────────────────
+
+
+@dataclass
+class _Defaults:
+    tracer_provider: trace.TracerProvider | None = None
+    meter_provider: metrics.MeterProvider | None = None
+
+
+_DEFAULTS = _Defaults()
+
+
+def set_default_providers(
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+) -> None:
+    """Providers for every scheduler not given its own (``None``: OpenTelemetry's globals).
+
+    Recovery runs inside ``Scheduler.open``, before a scheduler can be
+    configured; what it records is seen only through these defaults.
+    """
+    _DEFAULTS.tracer_provider = tracer_provider
+    _DEFAULTS.meter_provider = meter_provider
+
+
+@contextlib.contextmanager
+def default_providers(
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+) -> Iterator[None]:
+    """:func:`set_default_providers` for a block, then back to what was there."""
+    previous = (_DEFAULTS.tracer_provider, _DEFAULTS.meter_provider)
+    set_default_providers(tracer_provider, meter_provider)
+    try:
+        yield
+    finally:
+        set_default_providers(*previous)
+
+
+def _no_meter_types() -> tuple[type, ...]:
+    proxy = getattr(getattr(metrics, "_internal", None), "_ProxyMeterProvider", None)
+    return (
+        (metrics.NoOpMeterProvider, proxy)
+        if isinstance(proxy, type)
+        else (metrics.NoOpMeterProvider,)
+    )
+
+
+_NO_TRACER = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+_NO_METER = _no_meter_types()
+
+
+class Telemetry:
+    """One scheduler's telemetry: its providers (``None``: the defaults), the tracer
+    and instruments taken from them, and the fold of the events it commits."""
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        self.tracer_provider = tracer_provider
+        self.meter_provider = meter_provider
+        self.fold = PhaseFold()
+        self._tracer: tuple[trace.TracerProvider, trace.Tracer] | None = None
+        self._instruments: tuple[metrics.MeterProvider, Any, Any] | None = None
+        self._failed = False
+
+    def tracer(self) -> trace.Tracer | None:
+        """The tracer, or ``None`` while no tracer provider is configured."""
+        provider = self.tracer_provider or _DEFAULTS.tracer_provider or trace.get_tracer_provider()
+        if isinstance(provider, _NO_TRACER):
+            return None
+        if self._tracer is None or self._tracer[0] is not provider:
+            self._tracer = (provider, provider.get_tracer(SCOPE))
+        return self._tracer[1]
+
+    def instruments(self) -> tuple[Any, Any] | None:
+        """The active-tasks counter and the phase-duration histogram, or ``None``."""
+        provider = self.meter_provider or _DEFAULTS.meter_provider or metrics.get_meter_provider()
+        if isinstance(provider, _NO_METER):
+            return None
+        if self._instruments is None or self._instruments[0] is not provider:
+            meter = provider.get_meter(SCOPE)
+            active = meter.create_up_down_counter(
+                ACTIVE_TASKS, unit="{task}", description="Tasks submitted and not yet terminal"
+            )
+            duration = meter.create_histogram(
+                PHASE_DURATION, unit="ms", description="Phase span durations (scheduler clock)"
+            )
+            self._instruments = (provider, active, duration)
+        return self._instruments[1], self._instruments[2]
+
+    def committed(
+        self, scheduler: Scheduler, events: Sequence[TaskEvent], versions: Sequence[int]
+    ) -> None:
+        """Fold events just appended (before the scheduler's world applies them)."""
+        tracer = self.tracer()
+        instruments = self.instruments()
+        if tracer is None and instruments is None:
+            self.fold.open.clear()
+            return
+        world = scheduler.world
+        states: dict[str, TaskState] = {}
+
+        def lookup(task_id: str) -> TaskState | None:
+            return states.get(task_id) or world.get(task_id)
+
+        for event, version in zip(events, versions, strict=True):
+            if not type(event).task_stream:
+                continue
+            after = evolve(lookup(event.task_id), event)
+            states[event.task_id] = after
+            spans = self.fold.apply(
+                event,
+                after,
+                version,
+                resumed=event.task_id in scheduler._resumed,
+                lookup=lookup,
+            )
+            if instruments is not None:
+                active, duration = instruments
+                if isinstance(event, TaskSubmitted):
+                    active.add(1, {"task.kind": after.kind})
+                elif isinstance(event, TaskEnded):
+                    active.add(-1, {"task.kind": after.kind})
+                for span in spans:
+                    duration.record(
+                        span.duration_ms,
+                        {"task.kind": span.kind, "phase": span.phase, "outcome": span.outcome},
+                    )
+            if tracer is not None:
+                for span in spans:
+                    emit(tracer, span)
+
+    def failed(self, what: str) -> None:
+        """Log a telemetry failure: the first of this scheduler's as a warning."""
+        if self._failed:
+            _log.debug("tasktrail telemetry: %s failed", what, exc_info=True)
+        else:
+            _log.warning(
+                "tasktrail telemetry: %s failed (later failures log at debug)", what, exc_info=True
+            )
+        self._failed = True
+
+
+# ─── the scheduler's hooks ─────────────────────────────────────────────────
+
+
+def configure_telemetry(
+    scheduler: Scheduler,
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+) -> Telemetry:
+    """Give a scheduler its providers (``None``: the process-wide defaults)."""
+    telemetry = Telemetry(tracer_provider, meter_provider)
+    setattr(scheduler, _ATTRIBUTE, telemetry)
+    return telemetry
+
+
+def telemetry_of(scheduler: Scheduler) -> Telemetry:
+    """The scheduler's telemetry, made on first use with the default providers."""
+    telemetry = getattr(scheduler, _ATTRIBUTE, None)
+    if not isinstance(telemetry, Telemetry):
+        telemetry = configure_telemetry(scheduler)
+    return telemetry
+
+
+def committed(scheduler: Scheduler, events: Sequence[TaskEvent], versions: Sequence[int]) -> None:
+    """Hook: the scheduler appended ``events``; never raises."""
+    telemetry = None
+    try:
+        telemetry = telemetry_of(scheduler)
+        telemetry.committed(scheduler, events, versions)
+    except Exception:
+        if telemetry is not None:
+            telemetry.failed("recording committed events")
+
+
+def current_carrier() -> dict[str, str] | None:
+    """Hook: a W3C carrier of the current span, when one is current; never raises."""
+    try:
+        if not trace.get_current_span().get_span_context().is_valid:
+            return None
+        carrier: dict[str, str] = {}
+        _PROPAGATOR.inject(carrier)
+        return carrier or None
+    except Exception:
+        _log.warning("tasktrail telemetry: reading the current span failed", exc_info=True)
+        return None
+
+
+class _Current(AbstractContextManager[None]):
+    """Makes a phase span current while its handler runs (so spans the handler starts
+    and tasks it submits join the task's trace)."""
+
+    def __init__(self, span_context: SpanContext) -> None:
+        self.span_context = span_context
+        self.token: object | None = None
+
+    def __enter__(self) -> None:
+        with contextlib.suppress(Exception):
+            span = NonRecordingSpan(self.span_context)
+            self.token = otel_context.attach(trace.set_span_in_context(span))
+
+    def __exit__(self, *exc: object) -> None:
+        if self.token is not None:
+            with contextlib.suppress(Exception):
+                otel_context.detach(self.token)  # type: ignore[arg-type]
+
+
+_NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
+
+
+def phase_context(scheduler: Scheduler, task_id: str) -> AbstractContextManager[None]:
+    """Hook: a context manager around a handler call; does nothing without a tracer."""
+    try:
+        telemetry = getattr(scheduler, _ATTRIBUTE, None)
+        if telemetry is None:
+            if isinstance(_DEFAULTS.tracer_provider or trace.get_tracer_provider(), _NO_TRACER):
+                return _NOTHING
+            telemetry = telemetry_of(scheduler)
+        if telemetry.tracer() is None:
+            return _NOTHING
+        span_context = telemetry.fold.current(task_id)
+        return _Current(span_context) if span_context is not None else _NOTHING
+    except Exception:
+        return _NOTHING
