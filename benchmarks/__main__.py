@@ -29,6 +29,8 @@ class Sizes:
     memory_events: tuple[int, ...]
     ledger_runs: tuple[int, ...]
     rounds: int
+    command_rounds: int
+    memory_repeats: int
 
 
 QUICK = Sizes(
@@ -40,6 +42,8 @@ QUICK = Sizes(
     memory_events=(10_000, 100_000),
     ledger_runs=(1_000, 10_000),
     rounds=2,
+    command_rounds=4,
+    memory_repeats=2,
 )
 FULL = Sizes(
     command_cycles_full=250,
@@ -50,6 +54,8 @@ FULL = Sizes(
     memory_events=(10_000, 100_000, 1_000_000),
     ledger_runs=(1_000, 10_000, 100_000),
     rounds=3,
+    command_rounds=5,
+    memory_repeats=3,
 )
 
 
@@ -62,9 +68,7 @@ def run(sizes: Sizes, workdir: Path, log: object = sys.stderr) -> list[Figure]:
 
     step("1 append, a transaction a command")
     figures.append(append.per_command(workdir, "full", sizes.command_cycles_full, sizes.rounds))
-    figures.append(
-        append.per_command(workdir, "normal", sizes.command_cycles_normal, sizes.rounds)
-    )
+    figures.append(append.per_command(workdir, "normal", sizes.command_cycles_normal, sizes.rounds))
     step("2 batched append")
     figures.extend(append.batched(workdir, sizes.batch_cycles, sizes.rounds))
     step("3 replay")
@@ -81,8 +85,13 @@ def run(sizes: Sizes, workdir: Path, log: object = sys.stderr) -> list[Figure]:
     step("5 memory and scale")
     big = workdir / "big.db"
     build_store(big, sizes.memory_events[-1] // 4 + 1)
-    for label, options in replaying.replay_options()[::-1]:
-        figures.extend(memory.memory_figures(big, list(sizes.memory_events), options, label))
+    # The goal is met through audit=False, if the replay API offers it; the default
+    # (every read model) is measured once, for comparison, in the full run only.
+    for n, (label, options) in enumerate(replaying.replay_options()[::-1]):
+        repeats = sizes.memory_repeats if n == 0 else 1
+        figures.extend(
+            memory.memory_figures(big, list(sizes.memory_events), options, label, repeats)
+        )
         if sizes is QUICK:
             break
     step("6 run ledger")

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from . import plain_es, raw
-from .report import Figure, best_rate, rate_figure
+from .report import Figure, median_rate, paired, rate_figure
 from .workload import COMMANDS_PER_CYCLE, batch_of, cycle, open_scheduler, stored_rows
 
 SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
@@ -42,20 +42,22 @@ def per_command(workdir: Path, durability: str, cycles: int, rounds: int = 3) ->
             seconds, _ = plain_es.save_per_event(_fresh(workdir, "es-command.db"), cycles)
             plain.append(seconds)
     commands = cycles * COMMANDS_PER_CYCLE
+    value, limit_rate, ratio = paired(events, ours, len(rows), limit)
     return rate_figure(
         f"1 append, a transaction a command ({synchronous})",
         "submit/reserve/checkpoint/finish",
-        best_rate(events, ours),
+        value,
         "ev/s",
-        limit=best_rate(len(rows), limit),
-        eventsourcing=best_rate(commands, plain) if plain else None,
+        limit=limit_rate,
+        ratio=ratio,
+        eventsourcing=median_rate(commands, plain) if plain else None,
         goal_ratio=0.5,
         note=(
             "limit: sqlite3 BEGIN/INSERT/COMMIT per row of the same rows, same synchronous; "
             "eventsourcing: one save() per event"
             + ("" if plain else " (n/a: its SQLite recorder is always synchronous=FULL)")
         ),
-        extra={"commands_per_s": best_rate(commands, ours), "events": events},
+        extra={"commands_per_s": median_rate(commands, ours), "events": events},
     )
 
 
@@ -82,10 +84,9 @@ def batched(workdir: Path, cycles: int, rounds: int = 3) -> list[Figure]:
         bare.append(raw.executemany(_fresh(workdir, "raw-bare.db"), rows, "FULL", unique=False))
         seconds, _ = plain_es.save_many(_fresh(workdir, "es-many.db"), cycles)
         plain.append(seconds)
-    rate = best_rate(events, ours)
-    with_index = best_rate(len(rows), limit)
-    without = best_rate(len(rows), bare)
-    es = best_rate(cycles * COMMANDS_PER_CYCLE, plain)
+    rate, with_index, ratio = paired(events, ours, len(rows), limit)
+    _, without, bare_ratio = paired(events, ours, len(rows), bare)
+    es = median_rate(cycles * COMMANDS_PER_CYCLE, plain)
     section = "2 append, many commands in one batch"
     return [
         rate_figure(
@@ -94,6 +95,7 @@ def batched(workdir: Path, cycles: int, rounds: int = 3) -> list[Figure]:
             rate,
             "ev/s",
             limit=with_index,
+            ratio=ratio,
             eventsourcing=es,
             goal_ratio=0.35,
             note="limit: one executemany in one transaction, with the (originator_id, "
@@ -107,6 +109,7 @@ def batched(workdir: Path, cycles: int, rounds: int = 3) -> list[Figure]:
             rate,
             "ev/s",
             limit=without,
+            ratio=bare_ratio,
             eventsourcing=es,
             note="for reference: executemany into a table with no index",
         ),

@@ -10,7 +10,7 @@ from pathlib import Path
 from tasktrail.projections import Projector
 
 from . import raw
-from .report import Figure, best_rate, rate_figure
+from .report import Figure, paired, rate_figure
 from .workload import open_scheduler
 
 
@@ -28,12 +28,14 @@ def rebuild(store: Path, workdir: Path, rounds: int = 3) -> Figure:
             events = report.read
         seconds, rows = raw.fetch_decode(store)
         limit.append(seconds)
+    value, limit_rate, ratio = paired(events, ours, rows, limit)
     return rate_figure(
         "4 projections",
         "rebuild of every read model",
-        best_rate(events, ours),
+        value,
         "ev/s",
-        limit=best_rate(rows, limit),
+        limit=limit_rate,
+        ratio=ratio,
         goal_ratio=0.25,
         note="limit: sqlite3 fetch of every row + orjson.loads of its state",
         extra={"events": events},
@@ -73,7 +75,9 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def lag(workdir: Path, rate: float = 1_000.0, seconds: float = 5.0, interval: float = 0.01) -> Figure:
+def lag(
+    workdir: Path, rate: float = 1_000.0, seconds: float = 5.0, interval: float = 0.01
+) -> Figure:
     """A writer process appends ``rate`` events/s; a projector here follows (polling every
     ``interval`` s). Lag: from an event's commit to its batch of rows committing."""
     store = workdir / "lag.db"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import sqlite3
+import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -49,9 +50,12 @@ def rate_figure(
     goal_ratio: float | None = None,
     note: str = "",
     extra: dict[str, Any] | None = None,
+    ratio: float | None = None,
 ) -> Figure:
-    """A rate beside its limit; the goal, if any, is ``value >= goal_ratio * limit``."""
-    ratio = value / limit if limit else None
+    """A rate beside its limit; the goal, if any, is ``ratio >= goal_ratio`` where
+    ``ratio`` is ``value / limit`` unless given (see :func:`paired`)."""
+    if ratio is None:
+        ratio = value / limit if limit else None
     met = None
     goal = ""
     if goal_ratio is not None and ratio is not None:
@@ -75,6 +79,21 @@ def rate_figure(
 def best_rate(count: int, runs: Iterable[float]) -> float:
     """``count`` items per second of the fastest of several timed runs (seconds)."""
     return count / min(runs)
+
+
+def median_rate(count: int, runs: Iterable[float]) -> float:
+    """``count`` items per second of the median of several timed runs (seconds)."""
+    return count / statistics.median(runs)
+
+
+def paired(
+    count: int, ours: list[float], limit_count: int, limit: list[float]
+) -> tuple[float, float, float]:
+    """Median rates of tasktrail and of its limit over the rounds, and the median of the
+    rounds' own ratios: each round times both back to back, so its ratio is the one
+    least disturbed by a noisy machine."""
+    ratios = [(count / a) / (limit_count / b) for a, b in zip(ours, limit, strict=True)]
+    return median_rate(count, ours), median_rate(limit_count, limit), statistics.median(ratios)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -126,7 +145,8 @@ def format_table(figures: list[Figure]) -> str:
         if row[0] == "---":
             lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
         else:
-            lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
+            cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

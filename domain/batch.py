@@ -42,15 +42,23 @@ if TYPE_CHECKING:
 class Batch:
     """The events a batch has decided so far, and their versions."""
 
-    def __init__(self) -> None:
+    def __init__(self, invocations: set[str]) -> None:
         self.events: list[TaskEvent] = []
         self.versions: list[int] = []
+        self.guards: dict[str, int] = {}
         self.depth = 0
+        self.invocations = invocations
+        """The tasks with a live invocation here when the batch began."""
 
-    def add(self, events: list[TaskEvent], versions: list[int]) -> None:
-        """Queue one command's events (already folded into the world)."""
+    def add(
+        self, events: list[TaskEvent], versions: list[int], guards: dict[str, int] | None = None
+    ) -> None:
+        """Queue one command's events (already folded into the world), and the
+        versions of the tasks it read (the earliest read of each is the guard)."""
         self.events.extend(events)
         self.versions.extend(versions)
+        for task_id, version in (guards or {}).items():
+            self.guards.setdefault(task_id, version)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -80,7 +88,7 @@ class BatchCommands:
         with self._lock:
             batch = self._batch
             if batch is None:
-                batch = self._batch = Batch()
+                batch = self._batch = Batch(set(self._invocations))
             batch.depth += 1
         try:
             yield batch
@@ -90,7 +98,7 @@ class BatchCommands:
                 if batch.depth == 0:
                     self._batch = None
                     if batch.events:
-                        self._reload()
+                        self._reload(batch)
             raise
         with self._lock:
             batch.depth -= 1
@@ -104,12 +112,12 @@ class BatchCommands:
             if batch is None or not batch.events:
                 return
             try:
-                positions = self.store.append(batch.events, batch.versions)
+                positions = self.store.append(batch.events, batch.versions, guards=batch.guards)
             except BaseException:
-                self._reload()
+                self._reload(batch)
                 raise
             finally:
-                batch.events, batch.versions = [], []
+                batch.events, batch.versions, batch.guards = [], [], {}
             self.events_written += len(positions)
             # Contiguous positions right after ours mean no other writer came between.
             if positions[0] == self.position + 1 and positions[-1] == self.position + len(
@@ -117,12 +125,13 @@ class BatchCommands:
             ):
                 self.position = positions[-1]
 
-    def _reload(self) -> None:
+    def _reload(self, batch: Batch) -> None:
         """Fold the world again from the store: a batch that was not appended left
-        events in it that the store does not hold."""
+        events in it that the store does not hold. Invocations the batch's reservations
+        made here end (an invocation it ended stays ended)."""
         World.__init__(self.world)  # in place: whoever holds the world sees the store's
         self.position = 0
         self.refresh()
         for task_id in list(self._invocations):
-            if not self._is_running(task_id):
+            if task_id not in batch.invocations or not self._is_running(task_id):
                 self._invocations.pop(task_id).ended = True

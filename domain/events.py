@@ -20,6 +20,7 @@ terminal event); it stores ``task_id`` in its payload, and
 from __future__ import annotations
 
 import dataclasses
+import types
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -188,6 +189,7 @@ EVENT_TYPES: dict[str, type[TaskEvent]] = {}
 
 _TUPLE_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
 _PAYLOAD_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
+_BUILDERS: dict[type[TaskEvent], Any] = {}
 
 
 def register_event(cls: E) -> E:
@@ -202,7 +204,49 @@ def register_event(cls: E) -> E:
         f.name for f in fields if f.name != "task_id" or not cls.task_stream
     )
     _TUPLE_FIELDS[cls] = tuple(f.name for f in fields if str(f.type).startswith("tuple"))
+    _BUILDERS[cls] = _builder(cls)
     return cls
+
+
+def _builder(cls: type[TaskEvent]) -> Any:
+    """``build(stream_id, payload)``: the event, made as its generated ``__init__`` would
+    make it (each slot set once), at half its cost: a log is read an event at a time.
+
+    A missing field or an unknown one is a :class:`TypeError`, as with ``__init__``.
+    Classes the fast way cannot build (no slots, a ``__post_init__``, a default
+    factory) are built by ``__init__``.
+    """
+    fields = dataclasses.fields(cls)
+    plain = not hasattr(cls, "__post_init__") and all(
+        isinstance(getattr(cls, f.name, None), types.MemberDescriptorType)
+        and f.default_factory is dataclasses.MISSING
+        for f in fields
+    )
+    if not plain:
+        if cls.task_stream:
+            return lambda stream_id, payload: cls(task_id=stream_id, **payload)
+        return lambda stream_id, payload: cls(**payload)
+    namespace: dict[str, Any] = {"new_object": object.__new__, "cls": cls}
+    lines = ["def build(stream_id, payload):", "    new = new_object(cls)"]
+    lines += ["    take = payload.pop", "    try:"]
+    for f in fields:
+        namespace[f"set_{f.name}"] = getattr(cls, f.name).__set__
+        if f.name == "task_id" and cls.task_stream:
+            lines.append("        set_task_id(new, stream_id)")
+        elif f.default is not dataclasses.MISSING:
+            namespace[f"default_{f.name}"] = f.default
+            lines.append(f"        set_{f.name}(new, take({f.name!r}, default_{f.name}))")
+        else:
+            lines.append(f"        set_{f.name}(new, take({f.name!r}))")
+    lines += [
+        "    except KeyError as missing:",
+        "        raise TypeError(f'{cls.__name__} is missing the field {missing}') from None",
+        "    if payload:",
+        "        raise TypeError(f'{cls.__name__} has no fields {sorted(payload)}')",
+        "    return new",
+    ]
+    exec("\n".join(lines), namespace)
+    return namespace["build"]
 
 
 for _cls in (
@@ -235,6 +279,5 @@ def event_from_payload(cls: type[TaskEvent], stream_id: str, payload: dict[str, 
         value = payload.get(name)
         if isinstance(value, list):
             payload[name] = tuple(value)
-    if cls.task_stream:
-        return cls(task_id=stream_id, **payload)
-    return cls(**payload)
+    event: TaskEvent = _BUILDERS[cls](stream_id, payload)
+    return event

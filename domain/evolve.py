@@ -9,10 +9,12 @@ that cannot follow the state it is applied to raises :class:`InvalidTransition`.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .events import (
+    OUTCOME_STATUSES,
     AbortMarked,
     CheckpointCommitted,
     MemoRecorded,
@@ -139,13 +141,22 @@ def evolve(state: TaskState | None, event: TaskEvent) -> TaskState:
     return _replace(next_state, updated_at=event.at, events=state.events + 1)
 
 
+# A big log holds a state per task: values many states share are kept once
+# (states are frozen and their dicts are never changed in place, only replaced).
+_NO_MEMOS: dict[str, Any] = {}
+_NO_ROLES: dict[str, Any] = {}
+_PLAIN_OUTCOMES = {status: Outcome(status) for status in OUTCOME_STATUSES}
+
+
 def _submitted(event: TaskSubmitted) -> TaskState:
     return TaskState(
         id=event.task_id,
-        kind=event.kind,
+        kind=sys.intern(event.kind),
         version=event.version,
         status="pending",
-        checkpoint=Checkpoint(event.phase),
+        checkpoint=Checkpoint(sys.intern(event.phase)),
+        memos=_NO_MEMOS,
+        roles=_NO_ROLES,
         owner_id=event.owner_id,
         conversation_id=event.conversation_id,
         project_ids=event.project_ids,
@@ -218,6 +229,10 @@ def _sleep(state: TaskState, event: SleepStarted) -> TaskState:
 
 
 def _outcome(event: OutcomeHeld | TaskEnded) -> Outcome:
+    if event.message is None and event.detail is None and event.reason is None:
+        plain = _PLAIN_OUTCOMES.get(event.status)
+        if plain is not None:
+            return plain
     return Outcome(event.status, event.message, event.detail, event.reason)
 
 
@@ -234,7 +249,7 @@ def _held(state: TaskState, event: OutcomeHeld) -> TaskState:
         policy=None,
         until=None,
         outcome=_outcome(event),
-        memos={},
+        memos=_NO_MEMOS,
         restarts=0,
     )
 
@@ -251,7 +266,7 @@ def _ended(state: TaskState, event: TaskEnded) -> TaskState:
         policy=None,
         until=None,
         outcome=_outcome(event),
-        memos={},
+        memos=_NO_MEMOS,
         restarts=0,
     )
 

@@ -356,7 +356,7 @@ def _index(world: World, event: TaskEvent, previous: Any, state: Any) -> None:
             cleanups.pop(event.task_id, None)
 
 
-register_indexer(_index)
+register_indexer(_index, task_streams=False)  # wakeup, task-pass and cleanup streams
 
 
 def pending_wakeups(world: World) -> dict[str, Any]:

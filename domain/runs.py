@@ -468,7 +468,6 @@ def ledger_of(world: World) -> Ledger:
     return ledger
 
 
-@register_indexer
 def index_ledger(world: World, event: TaskEvent, previous: Any, state: Any) -> None:
     """Keep the ledger of ``world`` current after one event was folded."""
     if isinstance(event, ScheduleSet):
@@ -504,3 +503,6 @@ def index_ledger(world: World, event: TaskEvent, previous: Any, state: Any) -> N
             ledger.markers[run.task_id] = "done"
         elif isinstance(event, RunFailed) and was_running:
             ledger.markers[run.task_id] = "failed"
+
+
+register_indexer(index_ledger, task_streams=False)  # run and schedule streams only

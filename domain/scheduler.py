@@ -566,12 +566,18 @@ class Scheduler(BatchCommands, TurnCommands, RunCommands):
     def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         draft = Draft(self.world)
         result = fn(draft, self._context(), *args, **kwargs)
-        self._commit(draft.events, draft.states)
+        self._commit(draft.events, draft.states, draft.guards() if draft.events else None)
         return result
 
-    def _commit(self, events: list[TaskEvent], states: Sequence[Any] | None = None) -> None:
+    def _commit(
+        self,
+        events: list[TaskEvent],
+        states: Sequence[Any] | None = None,
+        guards: dict[str, int] | None = None,
+    ) -> None:
         """Append ``events`` (in a :meth:`batch`: queue them), then fold them into the
-        world; ``states`` are the draft's states after each, folded already."""
+        world; ``states`` are the draft's states after each, folded already;
+        ``guards`` the tasks the decision read, at the versions it read them."""
         if not events:
             return
         versions = []
@@ -585,10 +591,10 @@ class Scheduler(BatchCommands, TurnCommands, RunCommands):
             versions.append(current + 1)
         batch = self._batch
         if batch is not None:
-            batch.add(events, versions)  # appended when the batch exits
+            batch.add(events, versions, guards)  # appended when the batch exits
         else:
             try:
-                positions = self.store.append(events, versions)
+                positions = self.store.append(events, versions, guards=guards)
             except ConflictError:
                 self.refresh()
                 raise

@@ -19,12 +19,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
+from uuid import UUID
 
 import orjson
 from eventsourcing.application import Application
@@ -271,15 +272,24 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     def _insert_events(
         self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        if len(stored_events) < 2:
-            return super()._insert_events(c, stored_events, **kwargs)
-        c.executemany(
-            self.insert_events_statement,
-            [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events],
-        )
+        params = [
+            (_text_id(s.originator_id), s.originator_version, s.topic, s.state)
+            for s in stored_events
+        ]
+        if len(params) == 1:
+            c.execute(self.insert_events_statement, params[0])
+            position = c.lastrowid
+            check_guards(c, self.guard_statement, kwargs.get("guards"))
+            return [position]
+        c.executemany(self.insert_events_statement, params)
         c.execute(self.select_max_notification_id_statement)
         last: int = c.fetchone()[0]
+        check_guards(c, self.guard_statement, kwargs.get("guards"))
         return list(range(last - len(stored_events) + 1, last + 1))
+
+    @property
+    def guard_statement(self) -> str:
+        return guard_sql(self.events_table_name, "?")
 
     def select_rows(self, start: int, limit: int, stop: int | None = None) -> list[Row]:
         """Rows from position ``start`` (up to ``stop``) as plain tuples ``(position,
@@ -309,6 +319,29 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             f"SELECT rowid, originator_id, originator_version, topic, state "
             f"FROM {self.events_table_name} WHERE rowid>=? AND rowid<=? ORDER BY rowid LIMIT ?"
         )
+
+
+def guard_sql(table: str, mark: str) -> str:
+    # Copy the event that follows the version a decision read: if another writer
+    # appended it, the copy breaks the (stream, version) key, and the store's own
+    # conflict handling rolls the whole append back. Run after the append's
+    # INSERTs, it sees every committed row: the write lock is held by then
+    # (SQLite's, or the EXCLUSIVE table lock eventsourcing takes on PostgreSQL).
+    columns = "originator_id, originator_version, topic, state"
+    return (
+        f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {table} "
+        f"WHERE originator_id = {mark} AND originator_version = {mark}"
+    )
+
+
+def check_guards(cursor: Any, statement: str, guards: Mapping[str, int] | None) -> None:
+    """Run a decision's read guards in the append's transaction (see :func:`guard_sql`)."""
+    if guards:
+        cursor.executemany(statement, [(stream, version + 1) for stream, version in guards.items()])
+
+
+def _text_id(originator_id: Any) -> Any:
+    return originator_id.hex if isinstance(originator_id, UUID) else originator_id
 
 
 class _TunedSQLiteFactory(SQLiteFactory):
@@ -392,6 +425,8 @@ def parse_location(location: str | os.PathLike[str]) -> StoreLocation:
             "POSTGRES_PASSWORD": unquote(parts.password or ""),
             "POSTGRES_CONNECT_TIMEOUT": query.get("connect_timeout", ["5"])[0],
             "ORIGINATOR_ID_TYPE": "text",
+            # Imported only when a PostgreSQL store is opened.
+            "APPLICATION_RECORDER_TOPIC": "tasktrail.domain.pg_recorder:GuardedPostgresRecorder",
         }
         if "schema" in query:
             env["POSTGRES_SCHEMA"] = query["schema"][0]
@@ -462,11 +497,20 @@ class Store:
         """``sqlite`` or ``postgresql``."""
         return self.location.kind
 
-    def append(self, events: Sequence[TaskEvent], versions: Sequence[int]) -> list[int]:
+    def append(
+        self,
+        events: Sequence[TaskEvent],
+        versions: Sequence[int],
+        *,
+        guards: Mapping[str, int] | None = None,
+    ) -> list[int]:
         """Append events atomically, each as version ``versions[i]`` of its task.
 
-        Returns their positions. If another writer appended any of these
-        versions first, raises :class:`ConflictError` and appends none.
+        ``guards`` maps streams the deciding command read but does not write to
+        the version it read: if another writer appended to one of them since,
+        the decision was taken on stale state. Returns the positions. If
+        another writer appended any of these versions first, or to a guarded
+        stream, raises :class:`ConflictError` and appends none.
         """
         if not events:
             return []
@@ -481,7 +525,9 @@ class Store:
         except TypeError as error:  # a value orjson cannot encode: nothing was written
             raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
         try:
-            positions = self.app.recorder.insert_events(rows)
+            written = {row.originator_id for row in rows}
+            read_guards = {k: v for k, v in (guards or {}).items() if k not in written}
+            positions = self.app.recorder.insert_events(rows, guards=read_guards)
         except RecordConflictError as error:
             streams = sorted({e.stream_id() for e in events})
             raise ConflictError(streams, _describe(error)) from None

@@ -27,12 +27,18 @@ called after every event is folded (``previous``/``state`` are the stream's
 states before and after)."""
 
 INDEXERS: list[Indexer] = []
+STREAM_INDEXERS: list[Indexer] = []
+"""Indexers that only read events of streams other than tasks' own (not called for
+task-stream events: most of a log)."""
 
 
-def register_indexer(indexer: Indexer) -> Indexer:
-    """Add an index every :class:`World` keeps (turns, ledgers register theirs)."""
-    if indexer not in INDEXERS:
-        INDEXERS.append(indexer)
+def register_indexer(indexer: Indexer, *, task_streams: bool = True) -> Indexer:
+    """Add an index every :class:`World` keeps (turns, ledgers register theirs);
+    ``task_streams=False``: it ignores events of tasks' own streams, and is not
+    called for them."""
+    registry = INDEXERS if task_streams else STREAM_INDEXERS
+    if indexer not in registry:
+        registry.append(indexer)
     return indexer
 
 
@@ -81,6 +87,8 @@ class World:
             state = folded if folded is not None else evolve_stream(previous, event)
             self.streams[stream_id] = state
             self.stream_versions[stream_id] = self.stream_versions.get(stream_id, 0) + 1
+            for indexer in STREAM_INDEXERS:
+                indexer(self, event, previous, state)
         for indexer in INDEXERS:
             indexer(self, event, previous, state)
         return state
@@ -149,11 +157,26 @@ class Draft:
         self.events: list[TaskEvent] = []
         self.states: list[Any] = []
         """The stream's state after each of :attr:`events` (for :meth:`World.apply`)."""
+        self.read: dict[str, int] = {}
+        """The version of each live task this decision read from the world: the
+        store refuses the decision if another writer appended to one of them
+        since (its read guards), as it refuses one that writes a stale version."""
 
     def get(self, task_id: str) -> TaskState | None:
         """The task as this decision sees it so far."""
         state = self.changed.get(task_id)
-        return state if state is not None else self.world.tasks.get(task_id)
+        if state is not None:
+            return state
+        state = self.world.tasks.get(task_id)
+        # A terminal task never changes again: reading it needs no guard.
+        if state is not None and state.status != "terminal":
+            self.read[task_id] = state.events
+        return state
+
+    def guards(self) -> dict[str, int]:
+        """The tasks this decision read but does not write, with the versions it read."""
+        written = {event.stream_id() for event in self.events}
+        return {task_id: v for task_id, v in self.read.items() if task_id not in written}
 
     def get_stream(self, stream_id: str) -> Any:
         """A non-task stream's state as this decision sees it so far (``None`` if new)."""

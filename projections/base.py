@@ -9,11 +9,13 @@ crash between any two statements leaves either both or neither.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlite_utils
+from sqlite_utils.db import jsonify_if_needed
 
 from tasktrail.domain import TaskEvent, World
 
@@ -135,10 +137,35 @@ def write_changes(db: sqlite_utils.Database, projection: Projection, changes: Ch
             f"DELETE FROM [{table}] WHERE {where}",
             [key if isinstance(key, tuple) else (key,) for key in keys],
         )
+    columns = {spec.name: tuple(spec.columns) for spec in projection.tables}
     for table, rows in changes.upserts.items():
         if rows:
-            _replace_all(db, table, rows.values())
+            _replace_all(db, table, columns[table], rows.values())
 
 
-def _replace_all(db: sqlite_utils.Database, table: str, rows: Iterable[dict[str, Any]]) -> None:
-    db.table(table).insert_all(rows, replace=True, batch_size=500)
+_PLAIN = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _replace_all(
+    db: sqlite_utils.Database, table: str, columns: tuple[str, ...], rows: Iterable[dict[str, Any]]
+) -> None:
+    """``INSERT OR REPLACE`` the rows with one ``executemany``: what sqlite-utils'
+    ``insert_all(replace=True)`` writes (values it would turn into JSON, it still does),
+    without building its statements and converting every value batch by batch."""
+    names = ", ".join(f"[{column}]" for column in columns)
+    marks = ", ".join("?" for _ in columns)
+    known = set(columns)
+    every = operator.itemgetter(*columns) if len(columns) > 1 else None
+    params = []
+    for row in rows:
+        keys = row.keys()
+        if every is not None and keys == known:
+            values = every(row)
+        elif keys <= known:  # a row without some columns: those are NULL
+            values = tuple([row.get(column) for column in columns])
+        else:
+            raise ValueError(f"a row of {table} has columns the table lacks: {sorted(row)}")
+        if not _PLAIN.issuperset(map(type, values)):
+            values = tuple(map(jsonify_if_needed, values))
+        params.append(values)
+    db.conn.executemany(f"INSERT OR REPLACE INTO [{table}] ({names}) VALUES ({marks})", params)

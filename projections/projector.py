@@ -29,7 +29,7 @@ from tasktrail.domain import Store, World, open_store
 from tasktrail.domain.storage import Recorded
 
 from .audit import AuditTrail
-from .base import Changes, Projection, write_changes
+from .base import Changes, Coalescer, Projection, write_changes
 from .ledger import Ledgers
 from .live import LiveMirror
 from .wakeups import PendingWakeups
@@ -91,6 +91,10 @@ class Projector:
         self.path = Path(out)
         self.db = sqlite_utils.Database(self.path)
         self.db.enable_wal()
+        # Read models are derived data: WAL at NORMAL stays consistent through any
+        # crash (rows and positions commit together), and a power cut can only lose
+        # the last batches, which the next catch-up folds again from the store.
+        self.db.execute("PRAGMA synchronous=NORMAL")
         self.projections = list(projections) if projections is not None else default_projections()
         names = [p.name for p in self.projections]
         if len(set(names)) != len(names):
@@ -146,17 +150,27 @@ class Projector:
     ) -> None:
         changes = {p.name: Changes() for p in self.projections}
         world = self.world
+        # Projections that coalesce and are behind the whole batch are applied once per
+        # stream at its end (the same rows); the others once per event they are behind.
+        first = batch[0].position
+        coalescer = Coalescer(p for p in self.projections if positions[p.name] < first)
+        per_event = [p for p in self.projections if p not in coalescer.projections]
+        coalesce = coalescer.add if coalescer.projections else None
         for recorded in batch:
             event = recorded.event
-            before, after = world.apply_stored(
-                recorded.position, event, recorded.originator_version
-            )
-            for projection in self.projections:
-                if recorded.position > positions[projection.name]:
+            position = recorded.position
+            before, after = world.apply_stored(position, event, recorded.originator_version)
+            for projection in per_event:
+                if position > positions[projection.name]:
                     projection.apply(
-                        changes[projection.name], recorded.position, event, before, after, world
+                        changes[projection.name], position, event, before, after, world
                     )
                     report.written[projection.name] += 1
+            if coalesce is not None:
+                coalesce(event.stream_id(), position, event, before)
+        coalescer.flush(world, lambda projection: changes[projection.name])
+        for projection in coalescer.projections:
+            report.written[projection.name] += len(batch)
         last = batch[-1].position
         behind = [p for p in self.projections if positions[p.name] < last]
         if behind:

@@ -28,6 +28,7 @@ from tasktrail.domain.storage import Recorded, decode_payload
 
 LINE_KEYS = ("position", "topic", "originator_id", "originator_version", "at", "payload")
 IMPORT_BATCH = 1_000
+_LINE_KEY_SET = frozenset(LINE_KEYS)
 
 
 class LogError(TasktrailError):
@@ -62,11 +63,12 @@ class LogReader:
     skipped: list[Skipped] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[Recorded]:
-        for recorded, _, _ in self.rows():
+        for recorded, _, _ in self.rows(states=False):
             yield recorded
 
-    def rows(self) -> Iterator[tuple[Recorded, bytes, int]]:
-        """Each good line: the event, its stored state bytes, its line number."""
+    def rows(self, *, states: bool = True) -> Iterator[tuple[Recorded, bytes, int]]:
+        """Each good line: the event, its stored state bytes (``b""`` unless ``states``:
+        only an import needs them), its line number."""
         name = str(self.path)
         try:
             handle = self.path.open("rb")
@@ -82,7 +84,7 @@ class LogReader:
                     self._invalid(number, "empty line; expected one JSON object")
                     continue
                 try:
-                    recorded, state = _parse_line(raw, number, name)
+                    recorded, state = _parse_line(raw, number, name, states)
                 except LogError as error:
                     self._invalid(number, str(error).split(": ", 1)[1])
                     continue
@@ -105,23 +107,25 @@ class LogReader:
         self.skipped.append(Skipped(line, reason))
 
 
-def _parse_line(raw: bytes, number: int, name: str) -> tuple[Recorded, bytes]:
+def _parse_line(raw: bytes, number: int, name: str, states: bool = True) -> tuple[Recorded, bytes]:
     try:
         row = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         raise LogError(name, number, f"not JSON ({error})") from None
     if not isinstance(row, dict):
         raise LogError(name, number, "expected a JSON object")
-    missing = [key for key in LINE_KEYS if key not in row]
-    if missing:
+    if not row.keys() >= _LINE_KEY_SET:
+        missing = [key for key in LINE_KEYS if key not in row]
         raise LogError(name, number, f"missing {', '.join(missing)}")
     position, version = row["position"], row["originator_version"]
-    for key, value in (("position", position), ("originator_version", version)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise LogError(name, number, f"{key} must be an integer >= 1, not {value!r}")
+    # type() is int: not a bool (an int subclass), as orjson reads integers.
+    if type(position) is not int or position < 1 or type(version) is not int or version < 1:
+        for key, value in (("position", position), ("originator_version", version)):
+            if type(value) is not int or value < 1:
+                raise LogError(name, number, f"{key} must be an integer >= 1, not {value!r}")
     if not isinstance(row["topic"], str) or not isinstance(row["originator_id"], str):
         raise LogError(name, number, "topic and originator_id must be strings")
-    state = orjson.dumps(row["payload"])
+    state = orjson.dumps(row["payload"]) if states else b""
     event = decode_payload(row["topic"], row["originator_id"], row["payload"], position)
     return Recorded(position, event, version), state
 

@@ -28,7 +28,7 @@ from conftest import LONG
 from helpers.checks import fold, verify_problems, world_problems
 from helpers.contender import registry
 
-from tasktrail.domain import ManualClock, Scheduler
+from tasktrail.domain import ConflictError, ManualClock, Scheduler
 from tasktrail.domain.events import TaskReserved
 
 CONTENDER = Path(__file__).parent / "helpers" / "contender.py"
@@ -246,13 +246,9 @@ def test_a_writer_waits_out_another_writers_lock(sqlite_url: str) -> None:
     s.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known limitation (docs/reliability.md): a decision that reads one task and "
-    "writes another is not guarded by the version check",
-)
-def test_stale_hold_and_a_child_ending_race(store_url: str) -> None:
+def test_stale_hold_is_refused_when_a_child_ended_meanwhile(store_url: str) -> None:
+    # The decision reads the child (live, in its stale view) and writes only the
+    # owner: its read guard on the child makes the store refuse it.
     first = Scheduler.open(store_url, clock=ManualClock(0), registry=registry())
     owner = first.submit("job", id="owner")
     child = first.submit("job", id="child", owner=owner)
@@ -265,29 +261,32 @@ def test_stale_hold_and_a_child_ending_race(store_url: str) -> None:
     first.reserve(child)
     second.refresh()
     first.finish(child, "completed")  # writes the child's stream only
-    second.finish(owner, "completed")  # stale: holds for a child that has ended
-    second.refresh()
+    head = second.store.head()
     try:
+        with pytest.raises(ConflictError):
+            second.finish(owner, "completed")  # stale: would hold for a child that ended
+        assert second.store.head() == head  # the loser appended nothing
+        second.retrying(lambda: second.finish(owner, "completed"))
+        assert second.task(owner).status == "terminal"  # re-decided: nothing left to hold for
         assert world_problems(fold(second.store).world) == []
     finally:
         first.store.close()  # not close(): it would stop tasks the other writer holds
         second.store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known limitation (docs/reliability.md): a submit under an owner another "
-    "writer just marked gets no cascade mark until the next reserve or recovery",
-)
-def test_stale_submit_and_an_abort_race(store_url: str) -> None:
+def test_stale_submit_under_a_just_marked_owner_is_refused(store_url: str) -> None:
     first = Scheduler.open(store_url, clock=ManualClock(0), registry=registry())
     owner = first.submit("job", id="owner")
     second = Scheduler.open(store_url, clock=ManualClock(0), registry=registry())
     second.refresh()
     first.abort(owner)  # writes the owner's stream
-    second.submit("job", id="child", owner=owner)  # stale: the owner looks unmarked
+    head = second.store.head()
     try:
+        with pytest.raises(ConflictError):
+            second.submit("job", id="child", owner=owner)  # stale: the owner looks unmarked
+        assert second.store.head() == head
+        second.retrying(lambda: second.submit("job", id="child", owner=owner))
+        assert second.task("child").abort_requested  # re-decided: the cascade mark is there
         assert world_problems(fold(second.store).world) == []
     finally:
         first.store.close()  # not close(): it would stop tasks the other writer holds

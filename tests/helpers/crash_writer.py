@@ -59,11 +59,13 @@ def acknowledge_appends(store: Store, acks: Acks) -> None:
     """Log every append the scheduler makes: the intent before, the positions after."""
     append = store.append
 
-    def acknowledged(events: Sequence[TaskEvent], versions: Sequence[int]) -> list[int]:
+    def acknowledged(
+        events: Sequence[TaskEvent], versions: Sequence[int], **options: Any
+    ) -> list[int]:
         rows = [[e.stream_id(), v, type(e).topic] for e, v in zip(events, versions, strict=True)]
         acks.write({"intent": rows})
         try:
-            positions = append(events, versions)
+            positions = append(events, versions, **options)
         except BaseException as error:
             acks.write({"failed": rows, "error": repr(error)})
             raise

@@ -1,0 +1,54 @@
+"""The benchmark package runs and returns well-formed figures (no timing is asserted)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module(name: str) -> ModuleType:
+    if str(ROOT) not in sys.path:  # the package lives beside domain/, not in tasktrail
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module(name)
+
+
+def _well_formed(figure: object) -> dict[str, object]:
+    report = _module("benchmarks.report")
+    assert isinstance(figure, report.Figure)
+    data = figure.to_dict()
+    json.dumps(data)  # JSON-ready, as --json writes it
+    assert isinstance(data["value"], float) and math.isfinite(data["value"])
+    assert data["value"] > 0 and data["unit"]
+    return data
+
+
+@pytest.mark.parametrize("durability", ["full", "normal"])
+def test_per_command_append_gives_a_rate_beside_its_limit(tmp_path: Path, durability: str) -> None:
+    append = _module("benchmarks.append")
+    figure = append.per_command(tmp_path, durability, cycles=3, rounds=1)
+    data = _well_formed(figure)
+    assert data["unit"] == "ev/s" and data["limit"] > 0
+    assert data["ratio"] == pytest.approx(data["value"] / data["limit"])
+    assert data["met"] in (True, False) and data["goal"]
+    assert data["extra"]["events"] == 12  # three cycles of four commands, an event each
+    assert (data["eventsourcing"] is not None) == (durability == "full")
+
+
+def test_batched_append_and_the_table(tmp_path: Path) -> None:
+    append = _module("benchmarks.append")
+    report = _module("benchmarks.report")
+    figures = append.batched(tmp_path, cycles=5, rounds=1)
+    for figure in figures:
+        _well_formed(figure)
+    table = report.format_table(figures)
+    assert table.count("\n") == len(figures) + 1  # a header, a rule, a line a figure
+    assert "commands end to end" in table
+    assert "eventsourcing" in report.machine_line(report.machine())
