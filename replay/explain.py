@@ -14,7 +14,6 @@ from .state import SchedulerState, replay
 _RULE_WORDS = {
     2: "the scheduler was closing",
     3: "an abort mark ends a run invocation",
-    5: "its outcome waits for the tasks it owns (rule 5)",
     6: "an owner's cancellation cascades to live descendants (rule 6)",
     9: "recovery after a crash: running back to pending, one restart counted (rule 9)",
     10: "a close is not a crash: pending again, no restart counted (rule 10)",
@@ -66,7 +65,11 @@ def _step(row: dict[str, Any]) -> Step:
         import orjson
 
         detail = orjson.loads(detail)
-    if rule is not None:
+    if rule == 5 and row["event_type"] == "OutcomeHeld":
+        why = f"finish(status={detail.get('status')}): held while it owns live tasks (rule 5)"
+    elif rule == 5 and row["event_type"] == "TaskEnded":
+        why = f"its last owned task ended: the held {detail.get('status')} stands (rule 5)"
+    elif rule is not None:
         why = _RULE_WORDS.get(rule, f"rule {rule}")
         if rule == 6 and detail.get("by"):
             why += f", from {detail['by']}"
