@@ -34,15 +34,22 @@ def _high_water_mb() -> float | None:
     return None
 
 
-def _child(store: str, until: int, options: dict[str, Any]) -> dict[str, Any]:
+def _child(store: str, until: int, options: dict[str, Any], replays: int) -> dict[str, Any]:
     from tasktrail.domain import open_store
     from tasktrail.replay import replay
 
-    opened = open_store(store)  # opened first: the time is the replay's alone
+    opened = open_store(store)  # opened first: the time is the replays' alone
     base = _high_water_mb()
-    started = time.perf_counter()
-    state = replay(opened, until=until, **options)
-    seconds = time.perf_counter() - started
+    seconds = 0.0
+    events = 0
+    state = None
+    for _ in range(replays):
+        state = None  # the last state goes before the next is built
+        started = time.perf_counter()
+        state = replay(opened, until=until, **options)
+        seconds += time.perf_counter() - started
+        events += state.events
+    assert state is not None
     opened.close()
     peak = _high_water_mb()
     # ru_maxrss (KB on Linux) counts the largest RSS this process ever had, and on
@@ -50,7 +57,8 @@ def _child(store: str, until: int, options: dict[str, Any]) -> dict[str, Any]:
     # reports the parent's size. VmHWM is this process image's own, from exec on.
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return {
-        "events": state.events,
+        "events": events,
+        "replays": replays,
         "tasks": len(state.tasks),
         "seconds": seconds,
         "base_rss_mb": base if base is not None else float("nan"),
@@ -59,15 +67,24 @@ def _child(store: str, until: int, options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def measure(store: Path, until: int, options: dict[str, Any]) -> dict[str, Any]:
-    """Replay ``store`` up to ``until`` in a fresh interpreter; what the child reported."""
+def measure(store: Path, until: int, options: dict[str, Any], replays: int = 1) -> dict[str, Any]:
+    """Replay ``store`` up to ``until``, ``replays`` times, in a fresh interpreter; what
+    the child reported."""
     root = Path(__file__).resolve().parent.parent
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
     }
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.memory", str(store), str(until), json.dumps(options)],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.memory",
+            str(store),
+            str(until),
+            json.dumps(options),
+            str(replays),
+        ],
         cwd=root,
         env=env,
         capture_output=True,
@@ -79,18 +96,16 @@ def measure(store: Path, until: int, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def memory_figures(
-    store: Path, sizes: list[int], options: dict[str, Any], label: str, repeats: int = 1
+    store: Path, sizes: list[int], options: dict[str, Any], label: str, budget: int = 300_000
 ) -> list[Figure]:
     """Per-event cost at each size (flat: the largest within 1.2x of the smallest) and the
-    peak RSS at the largest (under 300 MB at 1M events). Each size is replayed
-    ``repeats`` times (a fresh interpreter each), its fastest run kept."""
-    results = {}
-    for size in sizes:
-        runs = [measure(store, size, options) for _ in range(repeats)]
-        fastest = min(runs, key=lambda run: run["seconds"])
-        fastest["peak_rss_mb"] = max(run["peak_rss_mb"] for run in runs)
-        fastest["runs_seconds"] = [run["seconds"] for run in runs]
-        results[size] = fastest
+    peak RSS at the largest (under 300 MB at 1M events).
+
+    Each size is replayed in a fresh interpreter, again and again until ``budget``
+    events have been folded (once for a size past it), and its cost is the mean: a
+    small replay timed once takes a fraction of a second, which a noisy machine
+    makes luckier or unluckier than the long one it is compared with."""
+    results = {size: measure(store, size, options, max(1, budget // size)) for size in sizes}
     smallest, largest = sizes[0], sizes[-1]
     cost = {size: r["seconds"] / r["events"] * 1e6 for size, r in results.items()}
     figures = []
@@ -106,7 +121,8 @@ def memory_figures(
                 met=(cost[size] / cost[smallest] <= 1.2)
                 if size == largest and size != smallest
                 else None,
-                note=f"ratio: cost / cost at {smallest:,}; peak RSS "
+                note=f"ratio: cost / cost at {smallest:,}; mean of "
+                f"{results[size]['replays']} replay(s) in one process; peak RSS "
                 f"{results[size]['peak_rss_mb']:.0f} MB ({results[size]['tasks']:,} tasks)",
                 extra=results[size],
             )
@@ -130,4 +146,5 @@ def memory_figures(
 
 
 if __name__ == "__main__":
-    print(json.dumps(_child(sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]))))
+    replays = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    print(json.dumps(_child(sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), replays)))

@@ -9,9 +9,11 @@ plus every task's full state. It never writes to the source.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from html import escape
@@ -274,6 +276,25 @@ def fold(
     return state
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a log is folded.
+
+    A fold allocates a state per task and makes no reference cycles, so the collector
+    finds nothing, yet it scans every live object again each time the heap has grown
+    by a quarter: about a tenth of the time of a million-event replay, a share that
+    grows with the log. Reference counting still frees everything as usual.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _drop_deleted(changes: Changes) -> None:
     # In memory there is no table to delete from: a delete just forgets the row.
     changes.deletes.clear()
@@ -293,7 +314,8 @@ def replay(
     ``.jsonl`` export, or an iterable of records. The source is never written.
     ``audit=False`` leaves out the audit trail (one row per event: most of the
     memory a big log takes, about 1 KB an event); every other table, and every
-    task's state, is the same.
+    task's state, is the same. The cyclic garbage collector is paused while the
+    log is folded (the fold makes no cycles; see ``_collector_paused``).
     """
     stop = Until.parse(until)
     projections = None if audit else [p for p in default_projections() if p.name != "audit"]
@@ -302,7 +324,8 @@ def replay(
     else:
         records, reader, opened = iter(source), None, None
     try:
-        state = fold(records, until=stop, strict=strict, projections=projections)
+        with _collector_paused():
+            state = fold(records, until=stop, strict=strict, projections=projections)
     finally:
         if opened is not None:
             opened.close()
