@@ -14,7 +14,7 @@ import math
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -607,12 +607,6 @@ class Scheduler(BatchCommands, TurnCommands, RunCommands):
         # Contiguous positions right after ours mean no other writer came between.
         if positions[0] == self.position + 1 and positions[-1] == self.position + len(positions):
             self.position = positions[-1]
-
-    def iter_live(self) -> Iterator[TaskState]:
-        """Every live task, in submission order."""
-        for task_id, task in self.world.tasks.items():
-            if task_id in self.world.live:
-                yield task
 
 
 def _task_id(task_id: object) -> str:

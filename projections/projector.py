@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,16 +46,8 @@ raise from it to simulate a crash at that point."""
 
 
 def default_projections() -> list[Projection]:
-    """The read models tasktrail keeps: live mirror, audit trail, and the others
-    registered by later modules."""
-    projections: list[Projection] = [LiveMirror(), PendingWakeups(), Ledgers(), AuditTrail()]
-    for factory in EXTRA_PROJECTIONS:
-        projections.append(factory())
-    return projections
-
-
-EXTRA_PROJECTIONS: list[Callable[[], Projection]] = []
-"""Factories of further projections (pending wakeups, ledgers) registered by their modules."""
+    """The read models tasktrail keeps: live mirror, pending wakeups, ledgers, audit trail."""
+    return [LiveMirror(), PendingWakeups(), Ledgers(), AuditTrail()]
 
 
 @dataclass
@@ -251,8 +243,3 @@ def default_out(location: str | os.PathLike[str]) -> Path:
         return Path("tasktrail-views.db")
     path = Path(text)
     return path.with_name(path.stem + ".views.db")
-
-
-def tables_of(projections: Iterable[Projection]) -> list[str]:
-    """Every table name of these projections."""
-    return [spec.name for p in projections for spec in p.tables]
