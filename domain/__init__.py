@@ -3,16 +3,9 @@
 >>> from tasktrail.domain import Scheduler, TaskDefinition, Registry, RuleViolation
 """
 
+from .app.run_commands import DispatchReport, ReconcileReport
+from .app.scheduler import PassReport, Scheduler
 from .clock import Clock, ManualClock, system_clock
-from .definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
-from .dispatch import (
-    CancelResult,
-    Executor,
-    InMemoryExecutor,
-    JobSnapshot,
-    RunSettings,
-    SubmitRequest,
-)
 from .errors import (
     ConflictError,
     CorruptEvent,
@@ -25,10 +18,23 @@ from .errors import (
     UnknownEventTopic,
     UnknownTask,
 )
-from .events import EVENT_TYPES, TaskEvent
-from .evolve import InvalidTransition, evolve
-from .invocation import Invocation
-from .passes import (
+from .runs.executor import (
+    CancelResult,
+    Executor,
+    InMemoryExecutor,
+    JobSnapshot,
+    RunSettings,
+    SubmitRequest,
+)
+from .runs.rules import AdmissionRefused, UnknownRun
+from .runs.state import Ledger, RunState, client_job_id, ledger_of, local_day
+from .store.store import Store, open_store
+from .tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
+from .tasks.events import EVENT_TYPES, TaskEvent
+from .tasks.evolve import InvalidTransition, evolve
+from .tasks.invocation import Invocation
+from .tasks.state import Checkpoint, Outcome, TaskState
+from .turns.passes import (
     OPERATOR_KEY,
     ControllerPassReport,
     Runtime,
@@ -38,13 +44,7 @@ from .passes import (
     role_key,
     task_key,
 )
-from .run_commands import DispatchReport, ReconcileReport
-from .run_rules import AdmissionRefused, UnknownRun
-from .runs import Ledger, RunState, client_job_id, ledger_of, local_day
-from .scheduler import PassReport, Scheduler
-from .state import Checkpoint, Outcome, TaskState
-from .storage import Store, open_store
-from .turns import (
+from .turns.state import (
     DEFAULT_TURN_SETTINGS,
     DELIVERY_OUTCOMES,
     LEADER,

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .errors import CorruptEvent
-from .events import TaskEvent, TaskSubmitted
-from .evolve import evolve, evolve_stream
-from .state import TaskState
+from .tasks.events import TaskEvent, TaskSubmitted
+from .tasks.evolve import evolve, evolve_stream
+from .tasks.state import TaskState
 
 Indexer = Callable[["World", TaskEvent, Any, Any], None]
 """Keeps one index of a world current: ``fn(world, event, previous, state)``,

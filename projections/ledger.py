@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tasktrail.domain import TaskEvent, World
-from tasktrail.domain.runs import RunEvent, RunState, ledger_of
+from tasktrail.domain.runs.state import RunEvent, RunState, ledger_of
 
 from .base import Changes, Projection, TableSpec
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import sqlite_utils
 
 from tasktrail.domain import Store, World, open_store
-from tasktrail.domain.storage import Recorded
+from tasktrail.domain.store.store import Recorded
 
 from .audit import AuditTrail
 from .base import Changes, Coalescer, Projection, write_changes

@@ -14,7 +14,7 @@ import orjson
 import sqlite_utils
 
 from tasktrail.domain import Registry, TaskState, blocked_reason
-from tasktrail.domain.state import Checkpoint
+from tasktrail.domain.tasks.state import Checkpoint
 
 from .projector import Projector
 

@@ -1,7 +1,7 @@
 """Traces from history: the phase spans of a log, rebuilt with their original times.
 
 :func:`phase_spans` folds a log (a SQLite or PostgreSQL store, or a JSONL
-export) through the same :class:`~tasktrail.domain.telemetry.PhaseFold` the
+export) through the same :class:`~tasktrail.domain.telemetry.live.PhaseFold` the
 live scheduler runs, so each rebuilt span has the live span's name,
 attributes, ids, parent and scheduler-clock start and end. History adds what no
 live exporter could see: a phase a crash cut off ends, with outcome
@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tasktrail.domain import CorruptEvent, Store, UnknownTask, World
-from tasktrail.domain.events import TaskRecovered, TaskReserved, TaskStopped
-from tasktrail.domain.phase_spans import PhaseFold, PhaseSpan
-from tasktrail.domain.telemetry import SCOPE, emit, planned_ids
+from tasktrail.domain.tasks.events import TaskRecovered, TaskReserved, TaskStopped
+from tasktrail.domain.telemetry.live import SCOPE, emit, planned_ids
+from tasktrail.domain.telemetry.spans import PhaseFold, PhaseSpan
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import SpanExporter
 
-    from tasktrail.domain.storage import Recorded
+    from tasktrail.domain.store.store import Recorded
 
 Source = str | os.PathLike[str] | Store
 SERVICE_NAME = "tasktrail"

@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 
 from tasktrail.domain import Scheduler, StoreError, TasktrailError, UnknownTask, open_store
-from tasktrail.domain.describe import describe, format_at
-from tasktrail.domain.events import event_payload
+from tasktrail.domain.tasks.describe import describe, format_at
+from tasktrail.domain.tasks.events import event_payload
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -239,7 +239,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from tasktrail.domain.demo import MIN_TASKS, print_report, run_demo
+    from tasktrail.domain.demo.workload import MIN_TASKS, print_report, run_demo
 
     if args.tasks < MIN_TASKS:
         print(f"tasktrail: --tasks must be at least {MIN_TASKS}", file=sys.stderr)

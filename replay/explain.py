@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tasktrail.domain import Store, UnknownTask
-from tasktrail.domain.describe import format_at
+from tasktrail.domain.tasks.describe import format_at
 
 from .state import SchedulerState, replay
 

@@ -15,7 +15,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from tasktrail.domain import Store
-from tasktrail.domain.events import event_payload
+from tasktrail.domain.tasks.events import event_payload
 
 from .state import SchedulerState, replay
 

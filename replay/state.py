@@ -22,8 +22,8 @@ from typing import Any
 import orjson
 
 from tasktrail.domain import CorruptEvent, Store, TaskState, World
-from tasktrail.domain.describe import format_at
-from tasktrail.domain.storage import Recorded
+from tasktrail.domain.store.store import Recorded
+from tasktrail.domain.tasks.describe import format_at
 from tasktrail.projections import Changes, Projection, default_projections
 from tasktrail.projections.base import Coalescer
 

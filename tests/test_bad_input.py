@@ -43,9 +43,8 @@ from tasktrail.domain import (
     UnknownEventTopic,
     open_store,
 )
-from tasktrail.domain.decide import MAX_VALUE_BYTES
 from tasktrail.domain.errors import NewerEventVersion
-from tasktrail.domain.events import (
+from tasktrail.domain.tasks.events import (
     OUTCOME_STATUSES,
     CheckpointCommitted,
     MemoRecorded,
@@ -56,6 +55,7 @@ from tasktrail.domain.events import (
     TaskSubmitted,
     WaitStarted,
 )
+from tasktrail.domain.tasks.rules import MAX_VALUE_BYTES
 
 TRIED: Counter[str] = Counter()
 """Bad inputs tried, by kind (printed at the end of the module, for docs/reliability.md)."""
@@ -275,7 +275,7 @@ def test_bad_commands_raise_typed_errors_and_record_nothing(steps: list[tuple[An
 
 
 def fold_one(row: tuple[Any, ...]) -> TaskEvent:
-    from tasktrail.domain.storage import decode_event
+    from tasktrail.domain.store.store import decode_event
 
     position, originator_id, _, topic, state = row
     return decode_event(topic, originator_id, state, position)

@@ -29,7 +29,7 @@ from helpers.checks import fold, verify_problems, world_problems
 from helpers.contender import registry
 
 from tasktrail.domain import ConflictError, ManualClock, Scheduler
-from tasktrail.domain.events import TaskReserved
+from tasktrail.domain.tasks.events import TaskReserved
 
 CONTENDER = Path(__file__).parent / "helpers" / "contender.py"
 CONTENDERS = 4

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from tasktrail.domain import Scheduler
-from tasktrail.domain.demo import run_demo
+from tasktrail.domain.demo.workload import run_demo
 from tasktrail.replay.cli import main
 
 

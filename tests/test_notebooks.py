@@ -86,7 +86,7 @@ def test_notebook_runs_without_errors(
 @pytest.fixture(scope="module")
 def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo workload, recorded once for these tests."""
-    from tasktrail.domain.demo import run_demo
+    from tasktrail.domain.demo.workload import run_demo
 
     store = tmp_path_factory.mktemp("demo") / "demo.db"
     run_demo(store, 200, log=lambda line: None)

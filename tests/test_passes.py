@@ -11,7 +11,7 @@ import pytest
 from conftest import event_count
 
 from tasktrail.domain import InvalidArgument, ManualClock, Registry, Scheduler, TaskEvent
-from tasktrail.domain.passes import (
+from tasktrail.domain.turns.passes import (
     PassFinished,
     PassStarted,
     PassState,
@@ -26,7 +26,7 @@ from tasktrail.domain.passes import (
     role_key,
     task_key,
 )
-from tasktrail.domain.turns import MAX_TASK_CONCURRENCY, TurnEvent
+from tasktrail.domain.turns.state import MAX_TASK_CONCURRENCY, TurnEvent
 
 WAIT = 10  # seconds a test thread waits for another before giving up (never reached when green)
 

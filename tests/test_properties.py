@@ -17,7 +17,7 @@ from tasktrail.domain import (
     TaskDefinition,
     World,
 )
-from tasktrail.domain.events import TaskEnded
+from tasktrail.domain.tasks.events import TaskEnded
 
 SLOTS = 5  # commands name tasks by slot, so sequences stay short and meaningful
 

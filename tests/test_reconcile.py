@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tasktrail.domain import ManualClock, Scheduler
-from tasktrail.domain.dispatch import InMemoryExecutor, RunSettings
+from tasktrail.domain.runs.executor import InMemoryExecutor, RunSettings
 
 T0 = 1_767_254_400_000
 """2026-01-01 08:00 UTC."""
@@ -229,7 +229,7 @@ def test_reconcile_redrives_a_fresh_run_after_the_dispatch_wall(
     runs: Scheduler, clock: ManualClock, executor: InMemoryExecutor
 ) -> None:
     """A crash between mint and submit leaves a dispatching run; it is redriven."""
-    from tasktrail.domain import run_rules
+    from tasktrail.domain.runs import rules as run_rules
 
     settings = runs.run_settings
     task = runs.submit("job")

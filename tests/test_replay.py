@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tasktrail.domain import CorruptEvent, ManualClock, Registry, Scheduler, StoreError
-from tasktrail.domain.demo import run_demo
+from tasktrail.domain.demo.workload import run_demo
 from tasktrail.projections import Projector
 from tasktrail.replay import (
     LogError,
@@ -220,8 +220,8 @@ def test_verify_passes_on_a_good_log_and_names_positions_of_violations(
 
 
 def test_verify_finds_a_held_outcome_without_owned_work(tmp_path: Path) -> None:
-    from tasktrail.domain.events import OutcomeHeld, TaskSubmitted
-    from tasktrail.domain.storage import Recorded
+    from tasktrail.domain.store.store import Recorded
+    from tasktrail.domain.tasks.events import OutcomeHeld, TaskSubmitted
 
     records = [
         Recorded(1, TaskSubmitted(task_id="t", at=0, kind="k", version=1, phase="p"), 1),

@@ -20,9 +20,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tasktrail.domain import ConflictError, ManualClock, Registry, RuleViolation, Scheduler, World
-from tasktrail.domain.dispatch import InMemoryExecutor, RunSettings
-from tasktrail.domain.run_rules import AdmissionRefused, mint
-from tasktrail.domain.runs import RunSubmitFailed, client_job_id, ledger_of, local_day
+from tasktrail.domain.runs.executor import InMemoryExecutor, RunSettings
+from tasktrail.domain.runs.rules import AdmissionRefused, mint
+from tasktrail.domain.runs.state import RunSubmitFailed, client_job_id, ledger_of, local_day
 
 T0 = 1_767_254_400_000
 """2026-01-01 08:00 UTC."""

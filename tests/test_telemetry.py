@@ -16,9 +16,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition, telemetry
-from tasktrail.domain.demo import run_demo
-from tasktrail.domain.events import TaskSubmitted
+from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition
+from tasktrail.domain.demo.workload import run_demo
+from tasktrail.domain.tasks.events import TaskSubmitted
+from tasktrail.domain.telemetry import live as telemetry
 from tasktrail.projections.trace import phase_spans, rebuild, to_otlp_json
 from tasktrail.replay import replay
 from tasktrail.replay.cli import main

@@ -25,8 +25,8 @@ from tasktrail.domain import (
     Scheduler,
     TaskEvent,
 )
-from tasktrail.domain.passes import Runtime, role_key
-from tasktrail.domain.turns import (
+from tasktrail.domain.turns.passes import Runtime, role_key
+from tasktrail.domain.turns.state import (
     StaleCompletion,
     TurnCompleted,
     TurnCompletionRefused,

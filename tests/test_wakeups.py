@@ -9,8 +9,8 @@ import pytest
 from conftest import event_count
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, TaskEvent
-from tasktrail.domain.passes import Runtime, role_key, task_key
-from tasktrail.domain.turns import (
+from tasktrail.domain.turns.passes import Runtime, role_key, task_key
+from tasktrail.domain.turns.state import (
     LEADER,
     TurnRuleViolation,
     TurnSettings,

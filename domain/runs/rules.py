@@ -18,10 +18,12 @@ import math
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from .decide import Context, _task
-from .dispatch import FAILED_JOB_STATUSES, JobSnapshot, RunSettings
-from .errors import InvalidArgument, Refused, RuleViolation
-from .runs import (
+from ..errors import InvalidArgument, Refused, RuleViolation
+from ..tasks.rules import Context, _task
+from ..tasks.state import TaskState
+from ..world import Draft
+from .executor import FAILED_JOB_STATUSES, JobSnapshot, RunSettings
+from .state import (
     TRIGGERS,
     Ledger,
     RunAdopted,
@@ -46,8 +48,6 @@ from .runs import (
     run_stream_id,
     schedule_stream_id,
 )
-from .state import TaskState
-from .world import Draft
 
 AdmissionCode = Literal[
     "task_running",

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .errors import InvalidArgument
-from .runs import SubmitErrorClass, Trigger
+from ..errors import InvalidArgument
+from .state import SubmitErrorClass, Trigger
 
 JobStatus = str
 """``queued`` or ``running`` (live); ``completed``, ``failed``, ``canceled``,

@@ -29,13 +29,13 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from .events import TaskEnded, TaskEvent, TaskSubmitted
-from .evolve import evolve
-from .phase_spans import SPAN_NAME, PhaseFold, PhaseSpan, to_ns
-from .state import TaskState
+from ..tasks.events import TaskEnded, TaskEvent, TaskSubmitted
+from ..tasks.evolve import evolve
+from ..tasks.state import TaskState
+from .spans import SPAN_NAME, PhaseFold, PhaseSpan, to_ns
 
 if TYPE_CHECKING:
-    from .scheduler import Scheduler
+    from ..app.scheduler import Scheduler
 
 SCOPE = "tasktrail"
 ACTIVE_TASKS = "tasktrail.tasks.active"

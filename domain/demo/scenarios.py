@@ -16,15 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .clock import ManualClock
-from .definitions import TaskDefinition
-from .describe import format_at
-from .dispatch import InMemoryExecutor, RunSettings
-from .invocation import Invocation
-from .passes import Runtime
-from .run_rules import AdmissionRefused
-from .scheduler import Scheduler
-from .turns import StaleCompletion
+from ..app.scheduler import Scheduler
+from ..clock import ManualClock
+from ..runs.executor import InMemoryExecutor, RunSettings
+from ..runs.rules import AdmissionRefused
+from ..tasks.definitions import TaskDefinition
+from ..tasks.describe import format_at
+from ..tasks.invocation import Invocation
+from ..turns.passes import Runtime
+from ..turns.state import StaleCompletion
 
 MINUTE, HOUR = 60_000, 3_600_000
 Log = Callable[[str], Any]

@@ -21,8 +21,9 @@ from typing import Any
 
 import orjson
 
+from ..errors import InvalidArgument, Refused, RuleViolation, UnknownTask
+from ..world import Draft
 from .definitions import Registry, definition_fit, parked
-from .errors import InvalidArgument, Refused, RuleViolation, UnknownTask
 from .events import (
     AbortMarked,
     CheckpointCommitted,
@@ -42,7 +43,6 @@ from .events import (
     WaitStarted,
 )
 from .state import Outcome, TaskState
-from .world import Draft
 
 FINISH_STATUSES: tuple[OutcomeStatus, ...] = ("completed", "failed", "aborted", "faulted")
 MAX_VALUE_BYTES = 64 * 1024

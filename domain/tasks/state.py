@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..turns.state import RoleState
 from .events import Mode, OutcomeStatus, Policy
-from .turns import RoleState
 
 Status = Literal["pending", "running", "waiting", "sleeping", "completing", "terminal"]
 LIVE_STATUSES: frozenset[str] = frozenset(

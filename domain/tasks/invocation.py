@@ -9,7 +9,7 @@ from .events import Mode, Policy
 from .state import TaskState
 
 if TYPE_CHECKING:
-    from .scheduler import Scheduler
+    from ..app.scheduler import Scheduler
 
 _MISSING: Any = object()
 

@@ -28,9 +28,9 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal
 from zoneinfo import ZoneInfo
 
-from .events import TaskEvent, register_event
-from .evolve import InvalidTransition, evolves_stream
-from .world import World, register_indexer
+from ..tasks.events import TaskEvent, register_event
+from ..tasks.evolve import InvalidTransition, evolves_stream
+from ..world import World, register_indexer
 
 RunStatus = Literal["dispatching", "running", "done", "failed", "orphaned", "superseded"]
 LIVE_RUN_STATUSES: frozenset[str] = frozenset({"dispatching", "running"})

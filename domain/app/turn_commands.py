@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import passes, turn_rules
-from .clock import Clock
-from .errors import InvalidArgument
-from .passes import ControllerPassReport, Maintenance, Runtime, TaskPassRetry
-from .turn_rules import CompletionStatus, DeliveryDecision, WakeupDispatch, WakeupRequestStatus
-from .turns import (
+from ..clock import Clock
+from ..errors import InvalidArgument
+from ..turns import passes
+from ..turns import rules as turn_rules
+from ..turns.passes import ControllerPassReport, Maintenance, Runtime, TaskPassRetry
+from ..turns.rules import CompletionStatus, DeliveryDecision, WakeupDispatch, WakeupRequestStatus
+from ..turns.state import (
     DEFAULT_TURN_SETTINGS,
     CleanupState,
     RoleState,
@@ -32,11 +33,11 @@ from .turns import (
     TurnState,
     WakeupState,
 )
-from .world import World
+from ..world import World
 
 if TYPE_CHECKING:
-    from .decide import Context
-    from .state import TaskState
+    from ..tasks.rules import Context
+    from ..tasks.state import TaskState
 
 T = TypeVar("T")
 

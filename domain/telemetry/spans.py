@@ -26,7 +26,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from .events import (
+from ..tasks.events import (
     AbortMarked,
     CheckpointCommitted,
     OutcomeHeld,
@@ -38,7 +38,7 @@ from .events import (
     TaskStopped,
     WaitStarted,
 )
-from .state import TaskState
+from ..tasks.state import TaskState
 
 SPAN_NAME = "tasktrail.phase"
 CHECKPOINT_EVENT = "tasktrail.checkpoint"

@@ -16,9 +16,9 @@ from typing import Any
 from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggregate
 from eventsourcing.utils import get_topic
 
-from .events import TaskEvent
-from .evolve import evolve, evolve_stream
-from .state import TaskState
+from ..tasks.events import TaskEvent
+from ..tasks.evolve import evolve, evolve_stream
+from ..tasks.state import TaskState
 
 
 class Task(BaseAggregate[str]):

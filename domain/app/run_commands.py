@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from . import run_rules as rules
-from .dispatch import (
+from ..errors import ConflictError, InvalidArgument, Refused, RuleViolation
+from ..runs import rules
+from ..runs.executor import (
     AnswerCommittingError,
     DispatchSlots,
     Executor,
@@ -31,16 +32,15 @@ from .dispatch import (
     SubmitRequest,
     classify_submit_error,
 )
-from .errors import ConflictError, InvalidArgument, Refused, RuleViolation
-from .runs import TRIGGERS, Ledger, RunState, Trigger, ledger_of, run_stream_id
-from .world import Draft, World
+from ..runs.state import TRIGGERS, Ledger, RunState, Trigger, ledger_of, run_stream_id
+from ..world import Draft, World
 
 if TYPE_CHECKING:
-    from .clock import Clock
-    from .decide import Context
-    from .events import TaskEvent
-    from .state import TaskState
-    from .storage import Store
+    from ..clock import Clock
+    from ..store.store import Store
+    from ..tasks.events import TaskEvent
+    from ..tasks.rules import Context
+    from ..tasks.state import TaskState
 
 T = TypeVar("T")
 SubmitOutcome = Literal[

@@ -31,8 +31,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from .errors import InvalidArgument, Refused
-from .events import TaskEvent, register_event
+from ..errors import InvalidArgument, Refused
+from ..tasks.events import TaskEvent, register_event
 
 # ─── vocabulary ─────────────────────────────────────────────────────────────
 

@@ -18,24 +18,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from . import decide, telemetry
-from .batch import BatchCommands
-from .clock import Clock, system_clock
-from .definitions import BlockedReason, Registry, blocked_reason, definition_fit
-from .errors import (
+from ..clock import Clock, system_clock
+from ..errors import (
     ConflictError,
     InvalidArgument,
     Refused,
     RuleViolation,
     UnknownTask,
 )
-from .events import Mode, OutcomeStatus, Policy, TaskEvent
-from .invocation import _MISSING, Invocation
+from ..store.store import Durability, Store, open_store
+from ..tasks import rules as decide
+from ..tasks.definitions import BlockedReason, Registry, blocked_reason, definition_fit
+from ..tasks.events import Mode, OutcomeStatus, Policy, TaskEvent
+from ..tasks.invocation import _MISSING, Invocation
+from ..tasks.state import TaskState
+from ..telemetry import live as telemetry
+from ..world import Draft, World
+from .batch import BatchCommands
 from .run_commands import RunCommands
-from .state import TaskState
-from .storage import Durability, Store, open_store
 from .turn_commands import TurnCommands
-from .world import Draft, World
 
 T = TypeVar("T")
 DEFAULT_RESTART_LIMIT = 3

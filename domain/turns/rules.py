@@ -37,12 +37,13 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from .decide import Context, _task
-from .decide import _not_closing as _open
-from .errors import InvalidArgument, RuleViolation
-from .evolve import InvalidTransition, evolves, evolves_stream
-from .state import TaskState
-from .turns import (
+from ..errors import InvalidArgument, RuleViolation
+from ..tasks.evolve import InvalidTransition, evolves, evolves_stream
+from ..tasks.rules import Context, _task
+from ..tasks.rules import _not_closing as _open
+from ..tasks.state import TaskState
+from ..world import Draft, World
+from .state import (
     DELIVERY_OUTCOMES,
     LEADER,
     RETRYABLE_OUTCOMES,
@@ -84,7 +85,6 @@ from .turns import (
     turn_id_for,
     wakeup_stream_id,
 )
-from .world import Draft, World
 
 # ─── results ────────────────────────────────────────────────────────────────
 

@@ -43,11 +43,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote, unquote
 
-from .decide import Context
-from .errors import InvalidArgument, RuleViolation
-from .events import TaskEvent, register_event
-from .evolve import InvalidTransition, evolves_stream
-from .turn_rules import (
+from ..errors import InvalidArgument, RuleViolation
+from ..tasks.events import TaskEvent, register_event
+from ..tasks.evolve import InvalidTransition, evolves_stream
+from ..tasks.rules import Context
+from ..world import Draft, World, register_indexer
+from .rules import (
     active_turn,
     cleanup_state,
     completed,
@@ -59,7 +60,7 @@ from .turn_rules import (
     settle_cleanup,
     wakeup_deadline,
 )
-from .turns import (
+from .state import (
     LEADER,
     DeliveryOutcome,
     TurnSettings,
@@ -67,10 +68,9 @@ from .turns import (
     check_concurrency,
     retry_delay_ms,
 )
-from .world import Draft, World, register_indexer
 
 if TYPE_CHECKING:
-    from .turn_commands import TurnCommands
+    from ..app.turn_commands import TurnCommands
 
 SCHEDULER_WIDE = ""
 """The ``task_id`` of pass events that are about no one task."""

@@ -31,12 +31,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .events import TaskEvent
-from .world import World
+from ..tasks.events import TaskEvent
+from ..world import World
 
 if TYPE_CHECKING:
-    from .invocation import Invocation
-    from .storage import Store
+    from ..store.store import Store
+    from ..tasks.invocation import Invocation
 
 
 class Batch:

@@ -48,8 +48,7 @@ from eventsourcing.sqlite import (
     SQLiteTransaction,
 )
 
-from .aggregate import envelope
-from .errors import (
+from ..errors import (
     ConflictError,
     CorruptEvent,
     InvalidArgument,
@@ -57,7 +56,8 @@ from .errors import (
     StoreError,
     UnknownEventTopic,
 )
-from .events import EVENT_TYPES, TaskEvent, TaskSubmitted, event_from_payload, event_payload
+from ..tasks.events import EVENT_TYPES, TaskEvent, TaskSubmitted, event_from_payload, event_payload
+from .aggregate import envelope
 
 Durability = Literal["full", "normal"]
 SQLITE_SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
@@ -426,7 +426,7 @@ def parse_location(location: str | os.PathLike[str]) -> StoreLocation:
             "POSTGRES_CONNECT_TIMEOUT": query.get("connect_timeout", ["5"])[0],
             "ORIGINATOR_ID_TYPE": "text",
             # Imported only when a PostgreSQL store is opened.
-            "APPLICATION_RECORDER_TOPIC": "tasktrail.domain.pg_recorder:GuardedPostgresRecorder",
+            "APPLICATION_RECORDER_TOPIC": "tasktrail.domain.store.postgres:GuardedPostgresRecorder",
         }
         if "schema" in query:
             env["POSTGRES_SCHEMA"] = query["schema"][0]

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import demo_scenarios
-from .clock import ManualClock
-from .definitions import Registry, TaskDefinition
-from .describe import describe, format_at
-from .invocation import Invocation
-from .scheduler import Scheduler
+from ..app.scheduler import Scheduler
+from ..clock import ManualClock
+from ..tasks.definitions import Registry, TaskDefinition
+from ..tasks.describe import describe, format_at
+from ..tasks.invocation import Invocation
+from . import scenarios as demo_scenarios
 
 DEMO_START_MS = 1_767_603_600_000  # 2026-01-05T09:00:00Z
 PASS_MS = 250
