@@ -126,6 +126,8 @@ class AuditTrail(Projection):
     ) -> None:
         if not isinstance(after, TaskState):
             task = world.get(event.task_id)
+            status_before: str | None
+            status_after: str | None
             status_before = status_after = task.status if task is not None else None
             if _status(after) is not None:
                 status_before, status_after = _status(before), _status(after)

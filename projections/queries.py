@@ -38,7 +38,7 @@ class ReadModel:
         elif isinstance(source, sqlite_utils.Database):
             self.db = source
         else:
-            self.db = sqlite_utils.Database(source)
+            self.db = sqlite_utils.Database(os.fspath(source))
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         cursor = self.db.execute(sql, params)

@@ -44,7 +44,7 @@ def _frame(
     rows: list[dict[str, Any]], columns: list[str], times: tuple[str, ...] = ("at",)
 ) -> pandas.DataFrame:
     pd = _pandas()
-    frame = pd.DataFrame(rows, columns=columns if not rows else None)
+    frame: pandas.DataFrame = pd.DataFrame(rows, columns=columns if not rows else None)
     for name in times:
         if name in frame.columns:
             label = "time" if name == "at" else f"{name.removesuffix('_at')}_time"

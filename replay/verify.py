@@ -285,11 +285,11 @@ def _ledger(state: SchedulerState) -> Iterator[Violation]:
             yield Violation("ledger", task_id, f"{len(live)} in-flight runs on {day}: {live}")
     counted: dict[str, dict[str, int]] = {}
     for run in runs:
-        day = counted.setdefault(run["day"], {"runs": 0, "manual": 0, "scheduled": 0})
-        day["runs"] += 1
-        day[run["trigger"]] += 1
+        tally = counted.setdefault(run["day"], {"runs": 0, "manual": 0, "scheduled": 0})
+        tally["runs"] += 1
+        tally[run["trigger"]] += 1
         if run["status"] not in ("dispatching", "running"):
-            day[run["status"]] = day.get(run["status"], 0) + 1
+            tally[run["status"]] = tally.get(run["status"], 0) + 1
     for row in state.table("day_counters"):
         expected = counted.get(row["day"], {})
         for column, value in row.items():
