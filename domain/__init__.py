@@ -3,7 +3,7 @@
 >>> from tasktrail.domain import Scheduler, TaskDefinition, Registry, RuleViolation
 """
 
-from .app.run_commands import DispatchReport, ReconcileReport
+from .app.run_ticks import DispatchReport, ReconcileReport
 from .app.scheduler import PassReport, Scheduler
 from .clock import Clock, ManualClock, system_clock
 from .errors import (
@@ -18,16 +18,14 @@ from .errors import (
     UnknownEventTopic,
     UnknownTask,
 )
-from .runs.executor import (
-    CancelResult,
-    Executor,
-    InMemoryExecutor,
-    JobSnapshot,
-    RunSettings,
-    SubmitRequest,
-)
-from .runs.rules import AdmissionRefused, UnknownRun
-from .runs.state import Ledger, RunState, client_job_id, ledger_of, local_day
+from .runs.admission import AdmissionRefused
+from .runs.executor import CancelResult, Executor, JobSnapshot, SubmitRequest
+from .runs.identity import client_job_id, local_day
+from .runs.ledger import Ledger, ledger_of
+from .runs.memory_executor import InMemoryExecutor
+from .runs.reading import UnknownRun
+from .runs.settings import RunSettings
+from .runs.state import RunState
 from .store.store import Store, open_store
 from .tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
 from .tasks.events import EVENT_TYPES, TaskEvent

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from tasktrail.domain import TaskEvent, World
-from tasktrail.domain.runs.state import RunEvent, RunState, ledger_of
+from tasktrail.domain.runs.events import RunEvent
+from tasktrail.domain.runs.ledger import ledger_of
+from tasktrail.domain.runs.state import RunState
 
 from .base import Changes, Projection, TableSpec
 

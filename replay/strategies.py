@@ -35,7 +35,8 @@ from tasktrail.domain import (
     Scheduler,
     TaskDefinition,
 )
-from tasktrail.domain.runs.executor import InMemoryExecutor, RunSettings
+from tasktrail.domain.runs.memory_executor import InMemoryExecutor
+from tasktrail.domain.runs.settings import RunSettings
 
 DEFAULT_SLOTS = 5
 START_MS = 1_767_603_600_000  # 2026-01-05T09:00:00Z

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tasktrail.domain import CorruptEvent, Store
-from tasktrail.domain.tasks.rules import cancelling_ancestor
+from tasktrail.domain.tasks.ending import cancelling_ancestor
 from tasktrail.domain.turns.state import turn_id_for
 from tasktrail.domain.world import Draft
 

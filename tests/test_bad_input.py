@@ -55,7 +55,7 @@ from tasktrail.domain.tasks.events import (
     TaskSubmitted,
     WaitStarted,
 )
-from tasktrail.domain.tasks.rules import MAX_VALUE_BYTES
+from tasktrail.domain.tasks.validation import MAX_VALUE_BYTES
 
 TRIED: Counter[str] = Counter()
 """Bad inputs tried, by kind (printed at the end of the module, for docs/reliability.md)."""

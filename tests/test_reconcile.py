@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from tasktrail.domain import ManualClock, Scheduler
-from tasktrail.domain.runs.executor import InMemoryExecutor, RunSettings
+from tasktrail.domain.runs.memory_executor import InMemoryExecutor
+from tasktrail.domain.runs.settings import RunSettings
 
 T0 = 1_767_254_400_000
 """2026-01-01 08:00 UTC."""
@@ -229,11 +230,11 @@ def test_reconcile_redrives_a_fresh_run_after_the_dispatch_wall(
     runs: Scheduler, clock: ManualClock, executor: InMemoryExecutor
 ) -> None:
     """A crash between mint and submit leaves a dispatching run; it is redriven."""
-    from tasktrail.domain.runs import rules as run_rules
+    from tasktrail.domain.runs.admission import mint
 
     settings = runs.run_settings
     task = runs.submit("job")
-    run = runs._decide(run_rules.mint, task, trigger="manual", settings=settings, slot_free=True)
+    run = runs._decide(mint, task, trigger="manual", settings=settings, slot_free=True)
     assert settle(runs, run.run_id) == "unchanged"  # retry_after: 25 s after it fired
     clock.advance(25_001)
     assert settle(runs, run.run_id) == "running"

@@ -20,9 +20,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tasktrail.domain import ConflictError, ManualClock, Registry, RuleViolation, Scheduler, World
-from tasktrail.domain.runs.executor import InMemoryExecutor, RunSettings
-from tasktrail.domain.runs.rules import AdmissionRefused, mint
-from tasktrail.domain.runs.state import RunSubmitFailed, client_job_id, ledger_of, local_day
+from tasktrail.domain.runs.admission import AdmissionRefused, mint
+from tasktrail.domain.runs.events import RunSubmitFailed
+from tasktrail.domain.runs.identity import client_job_id, local_day
+from tasktrail.domain.runs.ledger import ledger_of
+from tasktrail.domain.runs.memory_executor import InMemoryExecutor
+from tasktrail.domain.runs.settings import RunSettings
 
 T0 = 1_767_254_400_000
 """2026-01-01 08:00 UTC."""

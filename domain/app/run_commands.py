@@ -1,45 +1,51 @@
 """Scheduler commands for dispatch runs and their ledger (SPEC.md section 3).
 
-This is the application layer around :mod:`.run_rules`: it takes the process's
-dispatch slots, asks the pure rules what may happen, calls the executor (the
-only side effects), and records each outcome as run events through the
-scheduler's ``_decide``. An admission refusal raises
-:class:`~.run_rules.AdmissionRefused` and appends nothing; what a submit or a
-reconcile visit came to is recorded, never raised.
+This is the application layer around the run rules of :mod:`..runs`: it takes
+the process's dispatch slots, asks the pure rules what may happen, calls the
+executor (the only side effects), and records each outcome as run events
+through the scheduler's ``_decide``. An admission refusal raises
+:class:`~..runs.admission.AdmissionRefused` and appends nothing; what a submit
+came to is recorded, never raised. The periodic work (scheduled dispatch and
+reconcile) is in :mod:`.run_ticks`, mixed in below.
 
 Configure it with :meth:`RunCommands.configure_runs`; until then the settings
-are :class:`~.dispatch.RunSettings` defaults and there is no executor.
+are :class:`~..runs.settings.RunSettings` defaults and there is no executor.
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import ConflictError, InvalidArgument, Refused, RuleViolation
-from ..runs import rules
+from ..runs import reading
+from ..runs.admission import mint
+from ..runs.events import TRIGGERS, Trigger
 from ..runs.executor import (
-    AnswerCommittingError,
-    DispatchSlots,
     Executor,
-    JobNotFoundError,
     JobSnapshot,
     OrphanFenceError,
-    RunSettings,
     SubmitRequest,
     classify_submit_error,
 )
-from ..runs.state import TRIGGERS, Ledger, RunState, Trigger, ledger_of, run_stream_id
-from ..world import Draft, World
+from ..runs.identity import run_stream_id
+from ..runs.ledger import Ledger, ledger_of
+from ..runs.outcomes import record_submit_failed, record_taken
+from ..runs.reading import UnknownRun
+from ..runs.schedule import set_schedule
+from ..runs.settings import RunSettings
+from ..runs.slots import DispatchSlots
+from ..runs.state import RunState
+from ..world import World
+from .executor_calls import quietly
+from .run_ticks import RunTicks
 
 if TYPE_CHECKING:
     from ..clock import Clock
     from ..store.store import Store
+    from ..tasks.context import Context
     from ..tasks.events import TaskEvent
-    from ..tasks.rules import Context
     from ..tasks.state import TaskState
 
 T = TypeVar("T")
@@ -51,32 +57,7 @@ error class, or ``stale`` (the run had ended meanwhile)."""
 
 
 @dataclass
-class DispatchReport:
-    """What one :meth:`RunCommands.dispatch_due` did."""
-
-    fired: list[str] = field(default_factory=list)
-    """Runs minted whose job was taken (submitted or adopted)."""
-    minted: list[str] = field(default_factory=list)
-    """Every run minted, taken or not."""
-    submit_errors: dict[str, str] = field(default_factory=dict)
-    """Run id -> submit error class, for minted runs not taken."""
-    reason: str | None = None
-    """Why it stopped early or fired nothing: ``cap_off``, ``cap_reached``,
-    ``dispatch_slots_busy``, ``task_running``, ``admissions_closed`` (a drain)."""
-
-
-@dataclass
-class ReconcileReport:
-    """What one :meth:`RunCommands.reconcile` did: the runs visited and what each came to."""
-
-    visited: list[str] = field(default_factory=list)
-    outcomes: dict[str, str] = field(default_factory=dict)
-    """Run id -> ``done``, ``failed:<code>``, ``orphaned``, ``superseded[:<code>]``,
-    ``running`` (taken by a redrive), or ``unchanged``."""
-
-
-@dataclass
-class _RunRuntime:
+class RunRuntime:
     """Process-local dispatch state: settings, executor, slots, submits in flight, cursor."""
 
     settings: RunSettings = field(default_factory=RunSettings)
@@ -86,7 +67,7 @@ class _RunRuntime:
     reconcile_cursor: int = 0
 
 
-class RunCommands:
+class RunCommands(RunTicks):
     """Dispatch-run commands, mixed into :class:`~.scheduler.Scheduler`."""
 
     if TYPE_CHECKING:
@@ -102,12 +83,12 @@ class RunCommands:
 
     # ─── configuration and reading ──────────────────────────────────────────
 
-    def _runs_runtime(self) -> _RunRuntime:
+    def _runs_runtime(self) -> RunRuntime:
         runtime = getattr(self, "_run_runtime", None)
         if runtime is None:
-            runtime = _RunRuntime()
+            runtime = RunRuntime()
             self._run_runtime = runtime
-        assert isinstance(runtime, _RunRuntime)
+        assert isinstance(runtime, RunRuntime)
         return runtime
 
     def configure_runs(
@@ -139,7 +120,7 @@ class RunCommands:
             self.refresh()
             state = self.world.streams.get(run_stream_id(run_id))
         if not isinstance(state, RunState):
-            raise rules.UnknownRun(run_id)
+            raise UnknownRun(run_id)
         return state
 
     def runs(self, task_id: str, day: str | None = None) -> list[RunState]:
@@ -158,7 +139,7 @@ class RunCommands:
 
     def today(self) -> str:
         """Today's date in the configured zone, from the scheduler clock."""
-        return rules.today(self._context(), self.run_settings)
+        return reading.today(self._context(), self.run_settings)
 
     def schedule_run(self, task_id: str, run_at: float | None) -> None:
         """Schedule the task to run at ``run_at`` (ms; ``None`` clears it).
@@ -167,7 +148,7 @@ class RunCommands:
         its new time; a running run scheduled for the old time is superseded at
         its next reconcile.
         """
-        self._decide(rules.set_schedule, task_id, run_at)
+        self._decide(set_schedule, task_id, run_at)
 
     # ─── minting ────────────────────────────────────────────────────────────
 
@@ -211,7 +192,7 @@ class RunCommands:
         for attempt in range(2):
             try:
                 return self._decide(
-                    rules.mint,
+                    mint,
                     task_id,
                     trigger=trigger,
                     settings=settings,
@@ -229,7 +210,7 @@ class RunCommands:
         executor = self._require_executor()
         runtime = self._runs_runtime()
         run = self.run(run_id)
-        found = _quietly(lambda: executor.find_by_client_job_id(run.client_job_id))
+        found = quietly(lambda: executor.find_by_client_job_id(run.client_job_id))
         if found is not None and found.live:
             return self._record_taken(run_id, found, adopted=True)
         runtime.submit_live.add(run_id)
@@ -239,7 +220,7 @@ class RunCommands:
             except Exception as error:  # every submit error is classified and recorded
                 error_class = classify_submit_error(error)
                 if error_class == "adopt":
-                    existing = _quietly(lambda: executor.find_by_client_job_id(run.client_job_id))
+                    existing = quietly(lambda: executor.find_by_client_job_id(run.client_job_id))
                     if existing is not None and existing.live:
                         return self._record_taken(run_id, existing, adopted=True)
                 retry_after_ms = (
@@ -249,7 +230,7 @@ class RunCommands:
                 )
                 try:
                     recorded = self._decide(
-                        rules.record_submit_failed,
+                        record_submit_failed,
                         run_id,
                         error_class,
                         _message(error),
@@ -264,7 +245,7 @@ class RunCommands:
 
     def _record_taken(self, run_id: str, job: JobSnapshot, *, adopted: bool) -> SubmitOutcome:
         try:
-            recorded = self._decide(rules.record_taken, run_id, job, adopted=adopted)
+            recorded = self._decide(record_taken, run_id, job, adopted=adopted)
         except ConflictError:
             # Another writer moved the run on first; a redrive adopts this job if it
             # is still dispatching.
@@ -286,153 +267,7 @@ class RunCommands:
             tz=run.tz,
         )
 
-    # ─── scheduled dispatch ─────────────────────────────────────────────────
-
-    def dispatch_due(self) -> DispatchReport:
-        """Fire scheduled runs of due tasks, at most ``per_tick``; never raises a refusal.
-
-        A task is due once its scheduled time has come, within the catch-up
-        window, and nothing has taken that schedule yet. The daily cap is
-        checked before every fire. The loop stops at ``task_running``,
-        ``dispatch_slots_busy``, ``cap_reached`` or a drain; other submit errors
-        go on to the next task.
-        """
-        report = DispatchReport()
-        self._require_executor()
-        self.refresh()
-        runtime = self._runs_runtime()
-        settings = runtime.settings
-        ctx = self._context()
-        draft = Draft(self.world)
-        report.reason = rules.dispatch_blocked(draft, ctx, settings)
-        if report.reason is not None:
-            return report
-        for task_id in rules.due_tasks(draft, ctx, settings):
-            if len(report.fired) >= settings.per_tick:
-                break
-            if not runtime.slots.try_acquire("background", settings.per_tick):
-                report.reason = "dispatch_slots_busy"
-                break
-            try:
-                try:
-                    run = self._mint(task_id, "scheduled", slot_free=True, day=None)
-                except (rules.AdmissionRefused, ConflictError) as refusal:
-                    code = getattr(refusal, "code", "task_running")
-                    if code in ("task_running", "dispatch_slots_busy", "cap_reached", "cap_off"):
-                        report.reason = code
-                        break
-                    continue
-                report.minted.append(run.run_id)
-                outcome = self._adopt_or_submit(run.run_id)
-                if outcome in ("submitted", "adopted"):
-                    report.fired.append(run.run_id)
-                    continue
-                report.submit_errors[run.run_id] = outcome
-                if outcome == "drain":
-                    report.reason = "admissions_closed"
-                    break
-            finally:
-                runtime.slots.release("background")
-        return report
-
-    # ─── reconcile ──────────────────────────────────────────────────────────
-
-    def reconcile(self) -> ReconcileReport:
-        """Visit live runs round-robin, ``reconcile_per_tick`` a call, and settle them.
-
-        A running run: orphaned when its task ended; superseded (its job
-        cancelled) when the task was rescheduled; done or failed as its job
-        ended; ``failed job_lost`` with no job after the lost window. A
-        dispatching run: ``failed expired`` once its day is over, ``failed
-        submit_exhausted`` once its submits are used up, else redriven when its
-        ``retry_after`` has come.
-        """
-        report = ReconcileReport()
-        self._require_executor()
-        self.refresh()
-        runtime = self._runs_runtime()
-        settings = runtime.settings
-        live = list(self.ledger.live)
-        start = runtime.reconcile_cursor % len(live) if live else 0
-        ordered = live[start:] + live[:start]
-        wall = settings.reconcile_wall_s
-        deadline = time.monotonic() + wall if wall is not None else None
-        for run_id in ordered[: settings.reconcile_per_tick]:
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            before = self.run(run_id)
-            # Another writer changed the run first: the next visit sees what it did.
-            with contextlib.suppress(ConflictError):
-                self._reconcile_one(run_id)
-            report.visited.append(run_id)
-            report.outcomes[run_id] = _outcome(before, self.run(run_id))
-        runtime.reconcile_cursor += settings.reconcile_per_tick
-        return report
-
-    def _reconcile_one(self, run_id: str) -> None:
-        runtime = self._runs_runtime()
-        settings = runtime.settings
-        run = self.run(run_id)
-        if run.status == "dispatching":
-            step = self._decide(
-                rules.reconcile_dispatching,
-                run_id,
-                settings,
-                submit_in_flight=run_id in runtime.submit_live,
-            )
-            if step == "redrive" and runtime.executor is not None:
-                self._adopt_or_submit(run_id)
-            return
-        step = self._decide(rules.reconcile_running, run_id, settings)
-        executor = runtime.executor
-        if executor is None or run.job_id is None:
-            return
-        job_id = run.job_id
-        if step == "cancel":
-            observation = _cancel(executor, job_id)
-            self._decide(rules.record_cancel, run_id, observation)
-        elif step == "snapshot":
-            snapshot = _quietly(lambda: executor.snapshot(job_id))
-            self._decide(rules.record_snapshot, run_id, snapshot, settings)
-
-
-def _quietly(read: Callable[[], JobSnapshot | None]) -> JobSnapshot | None:
-    """An executor read whose errors count as "none"."""
-    try:
-        return read()
-    except Exception:
-        return None
-
-
-def _cancel(executor: Executor, job_id: str) -> rules.CancelObservation:
-    try:
-        result = executor.cancel(job_id)
-    except AnswerCommittingError:
-        # Its answer is being committed: complete it with what it has, then done.
-        snapshot = _quietly(lambda: executor.snapshot(job_id))
-        text = (snapshot.response or snapshot.partial_text or "") if snapshot is not None else ""
-        try:
-            completed = executor.complete(job_id, text)
-        except Exception:
-            return rules.CancelObservation("error")
-        return rules.CancelObservation("committed", completed)
-    except JobNotFoundError:
-        return rules.CancelObservation("not_found")
-    except Exception:
-        return rules.CancelObservation("error")
-    return rules.CancelObservation("applied" if result.applied else "not_applied", result.job)
-
 
 def _message(error: BaseException) -> str:
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
-def _outcome(before: RunState, after: RunState) -> str:
-    if after.events == before.events:
-        return "unchanged"
-    if after.status == "dispatching":
-        return f"dispatching:{after.last_submit_error}"
-    if after.error is not None and (after.status == "failed" or after.error.code != after.status):
-        return f"{after.status}:{after.error.code}"
-    return after.status

@@ -27,7 +27,7 @@ from ..errors import (
     UnknownTask,
 )
 from ..store.store import Durability, Store, open_store
-from ..tasks import rules as decide
+from ..tasks import decide
 from ..tasks.definitions import BlockedReason, Registry, blocked_reason, definition_fit
 from ..tasks.events import Mode, OutcomeStatus, Policy, TaskEvent
 from ..tasks.invocation import _MISSING, Invocation

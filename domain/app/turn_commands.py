@@ -36,7 +36,7 @@ from ..turns.state import (
 from ..world import World
 
 if TYPE_CHECKING:
-    from ..tasks.rules import Context
+    from ..tasks.context import Context
     from ..tasks.state import TaskState
 
 T = TypeVar("T")

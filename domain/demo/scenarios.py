@@ -18,8 +18,9 @@ from typing import Any
 
 from ..app.scheduler import Scheduler
 from ..clock import ManualClock
-from ..runs.executor import InMemoryExecutor, RunSettings
-from ..runs.rules import AdmissionRefused
+from ..runs.admission import AdmissionRefused
+from ..runs.memory_executor import InMemoryExecutor
+from ..runs.settings import RunSettings
 from ..tasks.definitions import TaskDefinition
 from ..tasks.describe import format_at
 from ..tasks.invocation import Invocation

@@ -3,15 +3,47 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .events import Mode, Policy
+from .events import Mode, OutcomeStatus, Policy
 from .state import TaskState
 
-if TYPE_CHECKING:
-    from ..app.scheduler import Scheduler
-
 _MISSING: Any = object()
+
+
+class InvocationScheduler(Protocol):
+    """What an invocation uses of the scheduler that runs it (the application's
+    :class:`~..app.scheduler.Scheduler` is one): each decision is a call of it."""
+
+    def task(self, task_id: str) -> TaskState: ...
+    def now(self) -> float: ...
+    def checkpoint(self, task_id: str, phase: str, attempt: int | None = None) -> None: ...
+    def memo(self, task_id: str, name: str, value: Any = ...) -> Any: ...
+    def wait(
+        self, task_id: str, on: Sequence[str], policy: Policy = "all", phase: str | None = None
+    ) -> None: ...
+    def sleep(self, task_id: str, until: float, phase: str | None = None) -> None: ...
+    def finish(
+        self,
+        task_id: str,
+        status: OutcomeStatus = "completed",
+        error: Any = None,
+        *,
+        reason: str | None = None,
+    ) -> None: ...
+    def submit(
+        self,
+        kind: str,
+        *,
+        version: int | None = None,
+        owner: str | None = None,
+        phase: str | None = None,
+        id: str | None = None,
+        conversation_id: str | None = None,
+        project_ids: Sequence[str] = (),
+        trace: dict[str, str] | None = None,
+        abandon_on_restart: bool = False,
+    ) -> str: ...
 
 
 class Invocation:
@@ -25,7 +57,9 @@ class Invocation:
     ended and further decisions raise :class:`~.errors.RuleViolation`.
     """
 
-    def __init__(self, scheduler: Scheduler, task_id: str, mode: Mode, *, resumed: bool) -> None:
+    def __init__(
+        self, scheduler: InvocationScheduler, task_id: str, mode: Mode, *, resumed: bool
+    ) -> None:
         self.scheduler = scheduler
         self.task_id = task_id
         self.mode = mode

@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote, unquote
 
 from ..errors import InvalidArgument, RuleViolation
+from ..tasks.context import Context
 from ..tasks.events import TaskEvent, register_event
 from ..tasks.evolve import InvalidTransition, evolves_stream
-from ..tasks.rules import Context
 from ..world import Draft, World, register_indexer
 from .rules import (
     active_turn,

@@ -38,10 +38,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..errors import InvalidArgument, RuleViolation
+from ..tasks.context import Context
 from ..tasks.evolve import InvalidTransition, evolves, evolves_stream
-from ..tasks.rules import Context, _task
-from ..tasks.rules import _not_closing as _open
+from ..tasks.guards import not_closing as _open
 from ..tasks.state import TaskState
+from ..tasks.validation import require_task as _task
 from ..world import Draft, World
 from .state import (
     DELIVERY_OUTCOMES,

@@ -1,0 +1,201 @@
+"""The run ledger's periodic work: scheduled dispatch and reconcile (SPEC.md section 3).
+
+:class:`RunTicks` is the part of :class:`~.run_commands.RunCommands` a host
+calls on a timer: :meth:`~RunTicks.dispatch_due` fires scheduled runs of due
+tasks and :meth:`~RunTicks.reconcile` visits live runs round-robin and settles
+them. Neither raises a refusal; what each did comes back as a
+:class:`DispatchReport` or a :class:`ReconcileReport`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import ConflictError
+from ..runs.admission import AdmissionRefused, dispatch_blocked, due_tasks
+from ..runs.events import Trigger
+from ..runs.executor import Executor
+from ..runs.reconcile import (
+    reconcile_dispatching,
+    reconcile_running,
+    record_cancel,
+    record_snapshot,
+)
+from ..runs.state import RunState
+from ..world import Draft, World
+from .executor_calls import cancel, quietly
+
+if TYPE_CHECKING:
+    from ..runs.ledger import Ledger
+    from ..tasks.context import Context
+    from .run_commands import RunRuntime, SubmitOutcome
+
+T = TypeVar("T")
+
+
+@dataclass
+class DispatchReport:
+    """What one :meth:`RunCommands.dispatch_due` did."""
+
+    fired: list[str] = field(default_factory=list)
+    """Runs minted whose job was taken (submitted or adopted)."""
+    minted: list[str] = field(default_factory=list)
+    """Every run minted, taken or not."""
+    submit_errors: dict[str, str] = field(default_factory=dict)
+    """Run id -> submit error class, for minted runs not taken."""
+    reason: str | None = None
+    """Why it stopped early or fired nothing: ``cap_off``, ``cap_reached``,
+    ``dispatch_slots_busy``, ``task_running``, ``admissions_closed`` (a drain)."""
+
+
+@dataclass
+class ReconcileReport:
+    """What one :meth:`RunCommands.reconcile` did: the runs visited and what each came to."""
+
+    visited: list[str] = field(default_factory=list)
+    outcomes: dict[str, str] = field(default_factory=dict)
+    """Run id -> ``done``, ``failed:<code>``, ``orphaned``, ``superseded[:<code>]``,
+    ``running`` (taken by a redrive), or ``unchanged``."""
+
+
+class RunTicks:
+    """Scheduled dispatch and reconcile, mixed into :class:`~.run_commands.RunCommands`."""
+
+    if TYPE_CHECKING:
+        world: World
+
+        def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        def _context(self) -> Context: ...
+        def refresh(self) -> int: ...
+        def _runs_runtime(self) -> RunRuntime: ...
+        def _require_executor(self) -> Executor: ...
+        def _mint(
+            self, task_id: str, trigger: Trigger, *, slot_free: bool, day: str | None
+        ) -> RunState: ...
+        def _adopt_or_submit(self, run_id: str) -> SubmitOutcome: ...
+        def run(self, run_id: str) -> RunState: ...
+        @property
+        def ledger(self) -> Ledger: ...
+
+    # ─── scheduled dispatch ─────────────────────────────────────────────────
+
+    def dispatch_due(self) -> DispatchReport:
+        """Fire scheduled runs of due tasks, at most ``per_tick``; never raises a refusal.
+
+        A task is due once its scheduled time has come, within the catch-up
+        window, and nothing has taken that schedule yet. The daily cap is
+        checked before every fire. The loop stops at ``task_running``,
+        ``dispatch_slots_busy``, ``cap_reached`` or a drain; other submit errors
+        go on to the next task.
+        """
+        report = DispatchReport()
+        self._require_executor()
+        self.refresh()
+        runtime = self._runs_runtime()
+        settings = runtime.settings
+        ctx = self._context()
+        draft = Draft(self.world)
+        report.reason = dispatch_blocked(draft, ctx, settings)
+        if report.reason is not None:
+            return report
+        for task_id in due_tasks(draft, ctx, settings):
+            if len(report.fired) >= settings.per_tick:
+                break
+            if not runtime.slots.try_acquire("background", settings.per_tick):
+                report.reason = "dispatch_slots_busy"
+                break
+            try:
+                try:
+                    run = self._mint(task_id, "scheduled", slot_free=True, day=None)
+                except (AdmissionRefused, ConflictError) as refusal:
+                    code = getattr(refusal, "code", "task_running")
+                    if code in ("task_running", "dispatch_slots_busy", "cap_reached", "cap_off"):
+                        report.reason = code
+                        break
+                    continue
+                report.minted.append(run.run_id)
+                outcome = self._adopt_or_submit(run.run_id)
+                if outcome in ("submitted", "adopted"):
+                    report.fired.append(run.run_id)
+                    continue
+                report.submit_errors[run.run_id] = outcome
+                if outcome == "drain":
+                    report.reason = "admissions_closed"
+                    break
+            finally:
+                runtime.slots.release("background")
+        return report
+
+    # ─── reconcile ──────────────────────────────────────────────────────────
+
+    def reconcile(self) -> ReconcileReport:
+        """Visit live runs round-robin, ``reconcile_per_tick`` a call, and settle them.
+
+        A running run: orphaned when its task ended; superseded (its job
+        cancelled) when the task was rescheduled; done or failed as its job
+        ended; ``failed job_lost`` with no job after the lost window. A
+        dispatching run: ``failed expired`` once its day is over, ``failed
+        submit_exhausted`` once its submits are used up, else redriven when its
+        ``retry_after`` has come.
+        """
+        report = ReconcileReport()
+        self._require_executor()
+        self.refresh()
+        runtime = self._runs_runtime()
+        settings = runtime.settings
+        live = list(self.ledger.live)
+        start = runtime.reconcile_cursor % len(live) if live else 0
+        ordered = live[start:] + live[:start]
+        wall = settings.reconcile_wall_s
+        deadline = time.monotonic() + wall if wall is not None else None
+        for run_id in ordered[: settings.reconcile_per_tick]:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            before = self.run(run_id)
+            # Another writer changed the run first: the next visit sees what it did.
+            with contextlib.suppress(ConflictError):
+                self._reconcile_one(run_id)
+            report.visited.append(run_id)
+            report.outcomes[run_id] = _outcome(before, self.run(run_id))
+        runtime.reconcile_cursor += settings.reconcile_per_tick
+        return report
+
+    def _reconcile_one(self, run_id: str) -> None:
+        runtime = self._runs_runtime()
+        settings = runtime.settings
+        run = self.run(run_id)
+        if run.status == "dispatching":
+            step = self._decide(
+                reconcile_dispatching,
+                run_id,
+                settings,
+                submit_in_flight=run_id in runtime.submit_live,
+            )
+            if step == "redrive" and runtime.executor is not None:
+                self._adopt_or_submit(run_id)
+            return
+        step = self._decide(reconcile_running, run_id, settings)
+        executor = runtime.executor
+        if executor is None or run.job_id is None:
+            return
+        job_id = run.job_id
+        if step == "cancel":
+            observation = cancel(executor, job_id)
+            self._decide(record_cancel, run_id, observation)
+        elif step == "snapshot":
+            snapshot = quietly(lambda: executor.snapshot(job_id))
+            self._decide(record_snapshot, run_id, snapshot, settings)
+
+
+def _outcome(before: RunState, after: RunState) -> str:
+    if after.events == before.events:
+        return "unchanged"
+    if after.status == "dispatching":
+        return f"dispatching:{after.last_submit_error}"
+    if after.error is not None and (after.status == "failed" or after.error.code != after.status):
+        return f"{after.status}:{after.error.code}"
+    return after.status

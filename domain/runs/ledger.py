@@ -1,0 +1,122 @@
+"""The run ledger: the index of every run a world keeps (SPEC.md section 3).
+
+The ledger (``world.indexes["ledger"]``, a :class:`Ledger`) indexes every run by
+task and day, counts runs per day, keeps the live runs in ledger order (for the
+round-robin reconcile), each task's schedule, and each task's marker: the
+``running``/``done``/``failed`` note the seed writes on its task row.
+:func:`index_ledger` keeps it current; importing this module registers it with
+every :class:`~..world.World`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..tasks.events import TaskEvent
+from ..world import World, register_indexer
+from .events import RunAdopted, RunDone, RunEvent, RunFailed, RunMinted, RunSubmitted, ScheduleSet
+from .state import RunState
+
+Marker = Literal["running", "done", "failed"]
+
+
+@dataclass
+class DayCounts:
+    """Per-day counters of the ledger: runs minted, by trigger, and how they ended."""
+
+    runs: int = 0
+    manual: int = 0
+    scheduled: int = 0
+    ended: dict[str, int] = field(default_factory=dict)
+    """Ended runs by final status (``done``, ``failed``, ...)."""
+
+
+@dataclass
+class Ledger:
+    """The run ledger of a world (``world.indexes["ledger"]``), kept by :func:`index_ledger`."""
+
+    runs: dict[str, RunState] = field(default_factory=dict)
+    """Every run by id, in ledger (mint) order."""
+    by_task_day: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    """Run ids of each (task, day), attempt order."""
+    per_day: dict[str, DayCounts] = field(default_factory=dict)
+    live: dict[str, None] = field(default_factory=dict)
+    """Live (dispatching or running) run ids, in ledger order: what reconcile visits."""
+    schedules: dict[str, float] = field(default_factory=dict)
+    """Each scheduled task's run time."""
+    markers: dict[str, Marker] = field(default_factory=dict)
+    """Each task's marker: ``running`` once a run's job is taken, ``done``/``failed`` when a
+    running run ends so; cleared when the task is rescheduled."""
+
+    def runs_of(self, task_id: str, day: str) -> list[RunState]:
+        """The runs of one task on one day, attempt order."""
+        return [self.runs[r] for r in self.by_task_day.get((task_id, day), ())]
+
+    def live_run(self, task_id: str, day: str) -> RunState | None:
+        """The task's in-flight run that day, if any."""
+        for run in self.runs_of(task_id, day):
+            if run.live:
+                return run
+        return None
+
+    def runs_on(self, day: str) -> int:
+        """How many runs (every task, every status) the day has."""
+        counts = self.per_day.get(day)
+        return counts.runs if counts is not None else 0
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every run as plain data, ledger order."""
+        return [run.to_dict() for run in self.runs.values()]
+
+
+LEDGER = "ledger"
+
+
+def ledger_of(world: World) -> Ledger:
+    """The world's run ledger (empty until a run or schedule event is folded)."""
+    ledger = world.indexes.get(LEDGER)
+    if ledger is None:
+        ledger = world.indexes[LEDGER] = Ledger()
+    assert isinstance(ledger, Ledger)
+    return ledger
+
+
+def index_ledger(world: World, event: TaskEvent, previous: Any, state: Any) -> None:
+    """Keep the ledger of ``world`` current after one event was folded."""
+    if isinstance(event, ScheduleSet):
+        ledger = ledger_of(world)
+        if event.run_at is None:
+            ledger.schedules.pop(event.task_id, None)
+        else:
+            ledger.schedules[event.task_id] = event.run_at
+        ledger.markers.pop(event.task_id, None)
+        return
+    if not isinstance(event, RunEvent):
+        return
+    ledger = ledger_of(world)
+    run: RunState = state
+    ledger.runs[run.run_id] = run
+    if isinstance(event, RunMinted):
+        ledger.by_task_day.setdefault((run.task_id, run.day), []).append(run.run_id)
+        counts = ledger.per_day.setdefault(run.day, DayCounts())
+        counts.runs += 1
+        if run.trigger == "manual":
+            counts.manual += 1
+        else:
+            counts.scheduled += 1
+        ledger.live[run.run_id] = None
+    if isinstance(event, RunSubmitted | RunAdopted):
+        ledger.markers[run.task_id] = "running"
+    if not run.live:
+        ledger.live.pop(run.run_id, None)
+        ended = ledger.per_day.setdefault(run.day, DayCounts()).ended
+        ended[run.status] = ended.get(run.status, 0) + 1
+        was_running = previous is not None and previous.status == "running"
+        if isinstance(event, RunDone):
+            ledger.markers[run.task_id] = "done"
+        elif isinstance(event, RunFailed) and was_running:
+            ledger.markers[run.task_id] = "failed"
+
+
+register_indexer(index_ledger, task_streams=False)  # run and schedule streams only

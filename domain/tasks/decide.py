@@ -1,0 +1,35 @@
+"""``decide``: the decisions of SPEC.md section 1, gathered in one namespace.
+
+The application hands these pure functions to its ``_decide``: each takes a
+:class:`~..world.Draft` and a :class:`~.context.Context`, emits the events its
+command produces into the draft, or raises a refusal naming the rule and the
+task, which appends nothing. Nothing is defined here: each rule lives in the
+module of its part of a task's life (:mod:`.starting`, :mod:`.running`,
+:mod:`.ending`, :mod:`.restarts`, :mod:`.readiness`).
+"""
+
+from __future__ import annotations
+
+from .context import Context
+from .ending import abort, fault, finish
+from .readiness import readiness
+from .restarts import recover, retry, stop
+from .running import checkpoint, memo, sleep, wait
+from .starting import reserve, submit
+
+__all__ = [
+    "Context",
+    "abort",
+    "checkpoint",
+    "fault",
+    "finish",
+    "memo",
+    "readiness",
+    "recover",
+    "reserve",
+    "retry",
+    "sleep",
+    "stop",
+    "submit",
+    "wait",
+]

@@ -1,0 +1,144 @@
+"""How a task ends: its outcome, held while owned work is live, and cancellation.
+
+The ``decide`` functions of SPEC.md section 1 that end a task: :func:`finish`
+(the running task decides its outcome), :func:`fault` (the scheduler ends it
+``faulted``) and :func:`abort` (a request abort mark). :func:`end` holds an
+outcome while the task owns live tasks (rule 5) and ends it otherwise,
+releasing a holder whose last owned task ended; :func:`cascade` gives the live
+descendants of a cancelling owner an abort mark, and
+:func:`cancelling_ancestor` finds such an owner (rule 6).
+
+Each rule is applied in exactly one place, with its number in a comment above
+the branch that applies it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidArgument, RuleViolation
+from ..world import Draft
+from .context import Context
+from .events import AbortMarked, OutcomeHeld, OutcomeStatus, TaskEnded
+from .guards import invocation_decision, not_closing
+from .state import Outcome, TaskState
+from .validation import json_value, require_task
+
+FINISH_STATUSES: tuple[OutcomeStatus, ...] = ("completed", "failed", "aborted", "faulted")
+
+
+def cancelling_ancestor(draft: Draft, task_id: str) -> TaskState | None:
+    """The nearest live owner above ``task_id`` with cancellation intent (rule 6)."""
+    for ancestor in draft.ancestors(task_id):
+        if ancestor.cancelling():
+            return ancestor
+    return None
+
+
+def cascade(draft: Draft, ctx: Context, owner_id: str) -> None:
+    """Give the live descendants of a cancelling owner an abort mark."""
+    # 6. A live owner with an abort mark, or holding an outcome other than
+    #    completed, gives every live descendant an abort mark.
+    for descendant in list(draft.live_descendants(owner_id)):
+        current = draft.get(descendant.id)
+        if current is None or not current.live or current.request_marked:
+            continue
+        draft.emit(AbortMarked(task_id=descendant.id, at=ctx.now, rule=6, by=owner_id))
+
+
+def end(draft: Draft, ctx: Context, task: TaskState, outcome: Outcome, rule: int | None) -> None:
+    """Decide ``task``'s outcome: hold it while owned work is live, else end it."""
+    fields: dict[str, Any] = {
+        "status": outcome.status,
+        "message": outcome.message,
+        "detail": outcome.detail,
+        "reason": outcome.reason,
+    }
+    # 5. Finishing with live owned tasks holds the outcome (completing).
+    if draft.live_children(task.id):
+        draft.emit(
+            OutcomeHeld(task_id=task.id, at=ctx.now, rule=5 if rule is None else rule, **fields)
+        )
+        if outcome.status != "completed":
+            cascade(draft, ctx, task.id)
+        return
+    draft.emit(TaskEnded(task_id=task.id, at=ctx.now, rule=rule, **fields))
+    release_owner(draft, ctx, task.owner_id)
+
+
+def release_owner(draft: Draft, ctx: Context, owner_id: str | None) -> None:
+    """End each holder upwards whose last owned task has ended."""
+    # 5. The last owned task ending turns the holder terminal (and so on upwards).
+    while owner_id is not None:
+        owner = draft.get(owner_id)
+        if owner is None or owner.status != "completing" or draft.live_children(owner_id):
+            return
+        assert owner.outcome is not None
+        draft.emit(
+            TaskEnded(
+                task_id=owner_id,
+                at=ctx.now,
+                rule=5,
+                status=owner.outcome.status,
+                message=owner.outcome.message,
+                detail=owner.outcome.detail,
+                reason=owner.outcome.reason,
+            )
+        )
+        owner_id = owner.owner_id
+
+
+def finish(
+    draft: Draft,
+    ctx: Context,
+    task_id: str,
+    status: OutcomeStatus,
+    *,
+    message: str | None = None,
+    detail: Any = None,
+    reason: str | None = None,
+) -> TaskState:
+    """The running task decides its outcome; held while it owns live tasks (rule 5)."""
+    task = invocation_decision(draft, ctx, task_id)
+    if status not in FINISH_STATUSES:
+        raise InvalidArgument(
+            f"status must be one of {', '.join(FINISH_STATUSES)}, not {status!r}", task_id=task_id
+        )
+    detail = json_value(detail, "error detail", task_id)
+    if message is not None and not isinstance(message, str):
+        raise InvalidArgument(f"error message must be a string, not {message!r}", task_id=task_id)
+    json_value(message, "error message", task_id)
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidArgument(f"reason must be a string, not {reason!r}", task_id=task_id)
+    end(draft, ctx, task, Outcome(status, message, detail, reason), rule=None)
+    state = draft.get(task_id)
+    assert state is not None
+    return state
+
+
+def fault(draft: Draft, ctx: Context, task_id: str, message: str, reason: str) -> TaskState:
+    """The scheduler ends a running task ``faulted`` (a phase threw, a handler gave no outcome)."""
+    task = require_task(draft, task_id)
+    if task.status != "running":
+        raise RuleViolation(1, f"the task is {task.status}, not running", task_id=task_id)
+    end(draft, ctx, task, Outcome("faulted", message, None, reason), rule=None)
+    state = draft.get(task_id)
+    assert state is not None
+    return state
+
+
+def abort(draft: Draft, ctx: Context, task_id: str) -> bool:
+    """Put a request abort mark on the task and cascade it. Returns whether anything changed."""
+    not_closing(ctx, task_id)
+    task = require_task(draft, task_id)
+    # 4. An abort mark on a terminal task is a no-op.
+    if task.status == "terminal":
+        return False
+    # 12. A request mark replaces a restart mark; a second request changes nothing.
+    changed = False
+    if not task.request_marked:
+        draft.emit(AbortMarked(task_id=task_id, at=ctx.now))
+        changed = True
+    before = len(draft.events)
+    cascade(draft, ctx, task_id)
+    return changed or len(draft.events) > before

@@ -1,0 +1,59 @@
+"""Readiness: whether a live task can be reserved now, and if not, what it waits for.
+
+:func:`readiness` reads the rules :func:`~.starting.reserve` applies, without
+deciding anything: ``ready`` means a pass would reserve the task (or end it by
+rule 12 or 13); otherwise it names what the task waits for. Rules 15 and 13
+are answered from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..world import Draft
+from .context import Context
+from .definitions import Registry, definition_fit, parked
+from .ending import cancelling_ancestor
+from .running import wait_satisfied
+from .state import TaskState
+
+Readiness = str
+"""``ready``, ``running``, ``held``, ``waiting``, ``sleeping``, ``owned_work``,
+``cascade`` or a blocked reason (rule 13)."""
+
+
+def readiness(
+    draft: Draft,
+    ctx: Context,
+    task: TaskState,
+    registry: Registry,
+    failed_migrations: Iterable[str] = (),
+) -> Readiness:
+    """Whether a live task can be reserved now, and if not, what it waits for.
+
+    ``ready`` means a pass would reserve it (or end it by rule 12 or 13);
+    ``running`` that an invocation owns it. Rules 15 and 13 are answered from
+    this.
+    """
+    if task.status == "completing":
+        return "held"
+    if task.status == "running" and not (task.mode == "run" and task.abort_requested):
+        return "running"
+    if not task.request_marked and cancelling_ancestor(draft, task.id) is not None:
+        return "ready"  # its cascade mark is due (rule 6), which is work
+    if task.abort_requested:
+        if draft.live_children(task.id):
+            return "owned_work"
+        if not task.request_marked:
+            fit = definition_fit(task, registry.get(task.kind), failed_migrations)
+            if fit not in ("same", "migrate"):
+                return fit
+        return "ready"
+    if task.status == "waiting" and not wait_satisfied(draft, task):
+        return "waiting"
+    if task.status == "sleeping" and task.until is not None and ctx.now < task.until:
+        return "sleeping"
+    if parked(task, ctx.restart_limit):
+        return "restart_limit"
+    fit = definition_fit(task, registry.get(task.kind), failed_migrations)
+    return fit if fit not in ("same", "migrate") else "ready"

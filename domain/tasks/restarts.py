@@ -1,0 +1,75 @@
+"""Restarts: recovery after a crash (rule 9), close (rule 10) and ``retry`` (rule 9).
+
+At open after a crash, :func:`recover` puts every running task back to
+``pending`` with one restart counted and derives what the crash may have left
+undone; at close, :func:`stop` puts the tasks it stops back to ``pending`` with
+none counted; :func:`retry` clears a parked task's restart count.
+
+Each rule is applied in exactly one place, with its number in a comment above
+the branch that applies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..world import Draft
+from .context import Context
+from .definitions import parked
+from .ending import cascade, release_owner
+from .events import AbortMarked, RestartsCleared, TaskRecovered, TaskStopped
+from .guards import not_closing
+from .validation import require_task
+
+
+def recover(draft: Draft, ctx: Context) -> list[str]:
+    """Rule 9, at open after a crash: every running task back to pending, one restart
+    counted. Returns the tasks that the restart limit now parks.
+
+    Also derives what a crash (or another writer) may have left undone: cascade
+    marks below cancelling owners (rule 6) and held outcomes whose owned work is
+    gone (rule 5).
+    """
+    parked_ids: list[str] = []
+    world = draft.world
+    for task_id in sorted(world.live):
+        task = draft.get(task_id)
+        if task is None or task.status != "running":
+            continue
+        # 9. Recovery: running becomes pending, and its restarts grow by one.
+        task = draft.emit(
+            TaskRecovered(task_id=task_id, at=ctx.now, rule=9, restarts=task.restarts + 1)
+        )
+        if task.abandon_on_restart and not task.abort_requested:
+            draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=9, reason="restart"))
+        elif parked(task, ctx.restart_limit):
+            parked_ids.append(task_id)
+    for task_id in sorted(world.live):
+        task = draft.get(task_id)
+        if task is not None and task.cancelling():
+            cascade(draft, ctx, task_id)
+    for task_id in sorted(world.live):
+        task = draft.get(task_id)
+        if task is not None and task.status == "completing" and not draft.live_children(task_id):
+            release_owner(draft, ctx, task_id)
+    return parked_ids
+
+
+def stop(draft: Draft, ctx: Context, task_ids: Iterable[str]) -> None:
+    """Rule 10, at close: tasks the close stops go back to pending, no restart counted."""
+    for task_id in task_ids:
+        task = draft.get(task_id)
+        if task is not None and task.status == "running":
+            # 10. Close is not a crash.
+            draft.emit(TaskStopped(task_id=task_id, at=ctx.now, rule=10))
+
+
+def retry(draft: Draft, ctx: Context, task_id: str) -> bool:
+    """Rule 9: clear a parked task's restart count. Returns whether it was parked."""
+    not_closing(ctx, task_id)
+    task = require_task(draft, task_id)
+    # 9. retry of a non-parked task does nothing.
+    if task.status in ("terminal", "completing", "running") or not parked(task, ctx.restart_limit):
+        return False
+    draft.emit(RestartsCleared(task_id=task_id, at=ctx.now))
+    return True

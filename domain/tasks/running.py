@@ -1,0 +1,158 @@
+"""What a running invocation decides: ``checkpoint``, ``memo``, ``wait`` and ``sleep``.
+
+The ``decide`` functions of SPEC.md section 1 for the decisions a phase takes
+while its task runs, each behind the guards of rules 2, 1 and 3: commit the
+phase to resume at, remember a value (rule 14), wait on other tasks (rule 7),
+sleep until a time (rule 8). :func:`wait_satisfied` says when a waiter may wake
+(rule 7). Each emits its event into the :class:`~..world.Draft`, or raises
+:class:`~..errors.RuleViolation` naming the rule, which appends nothing.
+
+Each rule is applied in exactly one place, with its number in a comment above
+the branch that applies it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import InvalidArgument, RuleViolation
+from ..world import Draft
+from .context import Context
+from .events import CheckpointCommitted, MemoRecorded, Policy, SleepStarted, WaitStarted
+from .guards import invocation_decision
+from .state import TaskState
+from .validation import json_value, phase_name, require_task
+
+
+def wait_satisfied(draft: Draft, task: TaskState) -> bool:
+    """Rule 7: whether a waiting task may wake: ``all`` once every awaited task has
+    ended; ``failFast`` as soon as one holds or ended with an outcome other than
+    ``completed``."""
+    ended = 0
+    for awaited_id in task.on:
+        awaited = draft.get(awaited_id)
+        if awaited is None:
+            continue
+        if awaited.status == "terminal":
+            ended += 1
+        if (
+            task.policy == "failFast"
+            and awaited.outcome is not None
+            and awaited.outcome.status != "completed"
+        ):
+            return True
+    return ended == len(task.on)
+
+
+def checkpoint(
+    draft: Draft, ctx: Context, task_id: str, phase: str, attempt: int | None = None
+) -> TaskState:
+    """The running task commits where it resumes: progress unless it is the same checkpoint."""
+    invocation_decision(draft, ctx, task_id)
+    phase_name(phase, "phase", task_id)
+    if attempt is not None and (
+        isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0
+    ):
+        raise InvalidArgument(f"attempt must be an int >= 0, not {attempt!r}", task_id=task_id)
+    return draft.emit(
+        CheckpointCommitted(task_id=task_id, at=ctx.now, phase=phase, attempt=attempt)
+    )
+
+
+def memo(draft: Draft, ctx: Context, task_id: str, name: str, value: Any) -> TaskState:
+    """The running task remembers ``value`` under ``name`` until its outcome (rule 14)."""
+    invocation_decision(draft, ctx, task_id)
+    phase_name(name, "memo name", task_id)
+    value = json_value(value, f"memo {name!r}", task_id)
+    return draft.emit(MemoRecorded(task_id=task_id, at=ctx.now, name=name, value=value))
+
+
+def wait(
+    draft: Draft,
+    ctx: Context,
+    task_id: str,
+    on: Sequence[str],
+    policy: Policy = "all",
+    phase: str | None = None,
+) -> TaskState:
+    """The running task waits on other tasks, to resume at ``phase`` (default: its current one)."""
+    task = invocation_decision(draft, ctx, task_id)
+    if isinstance(on, str):
+        raise InvalidArgument("on must be a list of task ids, not a string", task_id=task_id)
+    try:
+        awaited = tuple(dict.fromkeys(on))
+    except TypeError:  # not iterable, or holding something that cannot be a task id
+        raise InvalidArgument(
+            f"on must be a list of task ids, not {on!r}", task_id=task_id
+        ) from None
+    if policy not in ("all", "failFast"):
+        raise InvalidArgument(
+            f"policy must be 'all' or 'failFast', not {policy!r}", task_id=task_id
+        )
+    # 7. A wait names existing tasks...
+    if not awaited:
+        raise RuleViolation(7, "a wait must name at least one task", task_id=task_id)
+    for awaited_id in awaited:
+        if not isinstance(awaited_id, str) or draft.get(awaited_id) is None:
+            raise RuleViolation(7, f"cannot wait on {awaited_id!r}: no such task", task_id=task_id)
+    # 7. ... failFast names only tasks the waiter owns ...
+    if policy == "failFast":
+        foreign = [a for a in awaited if require_task(draft, a).owner_id != task_id]
+        if foreign:
+            raise RuleViolation(
+                7,
+                f"failFast may wait only on tasks it owns; not on {', '.join(foreign)}",
+                task_id=task_id,
+            )
+    # 7. ... and a wait that would close a cycle in the wait-for graph is refused.
+    cycle = _wait_cycle(draft, task_id, awaited)
+    if cycle:
+        raise RuleViolation(
+            7, f"waiting would close a cycle: {' -> '.join(cycle)}", task_id=task_id
+        )
+    resume = phase if phase is not None else (task.checkpoint.phase if task.checkpoint else None)
+    resume = phase_name(resume, "phase", task_id)
+    return draft.emit(
+        WaitStarted(task_id=task_id, at=ctx.now, on=awaited, policy=policy, phase=resume)
+    )
+
+
+def _wait_cycle(draft: Draft, waiter_id: str, awaited: Sequence[str]) -> list[str] | None:
+    """A path in the wait-for graph from an awaited task back to the waiter, if any."""
+    stack: list[tuple[str, list[str]]] = [(a, [waiter_id, a]) for a in awaited]
+    seen: set[str] = set()
+    while stack:
+        node, path = stack.pop()
+        if node == waiter_id:
+            return path
+        if node in seen:
+            continue
+        seen.add(node)
+        state = draft.get(node)
+        if state is not None and state.status == "waiting":
+            stack.extend((nxt, [*path, nxt]) for nxt in state.on)
+    return None
+
+
+def sleep(
+    draft: Draft, ctx: Context, task_id: str, until: float, phase: str | None = None
+) -> TaskState:
+    """The running task sleeps until the clock reaches ``until``, to resume at ``phase``."""
+    task = invocation_decision(draft, ctx, task_id)
+    # 8. A sleep needs a finite until >= 0, and an abort invocation cannot sleep.
+    if (
+        isinstance(until, bool)
+        or not isinstance(until, int | float)
+        or not math.isfinite(until)
+        or until < 0
+    ):
+        raise RuleViolation(
+            8, f"until must be a finite time >= 0 in ms, not {until!r}", task_id=task_id
+        )
+    if task.mode == "abort":
+        raise RuleViolation(8, "an abort handler cannot sleep", task_id=task_id)
+    resume = phase if phase is not None else (task.checkpoint.phase if task.checkpoint else None)
+    resume = phase_name(resume, "phase", task_id)
+    return draft.emit(SleepStarted(task_id=task_id, at=ctx.now, until=until, phase=resume))

@@ -1,0 +1,218 @@
+"""Starting a task: ``submit`` creates it and ``reserve`` hands it to an invocation.
+
+The ``decide`` functions of SPEC.md section 1 that bring a task into being
+(:func:`submit`, rules 4 to 6) and give it to an invocation in ``run`` or
+``abort`` mode (:func:`reserve`, rules 3 to 9, 12 and 13). Each takes a
+:class:`~..world.Draft` and a :class:`~.context.Context`, emits the events the
+command produces into the draft, or raises :class:`~..errors.RuleViolation`
+(or another :class:`~..errors.Refused`) naming the rule and the task, which
+appends nothing.
+
+Each rule is applied in exactly one place, with its number in a comment above
+the branch that applies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ..errors import InvalidArgument, Refused, RuleViolation
+from ..world import Draft
+from .context import Context
+from .definitions import Registry, definition_fit, parked
+from .ending import cancelling_ancestor, end
+from .events import AbortMarked, Mode, TaskMigrated, TaskReserved, TaskSubmitted
+from .guards import not_closing
+from .running import wait_satisfied
+from .state import Outcome, TaskState
+from .validation import phase_name, require_task
+
+
+def submit(
+    draft: Draft,
+    ctx: Context,
+    *,
+    task_id: str,
+    kind: str,
+    version: int,
+    phase: str,
+    owner_id: str | None = None,
+    conversation_id: str | None = None,
+    project_ids: Sequence[str] = (),
+    trace: dict[str, str] | None = None,
+    abandon_on_restart: bool = False,
+) -> TaskState:
+    """Create a task, ``pending`` at ``phase``."""
+    not_closing(ctx, task_id)
+    if not isinstance(task_id, str) or not task_id:
+        raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
+    if draft.get(task_id) is not None:
+        raise Refused("a task with this id already exists", task_id=task_id)
+    phase_name(kind, "kind", task_id)
+    phase_name(phase, "phase", task_id)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InvalidArgument(f"version must be an int >= 1, not {version!r}", task_id=task_id)
+    if isinstance(project_ids, str):
+        raise InvalidArgument("project_ids must be a list of ids, not a string", task_id=task_id)
+    try:
+        projects = tuple(project_ids)
+    except TypeError:
+        raise InvalidArgument(
+            f"project_ids must be a list of ids, not {project_ids!r}", task_id=task_id
+        ) from None
+    if not all(isinstance(p, str) and p for p in projects):
+        raise InvalidArgument("project ids must be non-empty strings", task_id=task_id)
+    if not isinstance(abandon_on_restart, bool):
+        raise InvalidArgument(
+            f"abandon_on_restart must be True or False, not {abandon_on_restart!r}",
+            task_id=task_id,
+        )
+    for name, value in (("owner", owner_id), ("conversation_id", conversation_id)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise InvalidArgument(
+                f"{name} must be a task id string, not {value!r}", task_id=task_id
+            )
+    if trace is not None and (
+        not isinstance(trace, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in trace.items())
+    ):
+        raise InvalidArgument("trace must be a dict of strings (a W3C carrier)", task_id=task_id)
+    if owner_id is not None:
+        owner = require_task(draft, owner_id)
+        # 4. Terminal is absorbing: a terminal task owns no new work.
+        if owner.status == "terminal":
+            raise RuleViolation(4, f"owner {owner_id} is terminal", task_id=task_id)
+        # 5. A holder waits for its owned work to end; it takes on no more.
+        if owner.status == "completing":
+            raise RuleViolation(5, f"owner {owner_id} holds its outcome", task_id=task_id)
+    state = draft.emit(
+        TaskSubmitted(
+            task_id=task_id,
+            at=ctx.now,
+            kind=kind,
+            version=version,
+            phase=phase,
+            owner_id=owner_id,
+            conversation_id=conversation_id,
+            project_ids=projects,
+            trace=trace,
+            abandon_on_restart=abandon_on_restart,
+        )
+    )
+    # 6. Work submitted below a cancelling owner is marked at once.
+    cancelling = cancelling_ancestor(draft, task_id)
+    if cancelling is not None:
+        state = draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=6, by=cancelling.id))
+    return state
+
+
+def reserve(
+    draft: Draft,
+    ctx: Context,
+    task_id: str,
+    *,
+    registry: Registry,
+    failed_migrations: Iterable[str] = (),
+    migrated_phase: str | None = None,
+) -> Mode | None:
+    """Give the task to an invocation: ``run`` mode, or ``abort`` mode once marked.
+
+    Returns the mode, or ``None`` when a rule ended the task instead (an abort
+    handler cut off too often, rule 12; an abort-marked task no definition can
+    take, rule 13). ``migrated_phase`` is what the newer definition's
+    ``migrate`` returned, when the application ran it.
+    """
+    not_closing(ctx, task_id)
+    task = require_task(draft, task_id)
+    # 4. Terminal is absorbing.
+    if task.status == "terminal":
+        raise RuleViolation(4, "the task is terminal; nothing runs it again", task_id=task_id)
+    # 5. A held outcome waits for owned work, never for an invocation.
+    if task.status == "completing":
+        raise RuleViolation(
+            5, "the task holds its outcome until its owned tasks end", task_id=task_id
+        )
+    if task.status == "running" and not (task.mode == "run" and task.abort_requested):
+        raise Refused(f"the task is already running in {task.mode} mode", task_id=task_id)
+    # 6. A descendant waits for its cascade mark instead of running a phase.
+    if not task.request_marked:
+        cancelling = cancelling_ancestor(draft, task_id)
+        if cancelling is not None:
+            task = draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=6, by=cancelling.id))
+    if task.abort_requested:
+        return _reserve_abort(draft, ctx, task, registry, failed_migrations)
+    # 7. A waiter stays waiting until its policy is met.
+    if task.status == "waiting" and not wait_satisfied(draft, task):
+        raise RuleViolation(
+            7, f"still waiting ({task.policy}) on {', '.join(task.on)}", task_id=task_id
+        )
+    # 8. A sleep is due when the clock reaches until.
+    if task.status == "sleeping" and task.until is not None and ctx.now < task.until:
+        raise RuleViolation(8, f"sleeping until {task.until}, now {ctx.now}", task_id=task_id)
+    # 9. Cut off restart_limit times without progress: parked until retry().
+    if parked(task, ctx.restart_limit):
+        raise RuleViolation(
+            9,
+            f"parked after {task.restarts} restarts without progress (limit "
+            f"{ctx.restart_limit}); call retry() to run it again",
+            task_id=task_id,
+        )
+    # 13. No definition that can take it: blocked.
+    fit = definition_fit(task, registry.get(task.kind), failed_migrations)
+    if fit not in ("same", "migrate"):
+        raise RuleViolation(13, f"blocked: {fit}", task_id=task_id)
+    if fit == "migrate":
+        definition = registry.get(task.kind)
+        assert definition is not None and task.checkpoint is not None
+        draft.emit(
+            TaskMigrated(
+                task_id=task_id,
+                at=ctx.now,
+                from_version=task.version,
+                to_version=definition.version,
+                phase=migrated_phase or task.checkpoint.phase,
+            )
+        )
+    draft.emit(TaskReserved(task_id=task_id, at=ctx.now, mode="run"))
+    return "run"
+
+
+def _reserve_abort(
+    draft: Draft,
+    ctx: Context,
+    task: TaskState,
+    registry: Registry,
+    failed_migrations: Iterable[str],
+) -> Mode | None:
+    # 3. An abort invocation is reserved only once ordinary owned live work is gone.
+    if draft.live_children(task.id):
+        raise RuleViolation(
+            3,
+            "abort-marked; its abort handler waits for the tasks it owns to end",
+            task_id=task.id,
+        )
+    # 12. An abort handler cut off restart_limit times ends faulted.
+    if task.restarts >= ctx.restart_limit:
+        end(
+            draft,
+            ctx,
+            task,
+            Outcome(
+                "faulted",
+                f"abort handler of task {task.id} was cut off {task.restarts} times",
+                None,
+                "restart_limit",
+            ),
+            rule=12,
+        )
+        return None
+    fit = definition_fit(task, registry.get(task.kind), failed_migrations)
+    if fit not in ("same", "migrate"):
+        # 13. A restart mark waits for a definition, blocked; a request mark that no
+        #     definition can take ends orphaned once nothing it owns is live.
+        if not task.request_marked:
+            raise RuleViolation(13, f"blocked: {fit}", task_id=task.id)
+        end(draft, ctx, task, Outcome("orphaned", None, None, fit), rule=13)
+        return None
+    draft.emit(TaskReserved(task_id=task.id, at=ctx.now, mode="abort"))
+    return "abort"

@@ -1,0 +1,70 @@
+"""Argument checks shared by the decisions: task ids, phase names and JSON values.
+
+A bad argument is refused with :class:`~..errors.InvalidArgument` (an unknown
+task with :class:`~..errors.UnknownTask`) before any rule is looked at, and
+appends nothing. :func:`json_value` also returns a value as the log will read
+it back, so the live state is the state a replay folds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+
+from ..errors import InvalidArgument, UnknownTask
+from ..world import Draft
+from .state import TaskState
+
+MAX_VALUE_BYTES = 64 * 1024
+"""The largest memo value, error message or error detail a task may record, as
+JSON (64 KiB): the log keeps every value forever, so large data belongs in a
+blob store."""
+
+
+def require_task(draft: Draft, task_id: str) -> TaskState:
+    """The task named ``task_id``; refused if the id is not a non-empty string or no task's."""
+    if not isinstance(task_id, str) or not task_id:
+        raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
+    state = draft.get(task_id)
+    if state is None:
+        raise UnknownTask(task_id)
+    return state
+
+
+def phase_name(value: object, what: str, task_id: str | None) -> str:
+    """Check that ``value`` (a phase, a kind, a name) is a non-empty string; returns it."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"{what} must be a non-empty string, not {value!r}", task_id=task_id)
+    return value
+
+
+def json_value(value: Any, what: str, task_id: str | None) -> Any:
+    """Check that ``value`` is JSON the log can keep: encodable, finite, at most
+    MAX_VALUE_BYTES. Returns it as the log will read it back (a tuple as a list, a
+    date as its ISO text), so the live state is the state a replay folds."""
+    try:
+        encoded = orjson.dumps(value)
+    except TypeError as error:
+        raise InvalidArgument(f"{what} must be JSON data: {error}", task_id=task_id) from None
+    if len(encoded) > MAX_VALUE_BYTES:
+        raise InvalidArgument(
+            f"{what} is {len(encoded)} bytes as JSON; the limit is {MAX_VALUE_BYTES}",
+            task_id=task_id,
+        )
+    if not _finite(value):  # orjson would write NaN and infinities as null
+        raise InvalidArgument(
+            f"{what} must be JSON data: NaN and infinities are not JSON", task_id=task_id
+        )
+    return orjson.loads(encoded)
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return all(_finite(item) for item in value)
+    return True
