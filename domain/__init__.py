@@ -32,29 +32,20 @@ from .tasks.events import EVENT_TYPES, TaskEvent
 from .tasks.evolve import InvalidTransition, evolve
 from .tasks.invocation import Invocation
 from .tasks.state import Checkpoint, Outcome, TaskState
-from .turns.passes import (
-    OPERATOR_KEY,
-    ControllerPassReport,
-    Runtime,
-    next_deadline,
-    parse_key,
-    pending_wakeups,
-    role_key,
-    task_key,
-)
-from .turns.state import (
+from .turns.deadlines import next_deadline
+from .turns.delivery import DELIVERY_OUTCOMES
+from .turns.folds import pending_wakeups
+from .turns.keys import OPERATOR_KEY, parse_key, role_key, task_key
+from .turns.refusals import StaleCompletion, TurnRuleViolation
+from .turns.report import ControllerPassReport
+from .turns.runtime import Runtime
+from .turns.settings import (
     DEFAULT_TURN_SETTINGS,
-    DELIVERY_OUTCOMES,
-    LEADER,
     MAX_TASK_CONCURRENCY,
-    RoleState,
-    StaleCompletion,
-    TurnRuleViolation,
     TurnSettings,
-    TurnState,
-    WakeupState,
     retry_delay_ms,
 )
+from .turns.state import LEADER, RoleState, TurnState, WakeupState
 from .world import Draft, World
 
 __all__ = [

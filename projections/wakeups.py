@@ -2,7 +2,7 @@
 
 ``aggregation_deadline`` is when the wakeup is due while the Leader is idle;
 ``force_deadline`` when it is dispatched even though the Leader is busy. Both
-come from the projection's :class:`~tasktrail.domain.turns.state.TurnSettings` (the
+come from the projection's :class:`~tasktrail.domain.turns.settings.TurnSettings` (the
 documented defaults unless given); ``ReadModel.next_wakeup_deadline()`` picks
 the one that applies from the live mirror's ``active_turns``.
 """
@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 
 from tasktrail.domain import TaskEvent, World
-from tasktrail.domain.turns.passes import pending_wakeups
-from tasktrail.domain.turns.state import DEFAULT_TURN_SETTINGS, TurnSettings, WakeupEvent
+from tasktrail.domain.turns.events import WakeupEvent
+from tasktrail.domain.turns.folds import pending_wakeups
+from tasktrail.domain.turns.settings import DEFAULT_TURN_SETTINGS, TurnSettings
 
 from .base import Changes, Projection, TableSpec
 

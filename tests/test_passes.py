@@ -11,22 +11,21 @@ import pytest
 from conftest import event_count
 
 from tasktrail.domain import InvalidArgument, ManualClock, Registry, Scheduler, TaskEvent
-from tasktrail.domain.turns.passes import (
+from tasktrail.domain.turns.events import TurnEvent
+from tasktrail.domain.turns.keys import parse_key, role_key, task_key
+from tasktrail.domain.turns.pass_events import (
     PassFinished,
     PassStarted,
-    PassState,
     PassTaskBlocked,
     PassTaskDeferred,
     PassTaskFailed,
-    Runtime,
     TaskPassRetryAbandoned,
     TaskPassRetryCleared,
     TaskPassRetryScheduled,
-    parse_key,
-    role_key,
-    task_key,
 )
-from tasktrail.domain.turns.state import MAX_TASK_CONCURRENCY, TurnEvent
+from tasktrail.domain.turns.runtime import Runtime
+from tasktrail.domain.turns.settings import MAX_TASK_CONCURRENCY
+from tasktrail.domain.turns.state import PassState
 
 WAIT = 10  # seconds a test thread waits for another before giving up (never reached when green)
 

@@ -25,9 +25,7 @@ from tasktrail.domain import (
     Scheduler,
     TaskEvent,
 )
-from tasktrail.domain.turns.passes import Runtime, role_key
-from tasktrail.domain.turns.state import (
-    StaleCompletion,
+from tasktrail.domain.turns.events import (
     TurnCompleted,
     TurnCompletionRefused,
     TurnDeliveryFailed,
@@ -35,12 +33,13 @@ from tasktrail.domain.turns.state import (
     TurnExited,
     TurnFailed,
     TurnObservationDropped,
-    TurnRuleViolation,
-    TurnSettings,
     TurnStalled,
     TurnStarted,
-    retry_delay_ms,
 )
+from tasktrail.domain.turns.keys import role_key
+from tasktrail.domain.turns.refusals import StaleCompletion, TurnRuleViolation
+from tasktrail.domain.turns.runtime import Runtime
+from tasktrail.domain.turns.settings import TurnSettings, retry_delay_ms
 
 ENDS = (TurnCompleted, TurnFailed, TurnExited, TurnStalled)
 

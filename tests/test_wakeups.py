@@ -9,17 +9,18 @@ import pytest
 from conftest import event_count
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, TaskEvent
-from tasktrail.domain.turns.passes import Runtime, role_key, task_key
-from tasktrail.domain.turns.state import (
-    LEADER,
-    TurnRuleViolation,
-    TurnSettings,
+from tasktrail.domain.turns.events import (
     TurnStarted,
     WakeupAggregated,
     WakeupDispatched,
     WakeupDropped,
     WakeupRequested,
 )
+from tasktrail.domain.turns.keys import role_key, task_key
+from tasktrail.domain.turns.refusals import TurnRuleViolation
+from tasktrail.domain.turns.runtime import Runtime
+from tasktrail.domain.turns.settings import TurnSettings
+from tasktrail.domain.turns.state import LEADER
 
 AGGREGATION = TurnSettings().aggregation_window_ms
 FORCE = TurnSettings().force_window_ms

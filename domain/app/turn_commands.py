@@ -1,6 +1,6 @@
 """Scheduler commands for agent Turns, Leader wakeups and passes (SPEC.md section 2).
 
-Each command runs one pure decision of :mod:`.turn_rules` (or :mod:`.passes`)
+Each command runs one pure decision of the rules in :mod:`..turns`
 through the scheduler's decision cycle: refused commands raise and append
 nothing; the others append their events atomically before returning. The one
 refusal that *is* recorded is a stale completion (:class:`~.turns.StaleCompletion`,
@@ -20,19 +20,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock
 from ..errors import InvalidArgument
-from ..turns import passes
+from ..turns import checks, cleanup, deadlines, delivery, engine, folds, liveness, wakeups
 from ..turns import rules as turn_rules
-from ..turns.passes import ControllerPassReport, Maintenance, Runtime, TaskPassRetry
-from ..turns.rules import CompletionStatus, DeliveryDecision, WakeupDispatch, WakeupRequestStatus
-from ..turns.state import (
-    DEFAULT_TURN_SETTINGS,
-    CleanupState,
-    RoleState,
-    StaleCompletion,
-    TurnSettings,
-    TurnState,
-    WakeupState,
-)
+from ..turns.delivery import DeliveryDecision
+from ..turns.engine import Maintenance
+from ..turns.refusals import StaleCompletion
+from ..turns.report import ControllerPassReport
+from ..turns.rules import CompletionStatus
+from ..turns.runtime import Runtime
+from ..turns.settings import DEFAULT_TURN_SETTINGS, TurnSettings
+from ..turns.state import CleanupState, RoleState, TaskPassRetry, TurnState, WakeupState
+from ..turns.wakeups import WakeupDispatch, WakeupRequestStatus
 from ..world import World
 
 if TYPE_CHECKING:
@@ -114,7 +112,7 @@ class TurnCommands:
         (not retried).
         """
         decision: DeliveryDecision = self._decide(
-            turn_rules.deliver_turn, self.turn_settings, task_id, role, turn_id, outcome
+            delivery.deliver_turn, self.turn_settings, task_id, role, turn_id, outcome
         )
         return decision
 
@@ -152,7 +150,7 @@ class TurnCommands:
             summary=summary,
         )
         if status == "stale":
-            active = turn_rules.active_turn(self.world.get(task_id), role)
+            active = checks.active_turn(self.world.get(task_id), role)
             raise StaleCompletion(task_id, role, turn_id, active.turn_id if active else None)
         return status
 
@@ -183,7 +181,7 @@ class TurnCommands:
         ends ``exited``, unless a due completion wins first. Returns ``observed``,
         or ``dropped`` (recorded) when the named Turn is no longer active."""
         status: str = self._decide(
-            turn_rules.observe, self.turn_settings, task_id, role, "exit", turn_id
+            liveness.observe, self.turn_settings, task_id, role, "exit", turn_id
         )
         return status
 
@@ -192,7 +190,7 @@ class TurnCommands:
         unless a due completion wins first. (A pass also ends a Turn ``stalled`` on
         its own once it shows no progress for the stall window.)"""
         status: str = self._decide(
-            turn_rules.observe, self.turn_settings, task_id, role, "stall", turn_id
+            liveness.observe, self.turn_settings, task_id, role, "stall", turn_id
         )
         return status
 
@@ -204,7 +202,7 @@ class TurnCommands:
     def active_turn(self, task_id: str, role: str) -> TurnState | None:
         """The role's active Turn, or ``None``."""
         with self._lock:
-            return turn_rules.active_turn(self.task(task_id), role)
+            return checks.active_turn(self.task(task_id), role)
 
     # ─── runtime cleanup ────────────────────────────────────────────────────
 
@@ -213,7 +211,7 @@ class TurnCommands:
         (``settled``), or record a failed attempt, ``error``, that leaves it open
         (``failed``). Refused (``cleanup.no_obligation``) without an open one."""
         status: str = self._decide(
-            turn_rules.settle_cleanup, self.turn_settings, task_id, role, error=error
+            cleanup.settle_cleanup, self.turn_settings, task_id, role, error=error
         )
         return status
 
@@ -221,7 +219,7 @@ class TurnCommands:
         """The cleanup obligations of the task's roles (``None`` if none were required)."""
         with self._lock:
             self.task(task_id)
-            return turn_rules.cleanup_state(self.world, task_id)
+            return cleanup.cleanup_state(self.world, task_id)
 
     # ─── Leader wakeups ─────────────────────────────────────────────────────
 
@@ -231,7 +229,7 @@ class TurnCommands:
         time kept) or ``dropped`` (the task decided its outcome; on a terminal
         task nothing is recorded)."""
         status: WakeupRequestStatus = self._decide(
-            turn_rules.request_wakeup, self.turn_settings, task_id, reason
+            wakeups.request_wakeup, self.turn_settings, task_id, reason
         )
         return status
 
@@ -240,7 +238,7 @@ class TurnCommands:
         the aggregation window passed and the Leader is idle (or the force window
         passed while it is busy: steered), drop it if the task decided its outcome."""
         dispatch: WakeupDispatch = self._decide(
-            turn_rules.dispatch_wakeup, self.turn_settings, task_id
+            wakeups.dispatch_wakeup, self.turn_settings, task_id
         )
         return dispatch
 
@@ -248,12 +246,12 @@ class TurnCommands:
         """The task's pending Leader wakeup, or ``None``."""
         with self._lock:
             self.task(task_id)
-            return turn_rules.pending_wakeup(self.world, task_id)
+            return wakeups.pending_wakeup(self.world, task_id)
 
     def pending_wakeups(self) -> dict[str, WakeupState]:
         """Every pending Leader wakeup, by task id."""
         with self._lock:
-            return passes.pending_wakeups(self.world)
+            return folds.pending_wakeups(self.world)
 
     # ─── controller passes ──────────────────────────────────────────────────
 
@@ -265,30 +263,30 @@ class TurnCommands:
         concurrency: int | None = None,
         maintenance: Maintenance = (),
     ) -> ControllerPassReport:
-        """Run one controller pass (see :mod:`.passes`).
+        """Run one controller pass (see :mod:`..turns.engine`).
 
         ``scope`` is ``"full"`` or dirty keys (``task:ID``, ``role:ID/ROLE``,
-        ``operator``; build them with :func:`~.passes.task_key` and
-        :func:`~.passes.role_key`). ``runtime`` is what the pass asks of the agent
+        ``operator``; build them with :func:`~..turns.keys.task_key` and
+        :func:`~..turns.keys.role_key`). ``runtime`` is what the pass asks of the agent
         runtime (drain events, deliver, steer, clean up); ``concurrency`` bounds
         the per-task passes run at once (default ``turn_settings.task_concurrency``,
         at most 32); ``maintenance`` names the projects under maintenance (or is a
         predicate), whose tasks are deferred. A malformed key or bound raises
         :class:`~.errors.InvalidArgument` before anything is written.
         """
-        return passes.run_pass(
+        return engine.run_pass(
             self, scope, runtime=runtime, concurrency=concurrency, maintenance=maintenance
         )
 
     def task_pass_retry(self, task_id: str) -> TaskPassRetry | None:
         """The task's armed task-pass retry, or ``None``."""
         with self._lock:
-            return passes.task_pass_retries(self.world).get(task_id)
+            return folds.task_pass_retries(self.world).get(task_id)
 
     def next_turn_deadline(self) -> float | None:
         """The earliest time a controller pass has Turn work (a past time: due now)."""
         with self._lock:
-            return passes.next_deadline(self.world, self.turn_settings)
+            return deadlines.next_deadline(self.world, self.turn_settings)
 
     def _task_lock(self, task_id: str) -> threading.RLock:
         """The lock that serializes per-task passes of one task, across passes."""

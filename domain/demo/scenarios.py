@@ -24,8 +24,8 @@ from ..runs.settings import RunSettings
 from ..tasks.definitions import TaskDefinition
 from ..tasks.describe import format_at
 from ..tasks.invocation import Invocation
-from ..turns.passes import Runtime
-from ..turns.state import StaleCompletion
+from ..turns.refusals import StaleCompletion
+from ..turns.runtime import Runtime
 
 MINUTE, HOUR = 60_000, 3_600_000
 Log = Callable[[str], Any]

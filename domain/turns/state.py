@@ -1,38 +1,15 @@
-"""Agent Turns, Leader wakeups and runtime-cleanup obligations as events (SPEC.md section 2).
-
-A task has **roles** (``leader`` and named others). A **Turn** is one agent
-turn of one role: ``started -> delivered -> completed | failed | exited |
-stalled``. At most one Turn per (task, role) is active (``started`` or
-``delivered``). Turn events live on the task's own stream, so the task's
-aggregate version guards them and rule 4 holds: nothing is recorded on a
-terminal task.
-
-Two kinds of record must outlive the task, so they live on streams of their
-own:
-
-- the task's **pending Leader wakeup**, on ``wakeup:<task id>``: requested,
-  aggregated, dispatched (a Leader Turn started, or the reasons steered into the
-  busy one) or dropped (the task has decided its outcome or ended);
-- the **runtime-cleanup obligations** of a completed task's roles, on
-  ``cleanup:<task id>``: required, failed (still open), settled.
-
-Section 2's rules are not numbered in SPEC.md; events a rule produced name it in
-``cause`` (``turns.completion_due``, ``wakeups.dispatch``, ...), and events a
-controller pass recorded carry its ``pass_id``.
-
-This module holds the event classes, the state they fold into and the
-settings; the rules and the folds are in :mod:`.turn_rules`. It must not import
-:mod:`.state` (which imports it).
+"""The states section 2's events fold into, and the vocabulary of Turns: a Turn's
+statuses and ids (``<role>.<n>``), :class:`TurnState` and :class:`RoleState` (a
+task's roles, kept on its ``TaskState``), the pending :class:`WakeupState`, the
+runtime-cleanup :class:`CleanupState` and, for controller passes, :class:`PassState`
+and the armed :class:`TaskPassRetry`. :mod:`..tasks.state` imports this module, so it
+must import nothing of ``tasks``.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
-
-from ..errors import InvalidArgument, Refused
-from ..tasks.events import TaskEvent, register_event
+from typing import Any, Literal
 
 # ─── vocabulary ─────────────────────────────────────────────────────────────
 
@@ -40,51 +17,12 @@ LEADER = "leader"
 """The role a Leader wakeup starts a Turn for."""
 
 TurnStatus = Literal["started", "delivered", "completed", "failed", "exited", "stalled"]
+
 ACTIVE_TURN_STATUSES: frozenset[str] = frozenset({"started", "delivered"})
+
 ENDED_TURN_STATUSES: frozenset[str] = frozenset({"completed", "failed", "exited", "stalled"})
 
-DeliveryOutcome = Literal[
-    "delivered",
-    "already-delivered",
-    "not-ready",
-    "runtime-unavailable",
-    "writer-attached",
-    "delivery-uncertain",
-]
-DELIVERY_OUTCOMES: tuple[DeliveryOutcome, ...] = (
-    "delivered",
-    "already-delivered",
-    "not-ready",
-    "runtime-unavailable",
-    "writer-attached",
-    "delivery-uncertain",
-)
-SETTLED_OUTCOMES: frozenset[str] = frozenset({"delivered", "already-delivered"})
-"""The Turn was handed to its runtime: it moves to ``delivered``."""
-RETRYABLE_OUTCOMES: frozenset[str] = frozenset({"not-ready", "runtime-unavailable"})
-"""Try again after ``min(2000, base * 2**min(attempt, 3))`` ms, up to the limit."""
-HELD_OUTCOMES: frozenset[str] = frozenset({"writer-attached", "delivery-uncertain"})
-"""Not retried by the scheduler: ``writer-attached`` waits for the writer to go,
-``delivery-uncertain`` may have reached the runtime (exempt from exit liveness in
-the pass that recorded it)."""
-
 ObservationKind = Literal["exit", "stall"]
-
-WAKEUP_STREAM_PREFIX = "wakeup:"
-CLEANUP_STREAM_PREFIX = "cleanup:"
-
-MAX_TASK_CONCURRENCY = 32
-"""The most per-task passes a controller pass runs at once."""
-
-
-def wakeup_stream_id(task_id: str) -> str:
-    """The stream a task's pending Leader wakeup lives on."""
-    return f"{WAKEUP_STREAM_PREFIX}{task_id}"
-
-
-def cleanup_stream_id(task_id: str) -> str:
-    """The stream the runtime-cleanup obligations of a task's roles live on."""
-    return f"{CLEANUP_STREAM_PREFIX}{task_id}"
 
 
 def turn_id_for(role: str, number: int) -> str:
@@ -96,123 +34,7 @@ def turn_id_for(role: str, number: int) -> str:
     return f"{role}.{number}"
 
 
-def retry_delay_ms(base_ms: float, attempt: int) -> float:
-    """The capped exponential backoff of yui: ``min(2000, base * 2**min(attempt, 3))``.
-
-    ``attempt`` counts the earlier attempts (0, 1, 2, ...): at base 250 that is
-    250, 500, 1000, 2000, 2000, ... ms.
-    """
-    return float(min(2000.0, base_ms * 2 ** min(attempt, 3)))
-
-
-# ─── refusals ───────────────────────────────────────────────────────────────
-
-
-class TurnRuleViolation(Refused):
-    """A command broke one of the rules of SPEC.md section 2; nothing was appended
-    (except for :class:`StaleCompletion`, whose refusal is itself recorded).
-
-    ``rule`` names the rule, as ``turns.one_active`` or ``wakeups.reason``.
-    """
-
-    def __init__(self, rule: str, reason: str, *, task_id: str | None = None) -> None:
-        self.rule = rule
-        super().__init__(f"{rule}: {reason}", task_id=task_id)
-
-
-class StaleCompletion(TurnRuleViolation):
-    """A completion named a Turn that is not its role's active one (``turns.stale_completion``).
-
-    It was refused and never applied, but the refusal **was recorded** (a
-    :class:`TurnCompletionRefused` event), so the audit shows it. ``turn_id`` is
-    the Turn the completion named, ``active_turn_id`` the role's active Turn
-    (``None`` when the role has none).
-    """
-
-    def __init__(self, task_id: str, role: str, turn_id: str, active_turn_id: str | None) -> None:
-        self.role = role
-        self.turn_id = turn_id
-        self.active_turn_id = active_turn_id
-        active = (
-            f"the active Turn is {active_turn_id}" if active_turn_id else "it has no active Turn"
-        )
-        super().__init__(
-            "turns.stale_completion",
-            f"completion of Turn {turn_id} of role {role!r} is stale ({active}); "
-            "it was recorded as refused and not applied",
-            task_id=task_id,
-        )
-
-
-# ─── settings ───────────────────────────────────────────────────────────────
-
-
-@dataclass(frozen=True, slots=True)
-class TurnSettings:
-    """The windows and limits of Turns, wakeups and controller passes (all in ms).
-
-    Defaults are yui's: the aggregation window (60 s) gathers a burst of
-    wakeup requests into one Leader Turn; the force window (10 min) bounds how
-    long a busy Leader can hold a wakeup back; a Turn with no progress for the
-    stall window (30 min) is ``stalled``. Delivery retries back off from 250 ms
-    and give up after 60 retries (about two minutes of trying); a failed
-    per-task pass is retried twice (after 250 and 500 ms). A controller pass
-    runs up to 4 per-task passes at once (at most 32).
-    """
-
-    aggregation_window_ms: float = 60_000
-    force_window_ms: float = 10 * 60_000
-    stall_window_ms: float = 30 * 60_000
-    delivery_retry_base_ms: float = 250
-    delivery_retry_limit: int = 60
-    task_pass_retry_base_ms: float = 250
-    task_pass_retry_limit: int = 2
-    task_concurrency: int = 4
-
-    def __post_init__(self) -> None:
-        for name in (
-            "aggregation_window_ms",
-            "force_window_ms",
-            "stall_window_ms",
-            "delivery_retry_base_ms",
-            "task_pass_retry_base_ms",
-        ):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value <= 0
-            ):
-                raise InvalidArgument(f"{name} must be a positive number of ms, not {value!r}")
-        for name in ("delivery_retry_limit", "task_pass_retry_limit"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgument(f"{name} must be a positive int, not {value!r}")
-        if self.force_window_ms < self.aggregation_window_ms:
-            raise InvalidArgument(
-                f"force_window_ms ({self.force_window_ms}) must be at least "
-                f"aggregation_window_ms ({self.aggregation_window_ms})"
-            )
-        check_concurrency(self.task_concurrency, "task_concurrency")
-
-
-def check_concurrency(value: object, name: str = "concurrency") -> int:
-    """A per-task pass bound: a positive int of at most :data:`MAX_TASK_CONCURRENCY`."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgument(f"{name} must be a positive int, not {value!r}")
-    if value > MAX_TASK_CONCURRENCY:
-        raise InvalidArgument(
-            f"{name} must be at most {MAX_TASK_CONCURRENCY}, not {value}: "
-            "more per-task passes at once would only queue on the store"
-        )
-    return value
-
-
-DEFAULT_TURN_SETTINGS = TurnSettings()
-
-
-# ─── state ──────────────────────────────────────────────────────────────────
+# ─── Turns, wakeups and cleanups ────────────────────────────────────────────
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,238 +177,32 @@ class CleanupState:
         return [role for role, ob in self.obligations.items() if ob.open]
 
 
-# ─── Turn events (the task's own stream) ────────────────────────────────────
+# ─── controller passes ──────────────────────────────────────────────────────
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnEvent(TaskEvent):
-    """Base of the events of one Turn: which role, which Turn, what rule or pass made it."""
+@dataclass(frozen=True, slots=True)
+class PassState:
+    """One controller pass, as its events recorded it."""
 
-    role: str
-    turn_id: str
-    cause: str | None = None
-    """The section 2 rule that produced the event (``None``: the caller's command)."""
-    pass_id: str | None = None
-    """The controller pass that recorded it, if one did."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnStarted(TurnEvent):
-    """A Turn of ``role`` started; ``reasons`` say why (a Leader wakeup's reasons)."""
-
-    reasons: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnDelivered(TurnEvent):
-    """The Turn was handed to its runtime (``delivered`` or ``already-delivered``)."""
-
-    outcome: str
+    pass_id: str
+    scope: str
+    keys: tuple[str, ...]
+    task_ids: tuple[str, ...]
+    concurrency: int
+    started_at: float
+    retried: tuple[str, ...] = ()
+    blocked: dict[str, str] = field(default_factory=dict)
+    deferred: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    done: tuple[str, ...] = ()
+    finished_at: float | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnDeliveryRetryScheduled(TurnEvent):
-    """A retryable delivery outcome: try again at ``retry_at`` (``attempt`` earlier tries)."""
+@dataclass(frozen=True, slots=True)
+class TaskPassRetry:
+    """A task's armed task-pass retry: its keys, earlier retries, and when it is due."""
 
-    outcome: str
+    task_id: str
+    keys: tuple[str, ...]
     attempt: int
     retry_at: float
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnDeliveryHeld(TurnEvent):
-    """A delivery outcome the scheduler does not retry (``writer-attached``,
-    ``delivery-uncertain``); the Turn stays ``started``."""
-
-    outcome: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnDeliveryFailed(TurnEvent):
-    """Delivery retries were exhausted after ``attempts`` retryable outcomes; a
-    :class:`TurnFailed` follows."""
-
-    outcome: str
-    attempts: int
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnProgressed(TurnEvent):
-    """The Turn showed progress: the stall window starts again."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnCompletionReported(TurnEvent):
-    """A completion of the active Turn was reported, due at ``due_at``: a pass folds it then."""
-
-    due_at: float
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnCompleted(TurnEvent):
-    """The Turn completed."""
-
-    summary: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnCompletionRefused(TurnEvent):
-    """A stale completion: it named a Turn other than the role's active one. It
-    changes nothing; it is here so the audit shows the refusal."""
-
-    active_turn_id: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnFailed(TurnEvent):
-    """The Turn ended ``failed``: ``reason`` is ``delivery_exhausted`` or the caller's."""
-
-    reason: str
-    message: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnExitObserved(TurnEvent):
-    """The runtime reported the Turn's process gone; the next pass judges it."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnStallObserved(TurnEvent):
-    """The runtime reported the Turn stuck; the next pass judges it."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnExited(TurnEvent):
-    """A pass judged an exit observation: the Turn ended ``exited``."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnStalled(TurnEvent):
-    """The Turn ended ``stalled``: no progress since ``progress_at`` for the stall
-    window, or a stall observation a pass judged."""
-
-    progress_at: float
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnObservationDropped(TurnEvent):
-    """A destructive observation (``exit`` or ``stall``) was dropped: a due
-    completion won (``turns.completion_wins``) or its Turn was no longer active
-    (``turns.not_active``)."""
-
-    kind: str
-
-
-# ─── wakeup events (stream ``wakeup:<task id>``) ─────────────────────────────
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class WakeupEvent(TaskEvent):
-    """Base of the events of a task's pending Leader wakeup."""
-
-    task_stream: ClassVar[bool] = False
-    cause: str | None = None
-    pass_id: str | None = None
-
-    def stream_id(self) -> str:
-        """The task's wakeup stream."""
-        return wakeup_stream_id(self.task_id)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class WakeupRequested(WakeupEvent):
-    """The first request created the pending wakeup (``first_requested_at`` = ``at``)."""
-
-    reason: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class WakeupAggregated(WakeupEvent):
-    """A later request joined the pending wakeup: its reason appended if new, the
-    first time kept."""
-
-    reason: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class WakeupDispatched(WakeupEvent):
-    """The wakeup was dispatched and cleared: a Leader Turn ``turn_id`` started
-    (``mode`` ``started``), or, the force window having passed while the Leader
-    was busy, its reasons were steered into the busy Turn (``steered``)."""
-
-    turn_id: str
-    mode: Literal["started", "steered"]
-    reasons: tuple[str, ...]
-    request_count: int
-    first_requested_at: float
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class WakeupDropped(WakeupEvent):
-    """The wakeup was dropped: its task has decided its outcome or ended."""
-
-    reasons: tuple[str, ...]
-
-
-# ─── cleanup events (stream ``cleanup:<task id>``) ───────────────────────────
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CleanupEvent(TaskEvent):
-    """Base of the events of the runtime-cleanup obligations of a task's roles."""
-
-    task_stream: ClassVar[bool] = False
-    role: str
-    cause: str | None = None
-    pass_id: str | None = None
-
-    def stream_id(self) -> str:
-        """The task's cleanup stream."""
-        return cleanup_stream_id(self.task_id)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RuntimeCleanupRequired(CleanupEvent):
-    """A completed task's role owes a runtime cleanup."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RuntimeCleanupFailed(CleanupEvent):
-    """A cleanup attempt failed; the obligation stays open."""
-
-    error: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RuntimeCleanupSettled(CleanupEvent):
-    """The role's runtime was cleaned up: the obligation is settled."""
-
-
-TURN_EVENT_TYPES: tuple[type[TaskEvent], ...] = (
-    TurnStarted,
-    TurnDelivered,
-    TurnDeliveryRetryScheduled,
-    TurnDeliveryHeld,
-    TurnDeliveryFailed,
-    TurnProgressed,
-    TurnCompletionReported,
-    TurnCompleted,
-    TurnCompletionRefused,
-    TurnFailed,
-    TurnExitObserved,
-    TurnStallObserved,
-    TurnExited,
-    TurnStalled,
-    TurnObservationDropped,
-    WakeupRequested,
-    WakeupAggregated,
-    WakeupDispatched,
-    WakeupDropped,
-    RuntimeCleanupRequired,
-    RuntimeCleanupFailed,
-    RuntimeCleanupSettled,
-)
-"""Every event class this module registers."""
-
-for _cls in TURN_EVENT_TYPES:
-    register_event(_cls)

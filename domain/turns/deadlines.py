@@ -1,0 +1,37 @@
+"""When a controller pass next has Turn work (:func:`next_deadline`): the earliest
+delivery retry, completion coming due, stall window ending, wakeup aggregation or
+force window, or task-pass retry.
+"""
+
+from __future__ import annotations
+
+from ..world import World
+from .checks import active_turn
+from .folds import pending_wakeups, task_pass_retries
+from .settings import TurnSettings
+from .state import LEADER
+from .wakeups import wakeup_deadline
+
+
+def next_deadline(world: World, settings: TurnSettings) -> float | None:
+    """The earliest time a controller pass has Turn work: a delivery retry, a
+    completion coming due, a stall window ending, a wakeup's aggregation or force
+    window, a task-pass retry. A time in the past means: due now."""
+    times: list[float] = []
+    for task in list(world.tasks.values()):
+        if task.status == "terminal":
+            continue
+        for role in task.roles.values():
+            turn = role.active
+            if turn is None:
+                continue
+            if turn.status == "started" and not turn.delivery_held and turn.retry_at is not None:
+                times.append(turn.retry_at)
+            if turn.completion_due_at is not None:
+                times.append(turn.completion_due_at)
+            times.append(turn.progress_at + settings.stall_window_ms)
+    for task_id, wakeup in pending_wakeups(world).items():
+        busy = active_turn(world.get(task_id), LEADER) is not None
+        times.append(wakeup_deadline(wakeup, busy, settings))
+    times.extend(retry.retry_at for retry in task_pass_retries(world).values())
+    return min(times) if times else None

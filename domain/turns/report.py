@@ -1,0 +1,54 @@
+"""What one controller pass did, task by task in scope order
+(:class:`ControllerPassReport`): each task's outcome (``done``, ``blocked``,
+``deferred``, ``failed`` or ``skipped``), why tasks were blocked or failed and when
+they are retried, what the wakeup step did, and which Turns the pass ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+TaskOutcome = Literal["done", "blocked", "deferred", "failed", "skipped"]
+
+
+@dataclass
+class ControllerPassReport:
+    """What one controller pass did, task by task, in scope order."""
+
+    pass_id: str
+    scope: str
+    keys: tuple[str, ...]
+    tasks: list[str] = field(default_factory=list)
+    outcomes: dict[str, TaskOutcome] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    """Why each blocked or failed task was."""
+    deferred: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Deferred tasks and their projects under maintenance."""
+    retries: dict[str, float | None] = field(default_factory=dict)
+    """Blocked or failed tasks: when their retry is due (``None``: abandoned)."""
+    retried: list[str] = field(default_factory=list)
+    """Tasks a due task-pass retry brought into this pass."""
+    wakeups: dict[str, str] = field(default_factory=dict)
+    """What the wakeup step did per task (``dispatched``, ``steered``, ``dropped``, ``busy``...)."""
+    turns: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Turns the pass ended, task -> role -> ``completed``/``exited``/``stalled``/``failed``."""
+
+    def having(self, outcome: TaskOutcome) -> list[str]:
+        """The tasks with that outcome, in scope order."""
+        return [t for t in self.tasks if self.outcomes.get(t) == outcome]
+
+    @property
+    def done(self) -> list[str]:
+        """Tasks whose per-task pass ran through."""
+        return self.having("done")
+
+    @property
+    def blocked(self) -> list[str]:
+        """Tasks blocked for the pass: their runtime events failed."""
+        return self.having("blocked")
+
+    @property
+    def failed(self) -> list[str]:
+        """Tasks whose per-task pass raised."""
+        return self.having("failed")

@@ -1,0 +1,39 @@
+"""What a controller pass asks of the agent runtime (:class:`Runtime`): drain a
+task's pending runtime events, deliver a Turn, steer a forced wakeup's reasons into
+the busy Leader Turn, clean up a completed task's role; by default it does nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .delivery import DeliveryOutcome
+
+
+class Runtime:
+    """What a controller pass asks of the agent runtime. Override what yours does;
+    the defaults do nothing (a pass then only applies the rules to recorded events).
+
+    Hooks run in the pass's worker threads, inside the task's lock: a hook may
+    call the scheduler's commands for its own task.
+    """
+
+    def drain(self, scheduler: Any, task_id: str) -> None:
+        """Apply the task's pending runtime events (exits, completions, progress)
+        through the scheduler's commands. Raise if they cannot be applied: the
+        task is then blocked for this pass."""
+
+    def deliver(
+        self, task_id: str, role: str, turn_id: str, attempt: int
+    ) -> DeliveryOutcome | None:
+        """Hand a Turn to its runtime and say how that went (``None``: this
+        runtime does not deliver; the Turn is left as it is)."""
+        return None
+
+    def steer(self, task_id: str, turn_id: str, reasons: tuple[str, ...]) -> None:
+        """Inject a forced wakeup's reasons into the busy Leader Turn ``turn_id``."""
+
+    def cleanup(self, task_id: str, role: str) -> bool:
+        """Clean up a completed task's role runtime: ``True`` once done (the
+        obligation is settled), ``False`` to leave it open; raise on failure."""
+        return False

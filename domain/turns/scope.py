@@ -1,0 +1,107 @@
+"""The scope of a controller pass: which tasks, and which of their roles, it covers.
+``"full"`` takes every task with Turn work and the ``operator`` lane; dirty keys take
+the tasks and roles they name (a task key subsumes its role keys); the operator lane
+adds the tasks whose task-pass retry is due, with the keys that failed. A malformed
+scope or key is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..errors import InvalidArgument
+from ..world import World
+from .cleanup import cleanup_state, completed
+from .folds import task_pass_retries
+from .keys import DirtyKey, natural_key, parse_key, role_key, task_key
+
+
+@dataclass
+class _Plan:
+    scope: str
+    keys: list[str]
+    roles: dict[str, set[str] | None]
+    """Task id -> roles in scope (``None``: every role)."""
+    task_keys: dict[str, tuple[str, ...]]
+    retried: list[str]
+    ended_retries: list[str]
+
+
+def plan(world: World, scope: object, now: float) -> _Plan:
+    """Validate a scope and decide which tasks (and roles) a pass covers.
+
+    Raises :class:`~.errors.InvalidArgument` for a malformed scope or key,
+    before anything is written.
+    """
+    if scope == "full":
+        parsed: list[DirtyKey] = []
+        kind = "full"
+    else:
+        if isinstance(scope, str) or not isinstance(scope, Iterable):
+            raise InvalidArgument(f"a pass scope is 'full' or a list of dirty keys, not {scope!r}")
+        parsed = [parse_key(key) for key in scope]
+        kind = "dirty"
+    keys = list(dict.fromkeys(k.text for k in parsed))
+    operator = kind == "full" or any(k.kind == "operator" for k in parsed)
+    roles: dict[str, set[str] | None] = {}
+    if kind == "full":
+        for task_id in _tasks_with_turn_work(world):
+            roles[task_id] = None
+    retried: list[str] = []
+    ended: list[str] = []
+    if operator:
+        # The operator lane: due task-pass retries fire, with the keys that failed.
+        for task_id, retry in sorted(
+            task_pass_retries(world).items(), key=lambda item: natural_key(item[0])
+        ):
+            task = world.get(task_id)
+            if task is None or not task.live:
+                ended.append(task_id)
+            elif retry.retry_at <= now:
+                retried.append(task_id)
+                parsed.extend(parse_key(key) for key in retry.keys)
+    for key in parsed:
+        if key.kind == "operator":
+            continue
+        assert key.task_id is not None
+        if key.kind == "task":
+            # A task key subsumes that task's role keys, before or after it.
+            roles[key.task_id] = None
+        elif key.task_id not in roles:
+            roles[key.task_id] = {key.role} if key.role else set()
+        else:
+            existing = roles[key.task_id]
+            if existing is not None and key.role is not None:
+                existing.add(key.role)
+    known = {t: r for t, r in roles.items() if world.get(t) is not None}
+    ordered = sorted(known, key=natural_key)
+    task_keys: dict[str, tuple[str, ...]] = {}
+    for task_id in ordered:
+        selected = known[task_id]
+        if selected is None:
+            task_keys[task_id] = (task_key(task_id),)
+        else:
+            task_keys[task_id] = tuple(
+                sorted((role_key(task_id, r) for r in selected), key=natural_key)
+            )
+    return _Plan(kind, keys, {t: known[t] for t in ordered}, task_keys, retried, ended)
+
+
+def _tasks_with_turn_work(world: World) -> list[str]:
+    wakeups = world.indexes.get("pending_wakeups", {})
+    cleanups = world.indexes.get("open_cleanups", {})
+    out = []
+    for task_id, task in list(world.tasks.items()):
+        if task_id in wakeups or task_id in cleanups:
+            out.append(task_id)
+        elif task.roles and (task.live or completed(task)):
+            if task.live:
+                out.append(task_id)
+                continue
+            # A completed terminal task has work while a role still lacks its obligation.
+            state = cleanup_state(world, task_id)
+            known = state.obligations if state is not None else {}
+            if any(role not in known for role in task.roles):
+                out.append(task_id)
+    return out

@@ -1,0 +1,89 @@
+"""The windows and limits of Turns, wakeups and controller passes
+(:class:`TurnSettings`, defaults in :data:`DEFAULT_TURN_SETTINGS`), the bound on the
+per-task passes a controller pass runs at once, and the capped exponential backoff
+(:func:`retry_delay_ms`) that delivery retries and task-pass retries share.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import InvalidArgument
+
+MAX_TASK_CONCURRENCY = 32
+"""The most per-task passes a controller pass runs at once."""
+
+
+def retry_delay_ms(base_ms: float, attempt: int) -> float:
+    """The capped exponential backoff of yui: ``min(2000, base * 2**min(attempt, 3))``.
+
+    ``attempt`` counts the earlier attempts (0, 1, 2, ...): at base 250 that is
+    250, 500, 1000, 2000, 2000, ... ms.
+    """
+    return float(min(2000.0, base_ms * 2 ** min(attempt, 3)))
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSettings:
+    """The windows and limits of Turns, wakeups and controller passes (all in ms).
+
+    Defaults are yui's: the aggregation window (60 s) gathers a burst of
+    wakeup requests into one Leader Turn; the force window (10 min) bounds how
+    long a busy Leader can hold a wakeup back; a Turn with no progress for the
+    stall window (30 min) is ``stalled``. Delivery retries back off from 250 ms
+    and give up after 60 retries (about two minutes of trying); a failed
+    per-task pass is retried twice (after 250 and 500 ms). A controller pass
+    runs up to 4 per-task passes at once (at most 32).
+    """
+
+    aggregation_window_ms: float = 60_000
+    force_window_ms: float = 10 * 60_000
+    stall_window_ms: float = 30 * 60_000
+    delivery_retry_base_ms: float = 250
+    delivery_retry_limit: int = 60
+    task_pass_retry_base_ms: float = 250
+    task_pass_retry_limit: int = 2
+    task_concurrency: int = 4
+
+    def __post_init__(self) -> None:
+        for name in (
+            "aggregation_window_ms",
+            "force_window_ms",
+            "stall_window_ms",
+            "delivery_retry_base_ms",
+            "task_pass_retry_base_ms",
+        ):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise InvalidArgument(f"{name} must be a positive number of ms, not {value!r}")
+        for name in ("delivery_retry_limit", "task_pass_retry_limit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgument(f"{name} must be a positive int, not {value!r}")
+        if self.force_window_ms < self.aggregation_window_ms:
+            raise InvalidArgument(
+                f"force_window_ms ({self.force_window_ms}) must be at least "
+                f"aggregation_window_ms ({self.aggregation_window_ms})"
+            )
+        check_concurrency(self.task_concurrency, "task_concurrency")
+
+
+def check_concurrency(value: object, name: str = "concurrency") -> int:
+    """A per-task pass bound: a positive int of at most :data:`MAX_TASK_CONCURRENCY`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"{name} must be a positive int, not {value!r}")
+    if value > MAX_TASK_CONCURRENCY:
+        raise InvalidArgument(
+            f"{name} must be at most {MAX_TASK_CONCURRENCY}, not {value}: "
+            "more per-task passes at once would only queue on the store"
+        )
+    return value
+
+
+DEFAULT_TURN_SETTINGS = TurnSettings()

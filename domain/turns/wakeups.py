@@ -1,0 +1,179 @@
+"""The pending Leader wakeup, one per task on ``wakeup:<task id>``: a request creates
+it or aggregates into it (``wakeups.aggregate``: reasons appended once each, the first
+time kept); once its aggregation window has passed it starts a Leader Turn
+(``wakeups.dispatch``), or, while the Leader stays busy past the force window, its
+reasons are steered into the busy Turn (``wakeups.force``); a wakeup of a task that
+decided its outcome is dropped (``wakeups.task_done``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..tasks.context import Context
+from ..tasks.guards import not_closing as _open
+from ..tasks.state import TaskState
+from ..tasks.validation import require_task as _task
+from ..world import Draft, World
+from .checks import active_turn
+from .events import (
+    TurnStarted,
+    WakeupAggregated,
+    WakeupDispatched,
+    WakeupDropped,
+    WakeupRequested,
+    wakeup_stream_id,
+)
+from .refusals import TurnRuleViolation
+from .rules import _fold_due_completion
+from .settings import TurnSettings
+from .state import LEADER, WakeupState, turn_id_for
+
+
+@dataclass(frozen=True, slots=True)
+class WakeupDispatch:
+    """What the wakeup step did for one task.
+
+    ``status``: ``dispatched`` (a Leader Turn ``turn_id`` started), ``steered``
+    (the force window passed while the Leader was busy: ``reasons`` go into its
+    Turn ``turn_id``), ``dropped`` (the task decided its outcome), ``aggregating``
+    (the aggregation window is still open), ``busy`` (the Leader's Turn
+    ``turn_id`` is active, the force window still open) or ``none`` (no wakeup
+    pending).
+    """
+
+    status: Literal["dispatched", "steered", "dropped", "aggregating", "busy", "none"]
+    turn_id: str | None = None
+    reasons: tuple[str, ...] = ()
+
+
+WakeupRequestStatus = Literal["requested", "aggregated", "dropped"]
+
+
+def outcome_decided(task: TaskState) -> bool:
+    """Whether the task holds or reached its outcome (``completing`` or ``terminal``)."""
+    return task.status in ("completing", "terminal")
+
+
+def pending_wakeup(source: Draft | World, task_id: str) -> WakeupState | None:
+    """The task's pending Leader wakeup, or ``None``."""
+    stream_id = wakeup_stream_id(task_id)
+    if isinstance(source, Draft):
+        state: WakeupState | None = source.get_stream(stream_id)
+    else:
+        state = source.streams.get(stream_id)
+    return state
+
+
+def wakeup_deadline(wakeup: WakeupState, leader_busy: bool, settings: TurnSettings) -> float:
+    """When the wakeup is due: the end of its aggregation window, or, while the
+    Leader is busy past that, the end of its force window."""
+    aggregation_at = wakeup.first_requested_at + settings.aggregation_window_ms
+    if not leader_busy:
+        return aggregation_at
+    return wakeup.first_requested_at + settings.force_window_ms
+
+
+def request_wakeup(
+    draft: Draft, ctx: Context, settings: TurnSettings, task_id: str, reason: str
+) -> WakeupRequestStatus:
+    """Request a Leader wakeup: create the task's pending wakeup or aggregate into it."""
+    _open(ctx, task_id)
+    task = _task(draft, task_id)
+    if not isinstance(reason, str) or not reason.strip():
+        raise TurnRuleViolation(
+            "wakeups.reason", f"a wakeup needs a non-blank reason, not {reason!r}", task_id=task_id
+        )
+    # 4. An abort mark on a terminal task is a no-op; so is a wakeup request.
+    if task.status == "terminal":
+        return "dropped"
+    pending = pending_wakeup(draft, task_id)
+    # wakeups.task_done: a wakeup of a task that decided its outcome is dropped.
+    if task.status == "completing":
+        reasons = (*pending.reasons, reason) if pending is not None else (reason,)
+        draft.emit_stream(
+            WakeupDropped(
+                task_id=task_id,
+                at=ctx.now,
+                reasons=tuple(dict.fromkeys(reasons)),
+                cause="wakeups.task_done",
+            )
+        )
+        return "dropped"
+    if pending is None:
+        draft.emit_stream(WakeupRequested(task_id=task_id, at=ctx.now, reason=reason))
+        return "requested"
+    # wakeups.aggregate: reasons appended (once each), the first time kept.
+    draft.emit_stream(
+        WakeupAggregated(task_id=task_id, at=ctx.now, reason=reason, cause="wakeups.aggregate")
+    )
+    return "aggregated"
+
+
+def dispatch_wakeup(
+    draft: Draft,
+    ctx: Context,
+    settings: TurnSettings,
+    task_id: str,
+    *,
+    pass_id: str | None = None,
+) -> WakeupDispatch:
+    """Dispatch the task's pending wakeup if it is due, or drop it if its task
+    decided its outcome; returns what happened."""
+    _open(ctx, task_id)
+    wakeup = pending_wakeup(draft, task_id)
+    task = draft.get(task_id)
+    if wakeup is None or task is None:
+        return WakeupDispatch("none")
+    # wakeups.task_done: a wakeup of a completed or terminal task is dropped.
+    if outcome_decided(task):
+        draft.emit_stream(
+            WakeupDropped(
+                task_id=task_id,
+                at=ctx.now,
+                reasons=wakeup.reasons,
+                cause="wakeups.task_done",
+                pass_id=pass_id,
+            )
+        )
+        return WakeupDispatch("dropped", None, wakeup.reasons)
+    waited = max(0.0, ctx.now - wakeup.first_requested_at)
+    if waited < settings.aggregation_window_ms:
+        return WakeupDispatch("aggregating", None, wakeup.reasons)
+    _fold_due_completion(draft, ctx, task_id, LEADER, pass_id)
+    busy = active_turn(draft.get(task_id), LEADER)
+    fields: dict[str, Any] = {
+        "task_id": task_id,
+        "at": ctx.now,
+        "reasons": wakeup.reasons,
+        "request_count": wakeup.request_count,
+        "first_requested_at": wakeup.first_requested_at,
+        "pass_id": pass_id,
+    }
+    if busy is not None:
+        if waited < settings.force_window_ms:
+            return WakeupDispatch("busy", busy.turn_id, wakeup.reasons)
+        # wakeups.force: past the force window a busy Leader gets the reasons steered in.
+        draft.emit_stream(
+            WakeupDispatched(**fields, turn_id=busy.turn_id, mode="steered", cause="wakeups.force")
+        )
+        return WakeupDispatch("steered", busy.turn_id, wakeup.reasons)
+    # wakeups.dispatch: aggregation window passed, Leader idle: a Leader Turn starts.
+    role_state = _task(draft, task_id).roles.get(LEADER)
+    turn_id = turn_id_for(LEADER, (role_state.turns if role_state else 0) + 1)
+    draft.emit_stream(
+        WakeupDispatched(**fields, turn_id=turn_id, mode="started", cause="wakeups.dispatch")
+    )
+    draft.emit(
+        TurnStarted(
+            task_id=task_id,
+            at=ctx.now,
+            role=LEADER,
+            turn_id=turn_id,
+            reasons=wakeup.reasons,
+            cause="wakeups.dispatch",
+            pass_id=pass_id,
+        )
+    )
+    return WakeupDispatch("dispatched", turn_id, wakeup.reasons)
