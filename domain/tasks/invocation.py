@@ -3,15 +3,57 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .events import Mode, Policy
+from .events import Mode, OutcomeStatus, Policy
 from .state import TaskState
 
-if TYPE_CHECKING:
-    from ..app.scheduler import Scheduler
-
 _MISSING: Any = object()
+
+
+class TaskDecider(Protocol):
+    """What an invocation decides through: the scheduler's task reads and commands."""
+
+    def task(self, task_id: str) -> TaskState: ...
+
+    def now(self) -> float: ...
+
+    def checkpoint(self, task_id: str, phase: str, attempt: int | None = None) -> None: ...
+
+    def memo(self, task_id: str, name: str, value: Any = _MISSING) -> Any: ...
+
+    def wait(
+        self,
+        task_id: str,
+        on: Sequence[str],
+        policy: Policy = "all",
+        phase: str | None = None,
+    ) -> None: ...
+
+    def sleep(self, task_id: str, until: float, phase: str | None = None) -> None: ...
+
+    def finish(
+        self,
+        task_id: str,
+        status: OutcomeStatus = "completed",
+        error: Any = None,
+        *,
+        reason: str | None = None,
+    ) -> None: ...
+
+    def submit(
+        self,
+        kind: str,
+        *,
+        version: int | None = None,
+        owner: str | None = None,
+        phase: str | None = None,
+        id: str | None = None,
+        conversation_id: str | None = None,
+        project_ids: Sequence[str] = (),
+        trace: dict[str, str] | None = None,
+        abandon_on_restart: bool = False,
+    ) -> str: ...
 
 
 class Invocation:
@@ -25,7 +67,7 @@ class Invocation:
     ended and further decisions raise :class:`~.errors.RuleViolation`.
     """
 
-    def __init__(self, scheduler: Scheduler, task_id: str, mode: Mode, *, resumed: bool) -> None:
+    def __init__(self, scheduler: TaskDecider, task_id: str, mode: Mode, *, resumed: bool) -> None:
         self.scheduler = scheduler
         self.task_id = task_id
         self.mode = mode
