@@ -3,8 +3,9 @@
 >>> from tasktrail.domain import Scheduler, TaskDefinition, Registry, RuleViolation
 """
 
+from .app.phases import PassReport
 from .app.run_ticks import DispatchReport, ReconcileReport
-from .app.scheduler import PassReport, Scheduler
+from .app.scheduler import Scheduler
 from .clock import Clock, ManualClock, system_clock
 from .errors import (
     ConflictError,

@@ -24,7 +24,8 @@ import orjson
 from eventsourcing.persistence import StoredEvent
 
 from tasktrail.domain import CorruptEvent, Store, StoreError, TasktrailError, open_store
-from tasktrail.domain.store.store import Recorded, decode_payload
+from tasktrail.domain.store.store import Recorded
+from tasktrail.domain.store.transcoder import decode_payload
 
 LINE_KEYS = ("position", "topic", "originator_id", "originator_version", "at", "payload")
 IMPORT_BATCH = 1_000

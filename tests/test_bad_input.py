@@ -275,7 +275,7 @@ def test_bad_commands_raise_typed_errors_and_record_nothing(steps: list[tuple[An
 
 
 def fold_one(row: tuple[Any, ...]) -> TaskEvent:
-    from tasktrail.domain.store.store import decode_event
+    from tasktrail.domain.store.transcoder import decode_event
 
     position, originator_id, _, topic, state = row
     return decode_event(topic, originator_id, state, position)

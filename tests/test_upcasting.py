@@ -23,7 +23,7 @@ from helpers.checks import file_digest, fold, verify_problems, world_problems
 
 from tasktrail.domain import ManualClock, Scheduler, open_store
 from tasktrail.domain.errors import NewerEventVersion
-from tasktrail.domain.store.store import decode_event
+from tasktrail.domain.store.transcoder import decode_event
 from tasktrail.domain.tasks.events import EVENT_TYPES, TaskSubmitted
 from tasktrail.projections import Projector
 

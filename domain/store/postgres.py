@@ -11,7 +11,7 @@ from typing import Any
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 
-from .store import check_guards, guard_sql
+from .guards import check_guards, guard_sql
 
 
 class GuardedPostgresRecorder(PostgresApplicationRecorder):

@@ -11,18 +11,27 @@ from .state import TaskState
 _MISSING: Any = object()
 
 
-class InvocationScheduler(Protocol):
-    """What an invocation uses of the scheduler that runs it (the application's
-    :class:`~..app.scheduler.Scheduler` is one): each decision is a call of it."""
+class TaskDecider(Protocol):
+    """What an invocation decides through: the scheduler's task reads and commands."""
 
     def task(self, task_id: str) -> TaskState: ...
+
     def now(self) -> float: ...
+
     def checkpoint(self, task_id: str, phase: str, attempt: int | None = None) -> None: ...
-    def memo(self, task_id: str, name: str, value: Any = ...) -> Any: ...
+
+    def memo(self, task_id: str, name: str, value: Any = _MISSING) -> Any: ...
+
     def wait(
-        self, task_id: str, on: Sequence[str], policy: Policy = "all", phase: str | None = None
+        self,
+        task_id: str,
+        on: Sequence[str],
+        policy: Policy = "all",
+        phase: str | None = None,
     ) -> None: ...
+
     def sleep(self, task_id: str, until: float, phase: str | None = None) -> None: ...
+
     def finish(
         self,
         task_id: str,
@@ -31,6 +40,7 @@ class InvocationScheduler(Protocol):
         *,
         reason: str | None = None,
     ) -> None: ...
+
     def submit(
         self,
         kind: str,
@@ -57,9 +67,7 @@ class Invocation:
     ended and further decisions raise :class:`~.errors.RuleViolation`.
     """
 
-    def __init__(
-        self, scheduler: InvocationScheduler, task_id: str, mode: Mode, *, resumed: bool
-    ) -> None:
+    def __init__(self, scheduler: TaskDecider, task_id: str, mode: Mode, *, resumed: bool) -> None:
         self.scheduler = scheduler
         self.task_id = task_id
         self.mode = mode

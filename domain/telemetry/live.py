@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
@@ -32,10 +32,8 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from ..tasks.events import TaskEnded, TaskEvent, TaskSubmitted
 from ..tasks.evolve import evolve
 from ..tasks.state import TaskState
+from ..world import World
 from .spans import SPAN_NAME, PhaseFold, PhaseSpan, to_ns
-
-if TYPE_CHECKING:
-    from ..app.scheduler import Scheduler
 
 SCOPE = "tasktrail"
 ACTIVE_TASKS = "tasktrail.tasks.active"
@@ -44,6 +42,18 @@ PHASE_DURATION = "tasktrail.phase.duration"
 _log = logging.getLogger("tasktrail.telemetry")
 _ATTRIBUTE = "_tasktrail_telemetry"
 _PROPAGATOR = TraceContextTextMapPropagator()
+
+
+class Observed(Protocol):
+    """What telemetry reads of a scheduler: its world (the tasks before an append is
+    folded in) and the tasks it resumed since opening; it also keeps its
+    :class:`Telemetry` as an attribute of the scheduler."""
+
+    @property
+    def world(self) -> World: ...
+
+    @property
+    def _resumed(self) -> set[str]: ...
 
 
 # ─── emitting a span through an OpenTelemetry tracer ───────────────────────
@@ -221,7 +231,7 @@ class Telemetry:
         return self._instruments[1], self._instruments[2]
 
     def committed(
-        self, scheduler: Scheduler, events: Sequence[TaskEvent], versions: Sequence[int]
+        self, scheduler: Observed, events: Sequence[TaskEvent], versions: Sequence[int]
     ) -> None:
         """Fold events just appended (before the scheduler's world applies them)."""
         tracer = self.tracer()
@@ -277,7 +287,7 @@ class Telemetry:
 
 
 def configure_telemetry(
-    scheduler: Scheduler,
+    scheduler: Observed,
     tracer_provider: trace.TracerProvider | None = None,
     meter_provider: metrics.MeterProvider | None = None,
 ) -> Telemetry:
@@ -287,7 +297,7 @@ def configure_telemetry(
     return telemetry
 
 
-def telemetry_of(scheduler: Scheduler) -> Telemetry:
+def telemetry_of(scheduler: Observed) -> Telemetry:
     """The scheduler's telemetry, made on first use with the default providers."""
     telemetry = getattr(scheduler, _ATTRIBUTE, None)
     if not isinstance(telemetry, Telemetry):
@@ -295,7 +305,7 @@ def telemetry_of(scheduler: Scheduler) -> Telemetry:
     return telemetry
 
 
-def committed(scheduler: Scheduler, events: Sequence[TaskEvent], versions: Sequence[int]) -> None:
+def committed(scheduler: Observed, events: Sequence[TaskEvent], versions: Sequence[int]) -> None:
     """Hook: the scheduler appended ``events``; never raises."""
     telemetry = None
     try:
@@ -341,7 +351,7 @@ class _Current(AbstractContextManager[None]):
 _NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
 
 
-def phase_context(scheduler: Scheduler, task_id: str) -> AbstractContextManager[None]:
+def phase_context(scheduler: Observed, task_id: str) -> AbstractContextManager[None]:
     """Hook: a context manager around a handler call; does nothing without a tracer."""
     try:
         telemetry = getattr(scheduler, _ATTRIBUTE, None)

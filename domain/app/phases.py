@@ -1,0 +1,203 @@
+"""Running phases: a pass reserves every task that can run now and calls its
+registered phase handlers (or its abort handler) through an :class:`Invocation`,
+until the task stops running, the scheduler closes, or a phase faults it (it raised,
+returned without a decision, named no known phase, or took too many steps). Mixed
+into :class:`~.scheduler.Scheduler` as :class:`PhaseCommands`, with the
+:class:`PassReport` each pass returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import Refused, RuleViolation
+from ..tasks import decide
+from ..tasks.definitions import Registry
+from ..tasks.events import Mode, OutcomeStatus
+from ..tasks.invocation import Invocation
+from ..tasks.state import TaskState
+from ..telemetry import live as telemetry
+from ..world import Draft, World
+from .task_commands import _message
+
+T = TypeVar("T")
+MAX_PHASE_STEPS = 10_000
+"""A run invocation that commits this many checkpoints in one pass is faulted
+(reason ``step_limit``): a phase that never moves on would otherwise spin."""
+
+
+@dataclass
+class PassReport:
+    """What one :meth:`Scheduler.run_pass` did."""
+
+    reserved: list[str] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
+    blocked: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def progressed(self) -> bool:
+        """Whether the pass changed anything."""
+        return bool(self.reserved or self.ended)
+
+
+class PhaseCommands:
+    """:meth:`run_pass` and :meth:`run_until_idle`, mixed into :class:`~.scheduler.Scheduler`."""
+
+    world: World
+    registry: Registry
+    closing: bool
+    _invocations: dict[str, Invocation]
+    _resumed: set[str]
+
+    if TYPE_CHECKING:
+
+        def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+
+        def _context(self) -> decide.Context: ...
+
+        def _readiness(self, draft: Draft, ctx: decide.Context, task: TaskState) -> str: ...
+
+        def _is_running(self, task_id: str) -> bool: ...
+
+        def reserve(self, task_id: str) -> Mode | None: ...
+
+        def finish(
+            self,
+            task_id: str,
+            status: OutcomeStatus = "completed",
+            error: Any = None,
+            *,
+            reason: str | None = None,
+        ) -> None: ...
+
+    # ─── running phases ─────────────────────────────────────────────────────
+
+    def run_pass(self) -> PassReport:
+        """Reserve every task that can run now and run its registered phases.
+
+        A phase that raises ends the task ``faulted`` (reason ``threw``); an
+        abort handler that returns without an outcome ends it ``faulted``
+        (reason ``no_outcome``).
+        """
+        report = PassReport()
+        if self.closing:
+            return report
+        ctx = self._context()
+        draft = Draft(self.world)
+        candidates = [
+            task_id
+            for task_id in list(self.world.tasks)
+            if task_id in self.world.live
+            and self._readiness(draft, ctx, self.world.tasks[task_id]) == "ready"
+        ]
+        for task_id in candidates:
+            task = self.world.tasks[task_id]
+            if not task.live or task_id in self._invocations:
+                continue
+            try:
+                mode = self.reserve(task_id)
+            except Refused as refusal:
+                report.blocked[task_id] = refusal.reason
+                continue
+            if mode is None:
+                report.ended.append(task_id)
+                continue
+            report.reserved.append(task_id)
+            self._run(task_id, mode)
+            if not self.world.tasks[task_id].live:
+                report.ended.append(task_id)
+            if self.closing:
+                break
+        return report
+
+    def run_until_idle(self, max_passes: int = 10_000) -> list[PassReport]:
+        """Run passes until one changes nothing (sleeps not yet due stay asleep)."""
+        reports = []
+        for _ in range(max_passes):
+            report = self.run_pass()
+            reports.append(report)
+            if not report.progressed:
+                break
+        return reports
+
+    def _run(self, task_id: str, mode: Mode) -> None:
+        invocation = self._invocations[task_id]
+        task = self.world.tasks[task_id]
+        definition = self.registry.get(task.kind)
+        try:
+            if mode == "abort":
+                self._run_abort(invocation, definition)
+            else:
+                self._run_phases(invocation, definition)
+        finally:
+            invocation.ended = True
+            if self._invocations.get(task_id) is invocation:
+                del self._invocations[task_id]
+
+    def _run_phases(self, invocation: Invocation, definition: Any) -> None:
+        task_id = invocation.task_id
+        for _ in range(MAX_PHASE_STEPS):
+            task = self.world.tasks[task_id]
+            # 1. Not running, 2. closing, 3. abort-marked: the invocation ends.
+            if task.status != "running" or self.closing or task.abort_requested:
+                return
+            assert task.checkpoint is not None
+            handler = definition.phases.get(task.checkpoint.phase) if definition else None
+            if handler is None:
+                self._fault(
+                    task_id, f"no phase {task.checkpoint.phase!r} in {task.kind}", "unknown_phase"
+                )
+                return
+            before = task.events
+            try:
+                with telemetry.phase_context(self, task_id):
+                    result = handler(invocation)
+                if isinstance(result, str):
+                    invocation.checkpoint(result)
+            except RuleViolation as refusal:
+                if refusal.task_id == task_id and refusal.rule in (1, 2, 3):
+                    return  # the invocation has ended; nothing to record
+                self._fault(task_id, str(refusal), "threw")
+                return
+            except Exception as error:  # a phase that raises ends the task faulted
+                self._fault(task_id, _message(error), "threw")
+                return
+            after = self.world.tasks[task_id]
+            if after.status == "running" and after.events == before and not after.abort_requested:
+                self._fault(
+                    task_id,
+                    f"phase {task.checkpoint.phase!r} returned without a decision",
+                    "no_decision",
+                )
+                return
+        self._fault(task_id, f"more than {MAX_PHASE_STEPS} checkpoints in one pass", "step_limit")
+
+    def _run_abort(self, invocation: Invocation, definition: Any) -> None:
+        task_id = invocation.task_id
+        task = self.world.tasks[task_id]
+        if definition is None or definition.abort is None:
+            self.finish(task_id, "aborted", reason=task.abort_reason or "abort_requested")
+            return
+        try:
+            with telemetry.phase_context(self, task_id):
+                definition.abort(invocation)
+        except RuleViolation as refusal:
+            if not (refusal.task_id == task_id and refusal.rule in (1, 2)):
+                self._fault(task_id, str(refusal), "threw")
+            return
+        except Exception as error:
+            self._fault(task_id, _message(error), "threw")
+            return
+        if self._is_running(task_id) and not self.closing:
+            self._fault(
+                task_id,
+                f"abort handler of task {task_id} returned without a terminal outcome",
+                "no_outcome",
+            )
+
+    def _fault(self, task_id: str, message: str, reason: str) -> None:
+        if self._is_running(task_id) and not self.closing:
+            self._decide(decide.fault, task_id, message, reason)
+        self._invocations.pop(task_id, None)

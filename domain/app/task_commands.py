@@ -1,0 +1,235 @@
+"""Scheduler commands for tasks: submit one, reserve it for an invocation here, and
+the decisions a running task takes through that invocation (checkpoint, memo, wait,
+sleep, finish), with the operator's abort and retry. Each is one pure decision of
+:mod:`..tasks.decide` run through the scheduler's decision cycle, mixed into
+:class:`~.scheduler.Scheduler` as :class:`TaskCommands`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import InvalidArgument, Refused, RuleViolation
+from ..tasks import decide
+from ..tasks.definitions import Registry, definition_fit
+from ..tasks.events import Mode, OutcomeStatus, Policy
+from ..tasks.invocation import _MISSING, Invocation
+from ..tasks.state import TaskState
+from ..telemetry import live as telemetry
+
+T = TypeVar("T")
+
+
+class TaskCommands:
+    """Task commands, mixed into :class:`~.scheduler.Scheduler`."""
+
+    registry: Registry
+    _invocations: dict[str, Invocation]
+    _failed_migrations: set[str]
+    _resumed: set[str]
+
+    if TYPE_CHECKING:
+
+        def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+
+        def _is_running(self, task_id: str) -> bool: ...
+
+        def task(self, task_id: str) -> TaskState: ...
+
+        def now(self) -> float: ...
+
+    # ─── commands ───────────────────────────────────────────────────────────
+
+    def submit(
+        self,
+        kind: str,
+        *,
+        version: int | None = None,
+        owner: str | None = None,
+        phase: str | None = None,
+        id: str | None = None,
+        conversation_id: str | None = None,
+        project_ids: Sequence[str] = (),
+        trace: dict[str, str] | None = None,
+        abandon_on_restart: bool = False,
+    ) -> str:
+        """Create a ``pending`` task; returns its id.
+
+        ``version`` and ``phase`` default to the registered definition's
+        version and first phase. ``owner`` makes it owned work of that task
+        (rules 5 and 6).
+        """
+        definition = self.registry.get(kind) if isinstance(kind, str) else None
+        if version is None:
+            version = definition.version if definition is not None else 1
+        if phase is None:
+            if definition is None or not definition.phases:
+                raise InvalidArgument(
+                    f"submit({kind!r}) needs phase=...: "
+                    "no registered definition names a first phase"
+                )
+            phase = next(iter(definition.phases))
+        task_id = id if id is not None else uuid.uuid4().hex
+        if trace is None:  # submitted while a span is current: keep its carrier
+            trace = telemetry.current_carrier()
+        self._decide(
+            decide.submit,
+            task_id=task_id,
+            kind=kind,
+            version=version,
+            phase=phase,
+            owner_id=owner,
+            conversation_id=conversation_id,
+            project_ids=project_ids,
+            trace=trace,
+            abandon_on_restart=abandon_on_restart,
+        )
+        return task_id
+
+    def reserve(self, task_id: str) -> Mode | None:
+        """Give the task to an invocation here: ``run``, or ``abort`` once marked.
+
+        Returns the mode, or ``None`` when a rule ended the task instead of
+        reserving it (rules 12 and 13).
+        """
+        if _task_id(task_id) in self._invocations and self._is_running(task_id):
+            raise Refused(
+                "its invocation here is still live; it ends at its next decision",
+                task_id=task_id,
+            )
+        migrated_phase = self._migrate_if_needed(task_id)
+        mode: Mode | None = self._decide(
+            decide.reserve,
+            task_id,
+            registry=self.registry,
+            failed_migrations=frozenset(self._failed_migrations),
+            migrated_phase=migrated_phase,
+        )
+        if mode is not None:
+            self._invocations[task_id] = Invocation(
+                self, task_id, mode, resumed=task_id in self._resumed
+            )
+            self._resumed.discard(task_id)
+        return mode
+
+    def checkpoint(self, task_id: str, phase: str, attempt: int | None = None) -> None:
+        """The running task commits the phase it resumes at (rule 11: progress if new)."""
+        self._invocation_decision(task_id, decide.checkpoint, phase, attempt)
+
+    def memo(self, task_id: str, name: str, value: Any = _MISSING) -> Any:
+        """Read a memo (``None`` if unset) or, given ``value``, record it (running tasks only)."""
+        if value is _MISSING:
+            if not isinstance(name, str):
+                raise InvalidArgument(f"a memo name is a string, not {name!r}", task_id=task_id)
+            return self.task(task_id).memos.get(name)
+        self._invocation_decision(task_id, decide.memo, name, value)
+        return value
+
+    def wait(
+        self,
+        task_id: str,
+        on: Sequence[str],
+        policy: Policy = "all",
+        phase: str | None = None,
+    ) -> None:
+        """The running task waits on ``on`` (rule 7), resuming at ``phase``."""
+        self._invocation_decision(task_id, decide.wait, on, policy, phase)
+
+    def sleep(self, task_id: str, until: float, phase: str | None = None) -> None:
+        """The running task sleeps until the clock reaches ``until`` (rule 8)."""
+        self._invocation_decision(task_id, decide.sleep, until, phase)
+
+    def finish(
+        self,
+        task_id: str,
+        status: OutcomeStatus = "completed",
+        error: Any = None,
+        *,
+        reason: str | None = None,
+    ) -> None:
+        """The running task decides its outcome; held while it owns live tasks (rule 5).
+
+        ``error`` may be a message, an exception, or ``{"message", "detail"}``.
+        """
+        message, detail = _error_fields(error)
+        self._invocation_decision(
+            task_id, decide.finish, status, message=message, detail=detail, reason=reason
+        )
+
+    def abort(self, task_id: str) -> bool:
+        """Put an abort mark on the task and every live descendant (rule 6).
+
+        A terminal task is left as it is (rule 4). Returns whether anything
+        was recorded.
+        """
+        changed: bool = self._decide(decide.abort, task_id)
+        return changed
+
+    def retry(self, task_id: str) -> bool:
+        """Unpark a task parked at the restart limit (rule 9); returns whether it was parked."""
+        self._failed_migrations.discard(_task_id(task_id))
+        parked: bool = self._decide(decide.retry, task_id)
+        return parked
+
+    def _migrate_if_needed(self, task_id: str) -> str | None:
+        task = self.task(task_id)
+        definition = self.registry.get(task.kind)
+        if task.status == "running" or definition is None or definition.migrate is None:
+            return None
+        if definition_fit(task, definition, self._failed_migrations) != "migrate":
+            return None
+        try:
+            phase = definition.migrate(task)
+        except Exception:
+            # Blocked as migration_failed until retry() or a new definition.
+            self._failed_migrations.add(task_id)
+            return None
+        if phase is not None and (not isinstance(phase, str) or not phase):
+            self._failed_migrations.add(task_id)
+            return None
+        return phase
+
+    def _invocation_decision(
+        self, task_id: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> None:
+        try:
+            self._decide(fn, task_id, *args, **kwargs)
+        except RuleViolation as refusal:
+            # Rules 1 to 3 end the invocation that tried to decide.
+            if refusal.rule in (1, 2, 3):
+                ended = self._invocations.pop(task_id, None)
+                if ended is not None:
+                    ended.ended = True
+            raise
+        if not self._is_running(task_id):
+            ended = self._invocations.pop(task_id, None)
+            if ended is not None:
+                ended.ended = True
+
+
+def _task_id(task_id: object) -> str:
+    """A task id as commands take it: a non-empty string."""
+    if not isinstance(task_id, str) or not task_id:
+        raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
+    return task_id
+
+
+def _message(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _error_fields(error: Any) -> tuple[str | None, Any]:
+    if error is None:
+        return None, None
+    if isinstance(error, BaseException):
+        return _message(error), None
+    if isinstance(error, str):
+        return error, None
+    if isinstance(error, dict) and "message" in error:
+        return str(error["message"]), error.get("detail")
+    raise InvalidArgument(
+        f"error must be a message, an exception or {{'message', 'detail'}}, not {error!r}"
+    )

@@ -1,0 +1,218 @@
+"""The SQLite recorder: eventsourcing's SQLite infrastructure, tuned for one store per
+file. A factory (:class:`TunedSQLiteFactory`) that builds a datastore with one
+connection behind a lock, connections with a real statement cache, WAL mode and the
+store's synchronous level, and an application recorder with the fast paths: a
+transaction's rows written with one ``executemany``, the read guards checked in the
+same transaction, and rows read back as plain tuples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import InterfaceError, StoredEvent
+from eventsourcing.sqlite import (
+    SQLITE3_DEFAULT_LOCK_TIMEOUT,
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteDatastore,
+    SQLiteFactory,
+    SQLiteTransaction,
+)
+
+from .guards import check_guards, guard_sql
+from .transcoder import Row
+
+STATEMENT_CACHE = 64
+
+
+class _TunedSQLitePool(SQLiteConnectionPool):
+    """eventsourcing's pool, with the synchronous level set on each connection."""
+
+    synchronous = "FULL"
+
+    def _create_connection(self) -> SQLiteConnection:
+        # eventsourcing's own connection settings, but for the statement cache: it
+        # passes cached_statements=True, a cache of one statement, so BEGIN and the
+        # INSERT evict each other and every append prepares its INSERT again.
+        try:
+            conn = sqlite3.connect(
+                database=self.db_name,
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+                cached_statements=STATEMENT_CACHE,
+                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+            )
+        except (sqlite3.Error, TypeError) as error:
+            raise InterfaceError(error) from error
+        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+            mode = conn.execute("PRAGMA journal_mode;").fetchone()[0]
+            if mode.lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL;")
+                self.journal_mode_was_changed_to_wal = True
+            self.is_journal_mode_wal = True
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        return SQLiteConnection(sqlite_conn=conn, max_age=self.max_age)
+
+
+class _LockedTransaction:
+    """``with datastore.transaction(commit=...) as cursor``, as a class: eventsourcing's
+    :class:`SQLiteTransaction` entered on the datastore's one connection under its lock
+    (the library wraps the same in two generator context managers and a pool)."""
+
+    __slots__ = ("commit", "cursor", "datastore", "transaction")
+
+    def __init__(self, datastore: _OneConnectionDatastore, commit: bool) -> None:
+        self.datastore = datastore
+        self.transaction: SQLiteTransaction | None = None
+        self.cursor: Any = None
+        self.commit = commit
+
+    def __enter__(self) -> Any:
+        datastore = self.datastore
+        datastore._lock.acquire()
+        try:
+            connection = datastore._connection or datastore._connect()
+            self.transaction = SQLiteTransaction(connection, commit=self.commit)
+            self.cursor = self.transaction.__enter__()
+        except BaseException:
+            datastore._lock.release()
+            raise
+        return self.cursor
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            assert self.transaction is not None
+            self.transaction.__exit__(*exc)  # commits, or rolls back and raises
+        finally:
+            self.cursor.__exit__()
+            self.datastore._lock.release()
+
+
+class _OneConnectionDatastore(SQLiteDatastore):
+    """eventsourcing's SQLite datastore with one connection per store, behind a lock.
+
+    eventsourcing's pool hands out one of up to fifteen connections through
+    semaphores, conditions and a writer lock on every transaction; a store's
+    commands are serialized anyway (by the scheduler's lock, and by SQLite's one
+    writer), so one connection, opened on first use, serves every transaction.
+    """
+
+    def __init__(self, pool: _TunedSQLitePool, single_row_tracking: bool, id_type: Any) -> None:
+        super().__init__(pool.db_name, lock_timeout=pool.lock_timeout)
+        self.pool.close()
+        self.pool = pool
+        self.single_row_tracking = single_row_tracking
+        self.originator_id_type = id_type
+        self._lock = threading.RLock()
+        self._connection: SQLiteConnection | None = None
+
+    def transaction(self, *, commit: bool) -> Any:
+        """eventsourcing's transaction (BEGIN; COMMIT or ROLLBACK, its errors) on the one
+        connection, holding the lock."""
+        return _LockedTransaction(self, commit)
+
+    @contextlib.contextmanager
+    def get_connection(self, *, commit: bool) -> Iterator[SQLiteConnection]:
+        with self._lock:
+            yield self._connection or self._connect()
+
+    def _connect(self) -> SQLiteConnection:
+        self._connection = self.pool._create_connection()
+        return self._connection
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+        self.pool.close()
+
+
+class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
+    """eventsourcing's SQLite application recorder, writing a transaction's rows with one
+    ``executemany`` (the library executes one INSERT per row to read each ``lastrowid``).
+
+    The positions (notification ids, the rowids) of the rows just written are read
+    back as ``max(rowid)`` inside the same write transaction: once the first INSERT
+    holds SQLite's write lock no other writer can add a row, so the rows of one
+    ``executemany`` take consecutive rowids ending there. Conflicts are the same
+    unique-key violation, raised and rolled back by eventsourcing's transaction.
+    """
+
+    def _insert_events(
+        self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        params = [
+            (_text_id(s.originator_id), s.originator_version, s.topic, s.state)
+            for s in stored_events
+        ]
+        if len(params) == 1:
+            c.execute(self.insert_events_statement, params[0])
+            position = c.lastrowid
+            check_guards(c, self.guard_statement, kwargs.get("guards"))
+            return [position]
+        c.executemany(self.insert_events_statement, params)
+        c.execute(self.select_max_notification_id_statement)
+        last: int = c.fetchone()[0]
+        check_guards(c, self.guard_statement, kwargs.get("guards"))
+        return list(range(last - len(stored_events) + 1, last + 1))
+
+    @property
+    def guard_statement(self) -> str:
+        return guard_sql(self.events_table_name, "?")
+
+    def select_rows(self, start: int, limit: int, stop: int | None = None) -> list[Row]:
+        """Rows from position ``start`` (up to ``stop``) as plain tuples ``(position,
+        originator_id, originator_version, topic, state)``: no ``Notification`` objects."""
+        statement = self.select_rows_statement
+        params: tuple[int, ...] = (start, limit)
+        if stop is not None:
+            statement = self.select_rows_until_statement
+            params = (start, stop, limit)
+        with self.datastore.transaction(commit=False) as c:
+            cursor = c.sqlite_cursor
+            cursor.row_factory = None
+            cursor.execute(statement, params)
+            rows: list[Row] = cursor.fetchall()
+            return rows
+
+    @property
+    def select_rows_statement(self) -> str:
+        return (
+            f"SELECT rowid, originator_id, originator_version, topic, state "
+            f"FROM {self.events_table_name} WHERE rowid>=? ORDER BY rowid LIMIT ?"
+        )
+
+    @property
+    def select_rows_until_statement(self) -> str:
+        return (
+            f"SELECT rowid, originator_id, originator_version, topic, state "
+            f"FROM {self.events_table_name} WHERE rowid>=? AND rowid<=? ORDER BY rowid LIMIT ?"
+        )
+
+
+def _text_id(originator_id: Any) -> Any:
+    return originator_id.hex if isinstance(originator_id, UUID) else originator_id
+
+
+class TunedSQLiteFactory(SQLiteFactory):
+    application_recorder_class = _BulkSQLiteApplicationRecorder
+
+    def __init__(self, env: Any, synchronous: str) -> None:
+        super().__init__(env)
+        old = self.datastore
+        pool = _TunedSQLitePool(db_name=old.pool.db_name, lock_timeout=old.pool.lock_timeout)
+        pool.synchronous = synchronous
+        old.close()
+        self.datastore = _OneConnectionDatastore(
+            pool, old.single_row_tracking, old.originator_id_type
+        )

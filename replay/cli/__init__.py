@@ -1,0 +1,102 @@
+"""The ``tasktrail`` command line: :func:`main` assembles the parser from the command
+groups (:mod:`.store_commands`, :mod:`.replay_commands`, :mod:`.io_commands`) and
+dispatches to their handlers. Exit codes a script can use (:mod:`.common`): 0 ok,
+1 violations (or differences) found, 2 bad input (an unknown or unreadable store, a
+bad log line, an unknown task or flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from tasktrail.domain import TasktrailError
+
+from . import io_commands, replay_commands, store_commands
+from .common import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS
+
+EPILOG = """\
+examples:
+  tasktrail demo                          record a demo workload into tasktrail-demo.db
+  tasktrail demo --db /tmp/t.db --tasks 500
+  tasktrail tasks tasktrail-demo.db --status terminal
+  tasktrail history tasktrail-demo.db fragile-0001
+  tasktrail history postgresql://postgres@127.0.0.1/test fragile-0001 --json
+  tasktrail project tasktrail-demo.db     read models into tasktrail-demo.views.db
+  tasktrail replay tasktrail-demo.db --until 300
+  tasktrail verify tasktrail-demo.db
+  tasktrail explain tasktrail-demo.db fragile-0001
+  tasktrail export tasktrail-demo.db demo.jsonl && tasktrail replay demo.jsonl
+  tasktrail diff tasktrail-demo.db tasktrail-demo.db --until-a 300 --until-b 320
+  tasktrail trace tasktrail-demo.db fragile-0001 --out fragile.json
+
+A STORE is a SQLite file path or a postgresql:// URL; a SOURCE may also be a
+.jsonl export. Exit codes: 0 ok, 1 violations or differences, 2 bad input.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tasktrail",
+        description=(
+            "A durable task scheduler kept as an event-sourced state machine: "
+            "record work, read its history, replay it."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # In this order: the order ``tasktrail --help`` lists the commands in.
+    store_commands.add_demo(commands)
+    store_commands.add_history(commands)
+    store_commands.add_tasks(commands)
+    store_commands.add_project(commands)
+    replay_commands.add_replay(commands)
+    replay_commands.add_diff(commands)
+    replay_commands.add_verify(commands)
+    io_commands.add_export(commands)
+    io_commands.add_import(commands)
+    replay_commands.add_explain(commands)
+    io_commands.add_trace(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(parser, args)
+    except BrokenPipeError:
+        # The reader (``| head``) went away: not an error of ours.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        return EXIT_OK
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    handlers = {
+        "demo": store_commands.do_demo,
+        "history": store_commands.do_history,
+        "tasks": store_commands.do_tasks,
+        "project": store_commands.do_project,
+        "replay": replay_commands.do_replay,
+        "diff": replay_commands.do_diff,
+        "verify": replay_commands.do_verify,
+        "export": io_commands.do_export,
+        "import": io_commands.do_import,
+        "explain": replay_commands.do_explain,
+        "trace": io_commands.do_trace,
+    }
+    handler = handlers.get(args.command)
+    if handler is None:
+        parser.error(f"unknown command {args.command}")
+    try:
+        return handler(args)
+    except (TasktrailError, ValueError) as error:
+        print(f"tasktrail: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_OK", "EXIT_PROBLEMS", "build_parser", "main"]
