@@ -1,0 +1,102 @@
+"""The layout's promises (issue 12, docs/architecture.md): rooms by concept, modules of
+a few hundred lines, and imports that run one way."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CODE = ("domain", "projections", "replay")
+SUBDOMAINS = ("tasks", "turns", "runs")
+# What store/ and telemetry/ may read of a subdomain: its facts, never its rules.
+FACT_MODULES = ("events", "state", "evolve")
+MAX_LINES = 400
+
+
+def modules() -> list[Path]:
+    return sorted(p for folder in CODE for p in (ROOT / folder).rglob("*.py"))
+
+
+def dotted(path: Path) -> str:
+    """``domain/turns/rules.py`` -> ``domain.turns.rules``."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported(path: Path) -> set[str]:
+    """Every module a file imports, TYPE_CHECKING blocks included, as dotted names under
+    ``domain``/``projections``/``replay`` (absolute ``tasktrail.`` imports are mapped)."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = dotted(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+                names = [target] + [f"{target}.{alias.name}" for alias in node.names]
+            else:
+                names = [node.module or ""]
+                names += [f"{node.module}.{alias.name}" for alias in node.names]
+            found.update(n.removeprefix("tasktrail.") for n in names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name.removeprefix("tasktrail.") for alias in node.names)
+    return {n for n in found if n.split(".")[0] in CODE}
+
+
+def room(name: str) -> str:
+    """The room a dotted module name lives in: ``domain.turns.rules`` -> ``turns``."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "domain" and len(parts) > 1 else parts[0]
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_is_at_most_400_lines(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines; split it by concept"
+
+
+def test_domain_top_holds_at_most_eight_modules_and_the_rooms() -> None:
+    top = sorted(p.name for p in (ROOT / "domain").glob("*.py"))
+    assert len(top) <= 8, top
+    rooms = {p.name for p in (ROOT / "domain").iterdir() if (p / "__init__.py").exists()}
+    assert {"tasks", "turns", "runs", "app", "store", "telemetry", "demo"} <= rooms
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_run_one_way(path: Path) -> None:
+    """Subdomains never import the application, storage, telemetry or the demo; storage
+    and telemetry import a subdomain's facts (events, state, evolve) but no rules; the
+    domain imports neither projections nor replay."""
+    here = dotted(path)
+    mine = room(here)
+    wrong = []
+    for target in imported(path):
+        theirs = room(target)
+        if here.startswith("domain") and theirs in ("projections", "replay"):
+            wrong.append(target)
+        if mine in SUBDOMAINS and theirs in ("app", "store", "telemetry", "demo"):
+            wrong.append(target)
+        if mine in ("store", "telemetry") and theirs in SUBDOMAINS:
+            module = target.split(".")[2] if target.count(".") >= 2 else ""
+            if module not in FACT_MODULES:
+                wrong.append(target)
+    assert not wrong, f"{here} imports {sorted(set(wrong))} against docs/architecture.md"
+
+
+def test_the_import_checker_sees_a_wrong_arrow(tmp_path: Path) -> None:
+    """The checker itself can fail: a rule module importing the application is caught."""
+    bad = ROOT / "domain" / "tasks" / "_probe_wrong_arrow.py"
+    bad.write_text("from ..app import scheduler\n")
+    try:
+        with pytest.raises(AssertionError, match="domain.app"):
+            test_imports_run_one_way(bad)
+    finally:
+        bad.unlink()
