@@ -3,14 +3,17 @@
 >>> from tasktrail.domain import Scheduler, TaskDefinition, Registry, RuleViolation
 """
 
+from .app.fleet import HeartbeatReport
 from .app.phases import PassReport
 from .app.run_ticks import DispatchReport, ReconcileReport
 from .app.scheduler import Scheduler
+from .app.worker import TickReport, Worker
 from .clock import Clock, ManualClock, system_clock
 from .errors import (
     ConflictError,
     CorruptEvent,
     InvalidArgument,
+    LeaseLost,
     NewerEventVersion,
     Refused,
     RuleViolation,
@@ -27,6 +30,7 @@ from .runs.memory_executor import InMemoryExecutor
 from .runs.reading import UnknownRun
 from .runs.settings import RunSettings
 from .runs.state import RunState
+from .store.leases import Lease
 from .store.store import Store, open_store
 from .tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
 from .tasks.events import EVENT_TYPES, TaskEvent
@@ -67,11 +71,14 @@ __all__ = [
     "DispatchReport",
     "Draft",
     "Executor",
+    "HeartbeatReport",
     "InMemoryExecutor",
     "InvalidArgument",
     "InvalidTransition",
     "Invocation",
     "JobSnapshot",
+    "Lease",
+    "LeaseLost",
     "Ledger",
     "ManualClock",
     "NewerEventVersion",
@@ -94,6 +101,7 @@ __all__ = [
     "TaskEvent",
     "TaskState",
     "TasktrailError",
+    "TickReport",
     "TurnRuleViolation",
     "TurnSettings",
     "TurnState",
@@ -101,6 +109,7 @@ __all__ = [
     "UnknownRun",
     "UnknownTask",
     "WakeupState",
+    "Worker",
     "World",
     "blocked_reason",
     "client_job_id",

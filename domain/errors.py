@@ -33,6 +33,23 @@ class RuleViolation(Refused):
         super().__init__(f"rule {rule}: {reason}", task_id=task_id)
 
 
+class LeaseLost(RuleViolation):
+    """A worker decided on a task that another worker of the fleet now holds: its
+    lease expired (it paused or stalled past it) and its task was recovered and
+    taken (rule 9 for a fleet, SPEC section 8). Nothing was recorded; the phase
+    that decided has lost the task and should stop."""
+
+    def __init__(self, task_id: str, worker: str, holder: str) -> None:
+        self.worker = worker
+        self.holder = holder
+        super().__init__(
+            9,
+            f"worker {worker} lost this task when its lease expired; worker {holder} "
+            "holds it now, so nothing was recorded (stop this phase)",
+            task_id=task_id,
+        )
+
+
 class UnknownTask(Refused, KeyError):
     """A command named a task id that no event in the store created."""
 

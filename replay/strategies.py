@@ -222,6 +222,7 @@ class Harness:
             clock=self.clock,
             registry=self.registry,
             restart_limit=self.restart_limit,
+            worker="harness",  # a crash restarts the same worker: recovery runs at once
         )
         scheduler.configure_runs(
             executor=self.executor, settings=RunSettings(reconcile_per_tick=50)

@@ -96,7 +96,7 @@ def test_the_import_checker_sees_a_wrong_arrow(tmp_path: Path) -> None:
     bad = ROOT / "domain" / "tasks" / "_probe_wrong_arrow.py"
     bad.write_text("from ..app import scheduler\n")
     try:
-        with pytest.raises(AssertionError, match="domain.app"):
+        with pytest.raises(AssertionError, match=r"domain\.app"):
             test_imports_run_one_way(bad)
     finally:
         bad.unlink()

@@ -56,8 +56,12 @@ def test_a_batch_appends_the_events_the_unbatched_path_appends(
     tmp_path: Path, registry: Registry
 ) -> None:
     plain_clock, batched_clock = ManualClock(1_000_000), ManualClock(1_000_000)
-    plain = Scheduler.open(str(tmp_path / "plain.db"), clock=plain_clock, registry=registry)
-    batched = Scheduler.open(str(tmp_path / "batched.db"), clock=batched_clock, registry=registry)
+    plain = Scheduler.open(
+        str(tmp_path / "plain.db"), clock=plain_clock, registry=registry, worker="w"
+    )
+    batched = Scheduler.open(
+        str(tmp_path / "batched.db"), clock=batched_clock, registry=registry, worker="w"
+    )
     workload(plain, plain_clock)
     with batched.batch():
         workload(batched, batched_clock)

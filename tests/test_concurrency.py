@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 import pytest
 from conftest import LONG
-from helpers.checks import fold, verify_problems, world_problems
+from helpers.checks import fold, stale, verify_problems, world_problems
 from helpers.contender import registry
 
 from tasktrail.domain import ConflictError, ManualClock, Scheduler
@@ -40,7 +40,13 @@ class Contenders:
     """Processes with a scheduler each, on one store, answering one message at a time."""
 
     def __init__(self, location: str, count: int) -> None:
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+        # One worker name for every contender: the race under test is the store's
+        # version check between writers, not a fleet's fencing (tests/test_fleet.py).
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(Path(__file__).parent),
+            "TASKTRAIL_WORKER": "contenders",
+        }
         self.processes = [
             subprocess.Popen(
                 [sys.executable, str(CONTENDER), location, f"c{k}"],
@@ -249,12 +255,12 @@ def test_a_writer_waits_out_another_writers_lock(sqlite_url: str) -> None:
 def test_stale_hold_is_refused_when_a_child_ended_meanwhile(store_url: str) -> None:
     # The decision reads the child (live, in its stale view) and writes only the
     # owner: its read guard on the child makes the store refuse it.
-    first = Scheduler.open(store_url, clock=ManualClock(0), registry=registry())
+    first = Scheduler.open(store_url, clock=ManualClock(0), registry=registry(), worker="w")
     owner = first.submit("job", id="owner")
     child = first.submit("job", id="child", owner=owner)
     first.reserve(owner)
     first.reserve(child)
-    second = Scheduler.open(store_url, clock=ManualClock(0), registry=registry())
+    second = Scheduler.open(store_url, clock=ManualClock(0), registry=registry(), worker="w")
     # Opening ran recovery: the tasks are pending again; take them back.
     first.refresh()
     first.reserve(owner)
@@ -263,7 +269,7 @@ def test_stale_hold_is_refused_when_a_child_ended_meanwhile(store_url: str) -> N
     first.finish(child, "completed")  # writes the child's stream only
     head = second.store.head()
     try:
-        with pytest.raises(ConflictError):
+        with stale(second), pytest.raises(ConflictError):
             second.finish(owner, "completed")  # stale: would hold for a child that ended
         assert second.store.head() == head  # the loser appended nothing
         second.retrying(lambda: second.finish(owner, "completed"))
@@ -275,14 +281,14 @@ def test_stale_hold_is_refused_when_a_child_ended_meanwhile(store_url: str) -> N
 
 
 def test_stale_submit_under_a_just_marked_owner_is_refused(store_url: str) -> None:
-    first = Scheduler.open(store_url, clock=ManualClock(0), registry=registry())
+    first = Scheduler.open(store_url, clock=ManualClock(0), registry=registry(), worker="w")
     owner = first.submit("job", id="owner")
-    second = Scheduler.open(store_url, clock=ManualClock(0), registry=registry())
+    second = Scheduler.open(store_url, clock=ManualClock(0), registry=registry(), worker="w")
     second.refresh()
     first.abort(owner)  # writes the owner's stream
     head = second.store.head()
     try:
-        with pytest.raises(ConflictError):
+        with stale(second), pytest.raises(ConflictError):
             second.submit("job", id="child", owner=owner)  # stale: the owner looks unmarked
         assert second.store.head() == head
         second.retrying(lambda: second.submit("job", id="child", owner=owner))

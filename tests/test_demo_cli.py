@@ -23,7 +23,7 @@ def test_demo_records_every_scenario(tmp_path: Path) -> None:
     assert any("crash 1" in line for line in lines)
     assert any("operator retry" in line for line in lines)
     story = "\n".join(report.story)
-    assert "TaskRecovered(restarts=2)" in story and "RestartsCleared" in story
+    assert "TaskRecovered(restarts=2, worker=demo)" in story and "RestartsCleared" in story
     assert story.rstrip().endswith("TaskEnded(status=completed)")
     assert any("wakeup aggregated 2 requests" in line for line in lines)
     assert any("wakeup dispatched" in line and "leader.1" in line for line in lines)

@@ -81,7 +81,7 @@ def test_rule_02_closing_scheduler_ends_every_decision(
             raise
 
     registry.register(TaskDefinition("closer", 1, {"start": closing_phase, "end": finishing()}))
-    scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    scheduler = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry)
     task_id = scheduler.submit("closer")
     before = scheduler.store.head()
     scheduler.run_pass()
@@ -315,16 +315,16 @@ def crash(scheduler: Scheduler) -> None:
 def test_rule_09_recovery_counts_restarts_and_parks(
     sqlite_url: str, clock: ManualClock, registry: Registry
 ) -> None:
-    first = Scheduler.open(sqlite_url, clock=clock, registry=registry, restart_limit=2)
+    first = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry, restart_limit=2)
     task_id = running(first)
     crash(first)
-    second = Scheduler.open(sqlite_url, clock=clock, registry=registry, restart_limit=2)
+    second = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry, restart_limit=2)
     assert second.task(task_id).status == "pending"
     assert second.task(task_id).restarts == 1
     assert second.parked == []
     second.reserve(task_id)
     crash(second)
-    third = Scheduler.open(sqlite_url, clock=clock, registry=registry, restart_limit=2)
+    third = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry, restart_limit=2)
     assert third.task(task_id).restarts == 2
     assert third.parked == [task_id]
     assert third.blocked_reason(task_id) == "restart_limit"
@@ -339,11 +339,11 @@ def test_rule_09_recovery_counts_restarts_and_parks(
 def test_rule_09_raised_limit_unparks_and_retry_edge_cases(
     sqlite_url: str, clock: ManualClock, registry: Registry
 ) -> None:
-    first = Scheduler.open(sqlite_url, clock=clock, registry=registry, restart_limit=1)
+    first = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry, restart_limit=1)
     task_id = running(first)
     idle = first.submit("job")
     crash(first)
-    second = Scheduler.open(sqlite_url, clock=clock, registry=registry, restart_limit=1)
+    second = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry, restart_limit=1)
     assert second.blocked_reason(task_id) == "restart_limit"
     second.restart_limit = 5  # a raised limit unparks at the next pass
     assert task_id in second.run_pass().reserved
@@ -361,10 +361,10 @@ def test_rule_09_raised_limit_unparks_and_retry_edge_cases(
 def test_rule_10_close_is_not_a_crash(
     sqlite_url: str, clock: ManualClock, registry: Registry
 ) -> None:
-    first = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    first = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry)
     task_id = running(first)
     first.close()
-    second = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    second = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry)
     task = second.task(task_id)
     assert task.status == "pending" and task.restarts == 0
     assert second.history(task_id)[-1].rule == 10
@@ -377,10 +377,10 @@ def test_rule_10_close_is_not_a_crash(
 def test_rule_11_progress_resets_restarts_same_checkpoint_does_not(
     sqlite_url: str, clock: ManualClock, registry: Registry
 ) -> None:
-    first = Scheduler.open(sqlite_url, clock=clock, registry=registry, restart_limit=5)
+    first = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry, restart_limit=5)
     task_id = running(first)
     crash(first)
-    second = Scheduler.open(sqlite_url, clock=clock, registry=registry, restart_limit=5)
+    second = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry, restart_limit=5)
     assert second.task(task_id).restarts == 1
     second.reserve(task_id)
     second.checkpoint(task_id, "start")  # the same checkpoint again: not progress
@@ -396,17 +396,23 @@ def test_rule_11_progress_resets_restarts_same_checkpoint_does_not(
 def test_rule_12_abort_handler_cut_off_restart_limit_times_ends_faulted(
     sqlite_url: str, clock: ManualClock, registry: Registry
 ) -> None:
-    scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry, restart_limit=2)
+    scheduler = Scheduler.open(
+        sqlite_url, clock=clock, worker="w", registry=registry, restart_limit=2
+    )
     task_id = running(scheduler)
     crash(scheduler)
-    scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry, restart_limit=2)
+    scheduler = Scheduler.open(
+        sqlite_url, clock=clock, worker="w", registry=registry, restart_limit=2
+    )
     assert scheduler.task(task_id).restarts == 1
     scheduler.abort(task_id)
     assert scheduler.task(task_id).restarts == 0  # an abort mark resets restarts
     for cut_off in (1, 2):
         assert scheduler.reserve(task_id) == "abort"
         crash(scheduler)
-        scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry, restart_limit=2)
+        scheduler = Scheduler.open(
+            sqlite_url, clock=clock, worker="w", registry=registry, restart_limit=2
+        )
         assert scheduler.task(task_id).restarts == cut_off
     assert scheduler.reserve(task_id) is None
     outcome = scheduler.task(task_id).outcome
@@ -417,10 +423,10 @@ def test_rule_12_abort_handler_cut_off_restart_limit_times_ends_faulted(
 def test_rule_12_request_mark_replaces_restart_mark(
     sqlite_url: str, clock: ManualClock, registry: Registry
 ) -> None:
-    scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    scheduler = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry)
     task_id = running(scheduler, abandon_on_restart=True)
     crash(scheduler)
-    scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    scheduler = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry)
     assert scheduler.task(task_id).abort_reason == "restart"
     scheduler.abort(task_id)
     task = scheduler.task(task_id)
@@ -438,7 +444,7 @@ def test_rule_13_blocked_reasons_come_from_the_registry(
     sqlite_url: str, clock: ManualClock
 ) -> None:
     registry = Registry([TaskDefinition("job", 2, {"start": finishing()})])
-    scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    scheduler = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry)
     missing = scheduler.submit("ghost", phase="start")
     too_old = scheduler.submit("job", version=3)
     no_migration = scheduler.submit("job", version=1)
@@ -460,7 +466,7 @@ def test_rule_13_failed_migration_blocks_and_migrate_takes_over(
         raise ValueError("cannot read v1 memos")
 
     registry = Registry([TaskDefinition("job", 1, {"start": finishing()})])
-    scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    scheduler = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry)
     old = scheduler.submit("job")
     registry.register(TaskDefinition("job", 2, {"start": finishing()}, migrate=failing_migrate))
     refused(scheduler, 13, scheduler.reserve, old)
@@ -479,7 +485,7 @@ def test_rule_13_never_blocked_running_completing_or_request_marked(
     sqlite_url: str, clock: ManualClock
 ) -> None:
     registry = Registry([TaskDefinition("job", 1, {"start": finishing()})])
-    scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    scheduler = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry)
     active = running(scheduler)
     owner = running(scheduler)
     scheduler.submit("job", owner=owner)
@@ -497,7 +503,7 @@ def test_rule_13_abort_marked_task_no_definition_takes_ends_orphaned(
     sqlite_url: str, clock: ManualClock
 ) -> None:
     registry = Registry([TaskDefinition("job", 1, {"start": finishing()})])
-    scheduler = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    scheduler = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry)
     owner = scheduler.submit("ghost", phase="start")
     child = scheduler.submit("job", owner=owner)
     scheduler.abort(owner)

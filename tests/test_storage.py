@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 from conftest import event_count
+from helpers.checks import stale
 
 from tasktrail.domain import (
     ConflictError,
@@ -68,7 +69,7 @@ def test_lost_race_raises_conflict_and_appends_nothing(
 
     first.reserve(task_id)
     head = first.store.head()
-    with pytest.raises(ConflictError) as caught:
+    with stale(second), pytest.raises(ConflictError) as caught:
         second.reserve(task_id)  # decided on stale state: pending
     assert task_id in str(caught.value) and "nothing was recorded" in str(caught.value)
     assert second.store.head() == head
@@ -91,8 +92,12 @@ def test_retrying_re_decides_on_fresh_state(
     attempts = []
 
     def abort_once_more() -> bool:
-        attempts.append(second.task(task_id).abort_requested)
-        return second.abort(task_id)
+        if attempts:  # the retry: on fresh state
+            attempts.append(second.task(task_id).abort_requested)
+            return second.abort(task_id)
+        with stale(second):  # the first try decides on the view it had
+            attempts.append(second.world.tasks[task_id].abort_requested)
+            return second.abort(task_id)
 
     assert second.retrying(abort_once_more) is False  # already marked: nothing to add
     assert attempts == [False, True]

@@ -271,13 +271,13 @@ def test_a_phase_resumed_after_a_crash_continues_the_same_trace(
     carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
     registry = _registry(clock)
     with telemetry.default_providers(tracer_provider):
-        first = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+        first = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="w")
         tid = first.submit("job", trace=carrier)
         first.reserve(tid)  # running when the process dies
         first.store.close()  # a crash: no close()
         crashed_at = clock.now
         recovered_at = clock.advance(1_000)
-        second = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+        second = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="w")
         second.run_until_idle()
         second.close()
     spans = _spans(exporter, tid)
@@ -469,7 +469,7 @@ def test_a_telemetry_failure_never_changes_scheduling(
 ) -> None:
     def record(path: Path, provider: TracerProvider | None) -> list[Any]:
         run_clock = ManualClock(clock.now)
-        s = Scheduler.open(path, clock=run_clock, registry=_registry(run_clock))
+        s = Scheduler.open(path, clock=run_clock, registry=_registry(run_clock), worker="w")
         if provider is not None:
             s.configure_telemetry(provider)
         for kind in ("tree", "job", "broken", "retry"):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import Refused, RuleViolation
+from ..errors import LeaseLost, Refused, RuleViolation
 from ..tasks import decide
 from ..tasks.definitions import Registry
 from ..tasks.events import Mode, OutcomeStatus
@@ -157,8 +157,10 @@ class PhaseCommands:
                 if isinstance(result, str):
                     invocation.checkpoint(result)
             except RuleViolation as refusal:
-                if refusal.task_id == task_id and refusal.rule in (1, 2, 3):
-                    return  # the invocation has ended; nothing to record
+                if refusal.task_id == task_id and (
+                    refusal.rule in (1, 2, 3) or isinstance(refusal, LeaseLost)
+                ):
+                    return  # the invocation has ended (or was taken); nothing to record
                 self._fault(task_id, str(refusal), "threw")
                 return
             except Exception as error:  # a phase that raises ends the task faulted
@@ -184,7 +186,8 @@ class PhaseCommands:
             with telemetry.phase_context(self, task_id):
                 definition.abort(invocation)
         except RuleViolation as refusal:
-            if not (refusal.task_id == task_id and refusal.rule in (1, 2)):
+            ended = refusal.rule in (1, 2) or isinstance(refusal, LeaseLost)
+            if not (refusal.task_id == task_id and ended):
                 self._fault(task_id, str(refusal), "threw")
             return
         except Exception as error:

@@ -31,6 +31,7 @@ from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
 from .batch import BatchCommands
+from .fleet import DEFAULT_LEASE_MS, FleetCommands, lease_ms, worker_name
 from .phases import PhaseCommands
 from .run_commands import RunCommands
 from .task_commands import TaskCommands, _task_id
@@ -40,11 +41,14 @@ T = TypeVar("T")
 DEFAULT_RESTART_LIMIT = 3
 
 
-class Scheduler(TaskCommands, PhaseCommands, BatchCommands, TurnCommands, RunCommands):
+class Scheduler(
+    TaskCommands, PhaseCommands, BatchCommands, TurnCommands, RunCommands, FleetCommands
+):
     """A durable task scheduler kept as an event-sourced state machine.
 
     Open one with :meth:`open`; it loads the store's tasks and runs recovery
-    (rule 9). Commands append events and return once they are recorded.
+    (rule 9). Commands append events and return once they are recorded. Several
+    schedulers may share a store, each a worker of a fleet (:mod:`.fleet`).
     """
 
     def __init__(
@@ -54,7 +58,13 @@ class Scheduler(TaskCommands, PhaseCommands, BatchCommands, TurnCommands, RunCom
         clock: Clock = system_clock,
         registry: Registry | None = None,
         restart_limit: int = DEFAULT_RESTART_LIMIT,
+        worker: str | None = None,
+        lease: float = DEFAULT_LEASE_MS,
     ) -> None:
+        self.worker = worker_name(worker)
+        """This scheduler's name in the fleet; reservations record it on the task."""
+        self.lease_ms = lease_ms(lease)
+        """How long (ms, scheduler clock) the lease lasts without a renewal."""
         self.store = store
         self.clock = clock
         self.registry = registry if registry is not None else Registry()
@@ -84,13 +94,18 @@ class Scheduler(TaskCommands, PhaseCommands, BatchCommands, TurnCommands, RunCom
         registry: Registry | None = None,
         restart_limit: int = DEFAULT_RESTART_LIMIT,
         durability: Durability = "full",
+        worker: str | None = None,
+        lease: float = DEFAULT_LEASE_MS,
     ) -> Scheduler:
         """Open the store at a SQLite path or ``postgresql://`` URL, load it, recover.
 
         Recovery (rule 9) puts every task a crash left ``running`` back to
         ``pending``, counting a restart; a task at ``restart_limit`` restarts
         without an abort mark is parked (listed in :attr:`parked`) until
-        :meth:`retry`.
+        :meth:`retry`. In a fleet it recovers only the running tasks of this
+        ``worker`` name (default ``$TASKTRAIL_WORKER``, else a fresh unique name)
+        and of workers whose ``lease`` (ms of the scheduler clock) expired; a task
+        another live worker holds is left alone.
         """
         if (
             isinstance(restart_limit, bool)
@@ -105,11 +120,21 @@ class Scheduler(TaskCommands, PhaseCommands, BatchCommands, TurnCommands, RunCom
         store = (
             location if isinstance(location, Store) else open_store(location, durability=durability)
         )
-        scheduler = cls(store, clock=clock, registry=registry, restart_limit=restart_limit)
         try:
+            scheduler = cls(
+                store,
+                clock=clock,
+                registry=registry,
+                restart_limit=restart_limit,
+                worker=worker,
+                lease=lease,
+            )
             scheduler.refresh()
             scheduler._resumed = set(scheduler.world.live)
-            scheduler.parked = scheduler._decide(decide.recover)
+            scheduler._lease_optional = True  # a read-only store still opens for reading
+            scheduler._renew_lease(force=True)
+            scheduler._lease_optional = not scheduler._renewed_at
+            scheduler.parked = scheduler._recover_lost(at_open=True).parked
         except BaseException:
             if not isinstance(location, Store):
                 store.close()
@@ -121,15 +146,26 @@ class Scheduler(TaskCommands, PhaseCommands, BatchCommands, TurnCommands, RunCom
         restart counted (rule 10); later commands are refused (rule 2)."""
         if self._closed:
             return
-        running = [tid for tid in self._invocations if self._is_running(tid)]
-        self._decide(decide.stop, running)
+        for attempt in range(5):
+            try:
+                # Only what this worker holds now: another may have taken a task of ours.
+                self.refresh()
+                running = [tid for tid in self._invocations if self._is_running(tid)]
+                self._decide(decide.stop, running)
+                break
+            except ConflictError:
+                if attempt == 4:
+                    raise
         for invocation in self._invocations.values():
             invocation.ended = True
         self._invocations.clear()
         self.closing = True
         self._closed = True
         self._flush_batch()  # closed inside a batch: what it decided is appended first
-        self.store.close()
+        try:
+            self._release_lease()
+        finally:
+            self.store.close()
 
     def __enter__(self) -> Scheduler:
         return self
@@ -149,11 +185,11 @@ class Scheduler(TaskCommands, PhaseCommands, BatchCommands, TurnCommands, RunCom
         return self.clock()
 
     def task(self, task_id: str) -> TaskState:
-        """The current state of one task."""
-        state = self.world.get(_task_id(task_id))
-        if state is None:
+        """The current state of one task (with what other writers appended folded in)."""
+        _task_id(task_id)
+        if self._batch is None and not self._closed:
             self.refresh()
-            state = self.world.get(task_id)
+        state = self.world.get(task_id)
         if state is None:
             raise UnknownTask(task_id)
         return state
@@ -166,6 +202,11 @@ class Scheduler(TaskCommands, PhaseCommands, BatchCommands, TurnCommands, RunCom
         """Every event of one task, oldest first, as stored."""
         self.task(task_id)
         return self.store.stream(task_id)
+
+    @property
+    def failed_migrations(self) -> frozenset[str]:
+        """Tasks whose migration to a newer definition failed here (rule 13)."""
+        return frozenset(self._failed_migrations)
 
     def blocked_reason(self, task_id: str) -> BlockedReason | None:
         """Rule 13: why the task cannot run here, or ``None``."""
@@ -224,7 +265,9 @@ class Scheduler(TaskCommands, PhaseCommands, BatchCommands, TurnCommands, RunCom
         # be recorded as null and read back differently.
         if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
             raise InvalidArgument(f"the clock returned {now!r}, not a finite time in ms")
-        return decide.Context(now=now, restart_limit=self.restart_limit, closing=self.closing)
+        return decide.Context(
+            now=now, restart_limit=self.restart_limit, closing=self.closing, worker=self.worker
+        )
 
     def _readiness(self, draft: Draft, ctx: decide.Context, task: TaskState) -> str:
         if task.status == "running" and task.id in self._invocations:
@@ -232,13 +275,18 @@ class Scheduler(TaskCommands, PhaseCommands, BatchCommands, TurnCommands, RunCom
         return decide.readiness(draft, ctx, task, self.registry, self._failed_migrations)
 
     def _is_running(self, task_id: str) -> bool:
+        """Whether the task is running here (not in another worker of the fleet)."""
         task = self.world.get(task_id)
-        return task is not None and task.status == "running"
+        return task is not None and task.status == "running" and task.worker in (None, self.worker)
 
     def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         with self._lock:
             if self._closed:
                 raise RuleViolation(2, "the scheduler is closed; open the store again")
+            if self._batch is None:
+                # Decide on the store's current state: fold what other writers appended.
+                self.refresh()
+                self._renew_lease()
             try:
                 return self._decide_once(fn, *args, **kwargs)
             except UnknownTask:

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import InvalidArgument, Refused, RuleViolation
+from ..errors import InvalidArgument, LeaseLost, Refused, RuleViolation
 from ..tasks import decide
 from ..tasks.definitions import Registry, definition_fit
 from ..tasks.events import Mode, OutcomeStatus, Policy
@@ -31,6 +31,7 @@ class TaskCommands:
     _resumed: set[str]
 
     if TYPE_CHECKING:
+        worker: str
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
@@ -197,11 +198,12 @@ class TaskCommands:
         try:
             self._decide(fn, task_id, *args, **kwargs)
         except RuleViolation as refusal:
-            # Rules 1 to 3 end the invocation that tried to decide.
-            if refusal.rule in (1, 2, 3):
+            # Rules 1 to 3, and fencing (a fleet's rule 9), end the invocation that decided.
+            if refusal.rule in (1, 2, 3) or isinstance(refusal, LeaseLost):
                 ended = self._invocations.pop(task_id, None)
                 if ended is not None:
                     ended.ended = True
+                    ended.lost = isinstance(refusal, LeaseLost)
             raise
         if not self._is_running(task_id):
             ended = self._invocations.pop(task_id, None)

@@ -40,6 +40,7 @@ from . import scenarios as demo_scenarios
 DEMO_START_MS = 1_767_603_600_000  # 2026-01-05T09:00:00Z
 PASS_MS = 250
 RESTART_LIMIT = 2
+DEMO_WORKER = "demo"
 SCENARIO_TASKS = 11  # the crew and ten nightly jobs
 MIN_TASKS = 30
 
@@ -171,7 +172,9 @@ def run_demo(
     restarts_counted = 0
     parked: list[str] = []
 
-    scheduler = Scheduler.open(path, clock=clock, registry=registry, restart_limit=RESTART_LIMIT)
+    scheduler = Scheduler.open(
+        path, clock=clock, registry=registry, restart_limit=RESTART_LIMIT, worker=DEMO_WORKER
+    )
     fragile = scheduler.submit("fragile", id=ids("fragile"))
     crashes[fragile] = RESTART_LIMIT
     batch = scheduler.submit("batch", id=ids("batch"))
@@ -208,8 +211,12 @@ def run_demo(
             scheduler.store.close()
             log(f"crash {crash_round + 1}: process dropped mid-phase at {format_at(clock.now)}")
             clock.advance(5_000)  # the process manager restarts it a few seconds later
-            scheduler = Scheduler.open(
-                path, clock=clock, registry=registry, restart_limit=RESTART_LIMIT
+            scheduler = Scheduler.open(  # the same worker restarted: it recovers its tasks
+                path,
+                clock=clock,
+                registry=registry,
+                restart_limit=RESTART_LIMIT,
+                worker=DEMO_WORKER,
             )
             recovered = [
                 e for e in scheduler.history(fragile) if type(e).__name__ == "TaskRecovered"

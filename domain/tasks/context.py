@@ -18,3 +18,5 @@ class Context:
     now: float
     restart_limit: int = 3
     closing: bool = False
+    worker: str | None = None
+    """The worker deciding (SPEC section 8); ``None`` where no fleet is involved."""

@@ -87,9 +87,14 @@ class TaskSubmitted(TaskEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TaskReserved(TaskEvent):
-    """An invocation took the task: ``running`` in ``run`` or ``abort`` mode."""
+    """An invocation took the task: ``running`` in ``run`` or ``abort`` mode.
+
+    ``worker`` names the scheduler process that holds it (SPEC section 8); events
+    recorded before workers existed read as ``None``.
+    """
 
     mode: Mode
+    worker: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -167,9 +172,14 @@ class AbortMarked(TaskEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TaskRecovered(TaskEvent):
-    """Recovery after a crash put a ``running`` task back to ``pending`` (rule 9)."""
+    """Recovery after a crash put a ``running`` task back to ``pending`` (rule 9).
+
+    ``worker`` is the worker that held it and was lost (its lease expired, or it
+    was this worker's own name, reopened); ``None`` before workers existed.
+    """
 
     restarts: int
+    worker: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -136,6 +136,8 @@ def evolve(state: TaskState | None, event: TaskEvent) -> TaskState:
     if handler is None:
         raise InvalidTransition(f"task {state.id}: no evolve for {type(event).__name__}")
     next_state = handler(state, event)
+    if next_state.worker is not None and next_state.status != "running":
+        next_state = _replace(next_state, worker=None)  # a worker holds running tasks only
     if next_state.events == state.events + 1:
         return next_state  # stamped already (by _step)
     return _replace(next_state, updated_at=event.at, events=state.events + 1)
@@ -176,7 +178,16 @@ def _require(state: TaskState, event: TaskEvent, *statuses: str) -> None:
 @evolves(TaskReserved)
 def _reserved(state: TaskState, event: TaskReserved) -> TaskState:
     _require(state, event, "pending", "waiting", "sleeping", "running")
-    return _step(state, event, status="running", mode=event.mode, on=(), policy=None, until=None)
+    return _step(
+        state,
+        event,
+        status="running",
+        mode=event.mode,
+        worker=event.worker,
+        on=(),
+        policy=None,
+        until=None,
+    )
 
 
 @evolves(TaskMigrated)

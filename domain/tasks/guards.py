@@ -11,7 +11,7 @@ the branch that applies it.
 
 from __future__ import annotations
 
-from ..errors import RuleViolation
+from ..errors import LeaseLost, RuleViolation
 from ..world import Draft
 from .context import Context
 from .state import TaskState
@@ -25,8 +25,19 @@ def not_closing(ctx: Context, task_id: str | None) -> None:
         raise RuleViolation(2, "the scheduler is closing; open it again to decide", task_id=task_id)
 
 
+def held_elsewhere(task: TaskState, ctx: Context) -> bool:
+    """Whether another worker of the fleet holds the running task (SPEC section 8)."""
+    return (
+        task.status == "running"
+        and ctx.worker is not None
+        and task.worker is not None
+        and task.worker != ctx.worker
+    )
+
+
 def invocation_decision(draft: Draft, ctx: Context, task_id: str) -> TaskState:
-    """Rules 2, 1 and 3, in that order, for a decision an invocation takes."""
+    """Rules 2, 1, 9 (fencing, for a fleet) and 3, in that order, for a decision an
+    invocation takes."""
     not_closing(ctx, task_id)
     task = require_task(draft, task_id)
     # 1. A task that is not running ends the invocation's decision without a write.
@@ -36,6 +47,10 @@ def invocation_decision(draft: Draft, ctx: Context, task_id: str) -> TaskState:
             f"the task is {task.status}, not running; its invocation has ended",
             task_id=task_id,
         )
+    # 9 (a fleet). Fencing: a task another worker holds was taken from this one.
+    if held_elsewhere(task, ctx):
+        assert ctx.worker is not None and task.worker is not None
+        raise LeaseLost(task_id, ctx.worker, task.worker)
     # 3. An abort mark ends a run invocation at its next decision.
     if task.mode == "run" and task.abort_requested:
         raise RuleViolation(

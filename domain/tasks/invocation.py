@@ -14,6 +14,9 @@ _MISSING: Any = object()
 class TaskDecider(Protocol):
     """What an invocation decides through: the scheduler's task reads and commands."""
 
+    @property
+    def worker(self) -> str: ...
+
     def task(self, task_id: str) -> TaskState: ...
 
     def now(self) -> float: ...
@@ -74,6 +77,14 @@ class Invocation:
         self.resumed = resumed
         """Whether this is the first invocation of the task since the store was opened."""
         self.ended = False
+        self.lost = False
+        """Whether another worker took the task (this worker's lease expired): its
+        decisions raise :class:`~..errors.LeaseLost` and record nothing."""
+
+    @property
+    def worker(self) -> str:
+        """The worker (scheduler process of a fleet) running this invocation."""
+        return self.scheduler.worker
 
     @property
     def task(self) -> TaskState:

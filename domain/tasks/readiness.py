@@ -14,6 +14,7 @@ from ..world import Draft
 from .context import Context
 from .definitions import Registry, definition_fit, parked
 from .ending import cancelling_ancestor
+from .guards import held_elsewhere
 from .running import wait_satisfied
 from .state import TaskState
 
@@ -39,6 +40,8 @@ def readiness(
         return "held"
     if task.status == "running" and not (task.mode == "run" and task.abort_requested):
         return "running"
+    if held_elsewhere(task, ctx):
+        return "running"  # another worker's invocation ends it at its next decision (rule 3)
     if not task.request_marked and cancelling_ancestor(draft, task.id) is not None:
         return "ready"  # its cascade mark is due (rule 6), which is work
     if task.abort_requested:

@@ -11,7 +11,7 @@ the branch that applies it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..world import Draft
 from .context import Context
@@ -22,9 +22,15 @@ from .guards import not_closing
 from .validation import require_task
 
 
-def recover(draft: Draft, ctx: Context) -> list[str]:
+def recover(
+    draft: Draft, ctx: Context, lost: Callable[[str | None], bool] | None = None
+) -> list[str]:
     """Rule 9, at open after a crash: every running task back to pending, one restart
     counted. Returns the tasks that the restart limit now parks.
+
+    For a fleet, ``lost(worker)`` says which workers' tasks are recovered: this
+    worker's own name (reopened after a crash) and workers whose lease expired;
+    a task a live worker holds is never touched. ``None``: every running task.
 
     Also derives what a crash (or another writer) may have left undone: cascade
     marks below cancelling owners (rule 6) and held outcomes whose owned work is
@@ -36,9 +42,18 @@ def recover(draft: Draft, ctx: Context) -> list[str]:
         task = draft.get(task_id)
         if task is None or task.status != "running":
             continue
+        # 9 (a fleet). Only the tasks of lost workers: a live worker keeps its own.
+        if lost is not None and not lost(task.worker):
+            continue
         # 9. Recovery: running becomes pending, and its restarts grow by one.
         task = draft.emit(
-            TaskRecovered(task_id=task_id, at=ctx.now, rule=9, restarts=task.restarts + 1)
+            TaskRecovered(
+                task_id=task_id,
+                at=ctx.now,
+                rule=9,
+                restarts=task.restarts + 1,
+                worker=task.worker,
+            )
         )
         if task.abandon_on_restart and not task.abort_requested:
             draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=9, reason="restart"))

@@ -22,7 +22,7 @@ from .context import Context
 from .definitions import Registry, definition_fit, parked
 from .ending import cancelling_ancestor, end
 from .events import AbortMarked, Mode, TaskMigrated, TaskReserved, TaskSubmitted
-from .guards import not_closing
+from .guards import held_elsewhere, not_closing
 from .running import wait_satisfied
 from .state import Outcome, TaskState
 from .validation import phase_name, require_task
@@ -134,6 +134,11 @@ def reserve(
         )
     if task.status == "running" and not (task.mode == "run" and task.abort_requested):
         raise Refused(f"the task is already running in {task.mode} mode", task_id=task_id)
+    if held_elsewhere(task, ctx):
+        raise Refused(
+            f"the task is running in worker {task.worker}; its invocation there ends it",
+            task_id=task_id,
+        )
     # 6. A descendant waits for its cascade mark instead of running a phase.
     if not task.request_marked:
         cancelling = cancelling_ancestor(draft, task_id)
@@ -173,7 +178,7 @@ def reserve(
                 phase=migrated_phase or task.checkpoint.phase,
             )
         )
-    draft.emit(TaskReserved(task_id=task_id, at=ctx.now, mode="run"))
+    draft.emit(TaskReserved(task_id=task_id, at=ctx.now, mode="run", worker=ctx.worker))
     return "run"
 
 
@@ -214,5 +219,5 @@ def _reserve_abort(
             raise RuleViolation(13, f"blocked: {fit}", task_id=task.id)
         end(draft, ctx, task, Outcome("orphaned", None, None, fit), rule=13)
         return None
-    draft.emit(TaskReserved(task_id=task.id, at=ctx.now, mode="abort"))
+    draft.emit(TaskReserved(task_id=task.id, at=ctx.now, mode="abort", worker=ctx.worker))
     return "abort"

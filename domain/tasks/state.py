@@ -75,6 +75,8 @@ class TaskState:
     """How many events made this state: the aggregate version."""
     roles: dict[str, RoleState] = field(default_factory=dict)
     """The task's roles (``leader`` and named others) and their Turns (SPEC.md section 2)."""
+    worker: str | None = None
+    """The worker holding the task while it is ``running`` (SPEC section 8), else ``None``."""
 
     @property
     def live(self) -> bool:

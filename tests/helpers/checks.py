@@ -10,7 +10,7 @@ import contextlib
 import hashlib
 import math
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,3 +146,15 @@ def read_acks(path: Path) -> AckLog:
         else:
             log.commands.append(record)
     return log
+
+
+@contextlib.contextmanager
+def stale(scheduler: Any) -> Iterator[None]:
+    """Make ``scheduler`` decide on the view it has: every command folds what other
+    writers appended first, so a stale decision needs a race; this stands in for one."""
+    real = scheduler.refresh
+    scheduler.refresh = lambda: 0  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        scheduler.refresh = real  # type: ignore[method-assign]

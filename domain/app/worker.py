@@ -1,0 +1,229 @@
+"""The worker loop: one scheduler process of a fleet, run as a service.
+
+A :class:`Worker` drives a :class:`~.scheduler.Scheduler` the way a host would:
+each tick renews its lease and recovers the tasks of lost workers
+(:meth:`~.scheduler.Scheduler.heartbeat`), runs the phases of runnable tasks
+(``run_pass``), a controller pass when a Turn runtime is configured, and
+``dispatch_due`` / ``reconcile`` when a run executor is. Between ticks it sleeps
+until the earliest deadline it knows (a sleep falling due, a Turn or wakeup
+deadline, its next heartbeat) or until another writer appends (it polls the
+store's head). :meth:`Worker.stop` — which SIGTERM and SIGINT call — ends the
+loop within a poll interval, and the scheduler closes (rule 10 for this worker).
+
+Every decision a tick takes is logged at INFO on the ``tasktrail.worker`` logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from ..turns.runtime import Runtime
+
+if TYPE_CHECKING:
+    from .scheduler import Scheduler
+
+log = logging.getLogger("tasktrail.worker")
+
+DEFAULT_POLL_MS = 100.0
+"""How often an idle worker looks for events other writers appended."""
+
+
+@dataclass
+class TickReport:
+    """What one :meth:`Worker.tick` did."""
+
+    recovered: list[str] = field(default_factory=list)
+    reserved: list[str] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
+    dispatched: int = 0
+    reconciled: int = 0
+    passed: int = 0
+
+    @property
+    def progressed(self) -> bool:
+        """Whether the tick changed anything (then the next one runs at once)."""
+        return bool(self.recovered or self.reserved or self.ended or self.dispatched)
+
+
+WakeCallback = Callable[[dict[str, Any]], None]
+TaskCallback = Callable[[str, str], None]
+
+
+class Worker:
+    """Runs one scheduler as a fleet member until :meth:`stop`.
+
+    ``on_wake({active, at})`` is called when :meth:`~.Scheduler.wake` changes;
+    ``on_parked(task_id, reason)``, ``on_blocked(task_id, reason)`` (when a task's
+    blocked reason changes) and ``on_migration_failed(task_id, reason)`` report to
+    the host as the seed scheduler does. Callbacks that raise are logged, never
+    fatal.
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        runtime: Runtime | None = None,
+        poll_ms: float = DEFAULT_POLL_MS,
+        on_wake: WakeCallback | None = None,
+        on_parked: TaskCallback | None = None,
+        on_blocked: TaskCallback | None = None,
+        on_migration_failed: TaskCallback | None = None,
+    ) -> None:
+        if not poll_ms > 0:
+            raise ValueError(f"poll_ms must be > 0, not {poll_ms!r}")
+        self.scheduler = scheduler
+        self.runtime = runtime
+        self.poll_ms = poll_ms
+        self.on_wake = on_wake
+        self.on_parked = on_parked
+        self.on_blocked = on_blocked
+        self.on_migration_failed = on_migration_failed
+        self.ticks = 0
+        self._stop = threading.Event()
+        self._last_wake: dict[str, Any] | None = None
+        self._blocked: dict[str, str] = {}
+        self._reported_parked: set[str] = set()
+        self._reported_migrations: set[str] = set()
+
+    # ─── one cycle ──────────────────────────────────────────────────────────
+
+    def tick(self) -> TickReport:
+        """One cycle of work: heartbeat, phases, controller pass, dispatch, reconcile."""
+        s = self.scheduler
+        report = TickReport()
+        beat = s.heartbeat()
+        report.recovered = beat.recovered
+        for task_id in beat.recovered:
+            log.info("recovered %s from lost worker %s", task_id, beat.lost.get(task_id))
+        phases = s.run_pass()
+        report.reserved, report.ended = phases.reserved, phases.ended
+        for task_id in phases.reserved:
+            log.info("ran %s (%s)", task_id, s.world.tasks[task_id].status)
+        for task_id in phases.ended:
+            log.info("ended %s", task_id)
+        self._report_blocked(phases.blocked)
+        turn_due = s.next_turn_deadline() if self.runtime is not None else None
+        if turn_due is not None and turn_due <= s.now():
+            # Only when Turn work is due: every pass is recorded as events.
+            passed = s.controller_pass("full", runtime=self.runtime)
+            report.passed = len(passed.tasks)
+        if s._runs_runtime().executor is not None:
+            dispatched = s.dispatch_due()
+            report.dispatched = len(dispatched.minted)
+            for run_id in dispatched.minted:
+                log.info("dispatched run %s", run_id)
+            reconciled = s.reconcile()
+            report.reconciled = len(reconciled.outcomes)
+            for run_id, outcome in reconciled.outcomes.items():
+                log.info("reconciled run %s: %s", run_id, outcome)
+        self._report_parked()
+        self._report_wake()
+        self.ticks += 1
+        return report
+
+    def next_deadline(self) -> float | None:
+        """The earliest scheduler-clock time something falls due: a sleep, a Turn or
+        wakeup deadline, or this worker's next heartbeat."""
+        s = self.scheduler
+        candidates = [s.wake().get("at"), s.next_heartbeat()]
+        if self.runtime is not None:
+            candidates.append(s.next_turn_deadline())
+        due = [c for c in candidates if c is not None]
+        return min(due) if due else None
+
+    # ─── the loop ───────────────────────────────────────────────────────────
+
+    def run(self, *, max_ticks: int | None = None) -> None:
+        """Tick until :meth:`stop` (or ``max_ticks``), then close the scheduler.
+
+        Idle, it sleeps until :meth:`next_deadline` on the scheduler clock, waking
+        every ``poll_ms`` to look for events other writers appended.
+        """
+        s = self.scheduler
+        log.info("worker %s started on %s", s.worker, s.store.location)
+        try:
+            while not self._stop.is_set():
+                if max_ticks is not None and self.ticks >= max_ticks:
+                    break
+                report = self.tick()
+                if report.progressed:
+                    continue
+                self._idle()
+        finally:
+            s.close()
+            log.info("worker %s closed", s.worker)
+
+    def _idle(self) -> None:
+        s = self.scheduler
+        deadline = self.next_deadline()
+        seen = s.store.head()
+        while not self._stop.is_set():
+            now = s.now()
+            if deadline is not None and now >= deadline:
+                return
+            wait_ms = self.poll_ms if deadline is None else min(self.poll_ms, deadline - now)
+            if self._stop.wait(max(wait_ms, 1.0) / 1000):
+                return
+            if s.store.head() != seen:
+                return  # another writer appended: its events may make work here
+
+    def stop(self, *_: Any) -> None:
+        """End :meth:`run` at its next check (thread- and signal-safe)."""
+        self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        """Stop on SIGTERM and SIGINT (call from the main thread)."""
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            log.info("signal %s: closing", signal.Signals(signum).name)
+            self.stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    # ─── host callbacks ─────────────────────────────────────────────────────
+
+    def _call(self, callback: Callable[..., None] | None, *args: Any) -> None:
+        if callback is None:
+            return
+        try:
+            callback(*args)
+        except Exception:  # a host's callback must not stop the worker
+            log.exception("host callback %r failed", callback)
+
+    def _report_wake(self) -> None:
+        wake = self.scheduler.wake()
+        if wake != self._last_wake:
+            self._last_wake = wake
+            self._call(self.on_wake, dict(wake))
+
+    def _report_blocked(self, blocked: dict[str, str]) -> None:
+        for task_id, reason in blocked.items():
+            if self._blocked.get(task_id) != reason:
+                log.info("blocked %s: %s", task_id, reason)
+                self._call(self.on_blocked, task_id, reason)
+        self._blocked = {
+            task_id: reason
+            for task_id, reason in {**self._blocked, **blocked}.items()
+            if task_id in self.scheduler.world.live
+        }
+
+    def _report_parked(self) -> None:
+        s = self.scheduler
+        for task_id in s.parked:
+            if task_id not in self._reported_parked:
+                self._reported_parked.add(task_id)
+                log.info("parked %s at the restart limit", task_id)
+                self._call(self.on_parked, task_id, "restart_limit")
+        for task_id in s.failed_migrations:
+            if task_id not in self._reported_migrations:
+                self._reported_migrations.add(task_id)
+                log.info("migration failed for %s", task_id)
+                self._call(self.on_migration_failed, task_id, "migration_failed")
