@@ -93,6 +93,7 @@ class FleetCommands:
 
     _leases: Leases | None = None
     _renewed_at: float | None = None
+    _beat_at: float | None = None
     _lease_optional = False
     peers: frozenset[str] = frozenset()
     """Other workers whose lease was current at the last heartbeat."""
@@ -108,12 +109,19 @@ class FleetCommands:
         """Renew this worker's lease and recover the tasks of workers whose lease expired."""
         with self._lock:
             self._renew_lease(force=True)
+            self._beat_at = self._renewed_at
             return self._recover_lost(at_open=False)
 
+    def _heartbeat_if_due(self) -> None:
+        if self.clock() >= self.next_heartbeat():
+            self.heartbeat()
+
     def next_heartbeat(self) -> float:
-        """When the lease next wants renewing (scheduler clock): a third of it after the last."""
-        renewed = self._renewed_at if self._renewed_at is not None else self.clock()
-        return renewed + self.lease_ms / 3
+        """When the next heartbeat is due (scheduler clock): a third of a lease after the
+        last one. Commands renew the lease too, but only a heartbeat looks for lost
+        workers, so this counts from the last heartbeat."""
+        beat = self._beat_at if self._beat_at is not None else self.clock()
+        return beat + self.lease_ms / 3
 
     def _renew_lease(self, *, force: bool = False) -> None:
         now = self._context().now  # the clock's reading, checked

@@ -8,11 +8,12 @@ into :class:`~.scheduler.Scheduler` as :class:`PhaseCommands`, with the
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import LeaseLost, Refused, RuleViolation
+from ..errors import ConflictError, LeaseLost, Refused, RuleViolation
 from ..tasks import decide
 from ..tasks.definitions import Registry
 from ..tasks.events import Mode, OutcomeStatus
@@ -61,6 +62,13 @@ class PhaseCommands:
 
         def _is_running(self, task_id: str) -> bool: ...
 
+        def refresh(self) -> int: ...
+
+        worker: str
+        peers: frozenset[str]
+
+        def _heartbeat_if_due(self) -> None: ...
+
         def reserve(self, task_id: str) -> Mode | None: ...
 
         def finish(
@@ -84,6 +92,7 @@ class PhaseCommands:
         report = PassReport()
         if self.closing:
             return report
+        self.refresh()
         ctx = self._context()
         draft = Draft(self.world)
         candidates = [
@@ -92,14 +101,21 @@ class PhaseCommands:
             if task_id in self.world.live
             and self._readiness(draft, ctx, self.world.tasks[task_id]) == "ready"
         ]
+        if self.peers:
+            # Other live workers pass over the same tasks: each takes them in an order of
+            # its own (rendezvous hashing), so they rarely race for the same one.
+            candidates.sort(key=lambda task_id: _rank(self.worker, task_id))
         for task_id in candidates:
             task = self.world.tasks[task_id]
             if not task.live or task_id in self._invocations:
                 continue
             try:
                 mode = self.reserve(task_id)
+            except ConflictError:
+                continue  # another worker reserved it first; this one moves on
             except Refused as refusal:
-                report.blocked[task_id] = refusal.reason
+                if not self._held_elsewhere(task_id):
+                    report.blocked[task_id] = refusal.reason
                 continue
             if mode is None:
                 report.ended.append(task_id)
@@ -108,9 +124,14 @@ class PhaseCommands:
             self._run(task_id, mode)
             if not self.world.tasks[task_id].live:
                 report.ended.append(task_id)
+            self._heartbeat_if_due()  # a long pass still recovers lost workers in time
             if self.closing:
                 break
         return report
+
+    def _held_elsewhere(self, task_id: str) -> bool:
+        task = self.world.tasks.get(task_id)
+        return task is not None and decide.held_elsewhere(task, self._context())
 
     def run_until_idle(self, max_passes: int = 10_000) -> list[PassReport]:
         """Run passes until one changes nothing (sleeps not yet due stay asleep)."""
@@ -204,3 +225,8 @@ class PhaseCommands:
         if self._is_running(task_id) and not self.closing:
             self._decide(decide.fault, task_id, message, reason)
         self._invocations.pop(task_id, None)
+
+
+def _rank(worker: str, task_id: str) -> bytes:
+    """A worker's own order of tasks (rendezvous hashing)."""
+    return hashlib.blake2b(f"{worker}\x00{task_id}".encode(), digest_size=8).digest()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .context import Context
 from .ending import abort, fault, finish
+from .guards import held_elsewhere
 from .readiness import readiness
 from .restarts import recover, retry, stop
 from .running import checkpoint, memo, sleep, wait
@@ -23,6 +24,7 @@ __all__ = [
     "checkpoint",
     "fault",
     "finish",
+    "held_elsewhere",
     "memo",
     "readiness",
     "recover",

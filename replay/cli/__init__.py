@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from tasktrail.domain import TasktrailError
 
-from . import io_commands, replay_commands, store_commands
+from . import io_commands, replay_commands, store_commands, worker_command
 from .common import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS
 
 EPILOG = """\
@@ -31,6 +31,7 @@ examples:
   tasktrail export tasktrail-demo.db demo.jsonl && tasktrail replay demo.jsonl
   tasktrail diff tasktrail-demo.db tasktrail-demo.db --until-a 300 --until-b 320
   tasktrail trace tasktrail-demo.db fragile-0001 --out fragile.json
+  tasktrail worker myapp.tasks:registry --store trail.db --worker w1
 
 A STORE is a SQLite file path or a postgresql:// URL; a SOURCE may also be a
 .jsonl export. Exit codes: 0 ok, 1 violations or differences, 2 bad input.
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     io_commands.add_import(commands)
     replay_commands.add_explain(commands)
     io_commands.add_trace(commands)
+    worker_command.add_worker(commands)
     return parser
 
 
@@ -88,6 +90,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "import": io_commands.do_import,
         "explain": replay_commands.do_explain,
         "trace": io_commands.do_trace,
+        "worker": worker_command.do_worker,
     }
     handler = handlers.get(args.command)
     if handler is None:

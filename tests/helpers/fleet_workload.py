@@ -28,7 +28,7 @@ from typing import Any
 
 from tasktrail.domain import Registry, TaskDefinition
 
-PHASE_MS = 3.0
+PHASE_MS = 15.0
 """Wall time each phase takes, so that two runs of one phase would overlap."""
 
 

@@ -1,0 +1,126 @@
+"""``tasktrail worker MODULE:ATTR --store LOCATION``: run a host's registry as a fleet
+member until SIGTERM or SIGINT (see :class:`tasktrail.domain.Worker`).
+
+``MODULE:ATTR`` names a :class:`~tasktrail.domain.Registry`, or a function that
+returns one, or a :class:`WorkerSetup` (a registry plus the optional Turn runtime,
+run executor and settings a host uses); the module is imported as Python imports
+any module (put its folder on ``PYTHONPATH``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from tasktrail.domain import (
+    Executor,
+    Registry,
+    RunSettings,
+    Runtime,
+    Scheduler,
+    StoreError,
+    TasktrailError,
+    Worker,
+)
+
+from .common import EXIT_BAD_INPUT, EXIT_OK
+
+HELP = "run a registry as one worker of a fleet on a store (until SIGTERM/SIGINT)"
+DESCRIPTION = """\
+Run the phases of the tasks in STORE with the definitions in MODULE:ATTR, as one
+worker of a fleet: any number of workers may share a store (SQLite on one
+machine, PostgreSQL across machines). Each renews a lease; a worker killed or
+stalled past its lease has its running tasks recovered by the others (rule 9),
+and one stopped by SIGTERM or SIGINT returns its own tasks (rule 10).
+
+MODULE:ATTR is a Registry, a function returning one, or a WorkerSetup.
+"""
+
+
+@dataclass
+class WorkerSetup:
+    """What ``tasktrail worker`` runs: a registry and, where the host has them, the
+    runtime that controller passes drive and the executor that dispatch uses."""
+
+    registry: Registry
+    runtime: Runtime | None = None
+    executor: Executor | None = None
+    run_settings: RunSettings | None = None
+    restart_limit: int = 3
+
+
+def add_worker(commands: Any) -> None:
+    parser = commands.add_parser(
+        "worker",
+        help=HELP,
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("target", metavar="MODULE:ATTR", help="the registry to run")
+    parser.add_argument(
+        "--store", required=True, help="SQLite path or postgresql:// URL (created if new)"
+    )
+    parser.add_argument(
+        "--worker", default=None, help="this worker's name (default $TASKTRAIL_WORKER or unique)"
+    )
+    parser.add_argument(
+        "--lease", type=float, default=30_000, help="lease length in ms (default 30000)"
+    )
+    parser.add_argument(
+        "--poll", type=float, default=100, help="ms between looks for new events (default 100)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="log warnings only, not decisions")
+
+
+def load_setup(target: str) -> WorkerSetup:
+    """Import ``MODULE:ATTR`` and make a :class:`WorkerSetup` of it."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise TasktrailError(f"{target!r} is not MODULE:ATTR (e.g. myapp.tasks:registry)")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise TasktrailError(f"cannot import {module_name}: {error}") from None
+    value: Any = module
+    for part in attr.split("."):
+        if not hasattr(value, part):
+            raise TasktrailError(f"{module_name} has no attribute {attr}")
+        value = getattr(value, part)
+    if callable(value) and not isinstance(value, Registry | WorkerSetup):
+        value = value()
+    if isinstance(value, Registry):
+        return WorkerSetup(value)
+    if isinstance(value, WorkerSetup):
+        return value
+    raise TasktrailError(
+        f"{target} is a {type(value).__name__}, not a Registry or WorkerSetup "
+        "(or a function returning one)"
+    )
+
+
+def do_worker(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        setup = load_setup(args.target)
+        scheduler = Scheduler.open(
+            args.store,
+            registry=setup.registry,
+            restart_limit=setup.restart_limit,
+            worker=args.worker,
+            lease=args.lease,
+        )
+    except (TasktrailError, StoreError) as error:
+        logging.getLogger("tasktrail.worker").error("%s", error)
+        return EXIT_BAD_INPUT
+    if setup.executor is not None:
+        scheduler.configure_runs(executor=setup.executor, settings=setup.run_settings)
+    worker = Worker(scheduler, runtime=setup.runtime, poll_ms=args.poll)
+    worker.install_signal_handlers()
+    worker.run()
+    return EXIT_OK
