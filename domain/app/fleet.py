@@ -28,6 +28,7 @@ from ..store.leases import Leases
 from ..tasks import decide
 from ..tasks.context import Context
 from ..tasks.events import TaskRecovered
+from ..turns.runtime import Runtime
 from ..world import Draft
 
 if TYPE_CHECKING:
@@ -111,6 +112,16 @@ class FleetCommands:
             self._renew_lease(force=True)
             self._beat_at = self._renewed_at
             return self._recover_lost(at_open=False)
+
+    def serve(self, *, runtime: Runtime | None = None, poll_ms: float = 100.0) -> None:
+        """Run this scheduler as a fleet worker until SIGTERM or SIGINT, then close it:
+        a :class:`~.worker.Worker` with signal handlers (call from the main thread).
+        For host callbacks or a stop from another thread, make a ``Worker`` yourself."""
+        from .worker import Worker  # the loop drives the scheduler: imported when served
+
+        worker = Worker(self, runtime=runtime, poll_ms=poll_ms)  # type: ignore[arg-type]
+        worker.install_signal_handlers()
+        worker.run()
 
     def _heartbeat_if_due(self) -> None:
         if self.clock() >= self.next_heartbeat():

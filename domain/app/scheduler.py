@@ -75,6 +75,8 @@ class Scheduler(
         self.parked: list[str] = []
         """Tasks the last recovery parked at the restart limit (rule 9)."""
         self.events_written = 0
+        self.conflicts = 0
+        """Appends this scheduler lost to another writer (each appended nothing)."""
         self.closing = False
         self._closed = False
         self._invocations: dict[str, Invocation] = {}
@@ -328,6 +330,7 @@ class Scheduler(
             try:
                 positions = self.store.append(events, versions, guards=guards)
             except ConflictError:
+                self.conflicts += 1
                 self.refresh()
                 raise
         telemetry.committed(self, events, versions)  # never raises

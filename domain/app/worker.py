@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from ..tasks.definitions import blocked_reason
 from ..turns.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ class Worker:
             log.info("ran %s (%s)", task_id, s.world.tasks[task_id].status)
         for task_id in phases.ended:
             log.info("ended %s", task_id)
-        self._report_blocked(phases.blocked)
+        self._report_blocked()
         turn_due = s.next_turn_deadline() if self.runtime is not None else None
         if turn_due is not None and turn_due <= s.now():
             # Only when Turn work is due: every pass is recorded as events.
@@ -158,7 +159,13 @@ class Worker:
                 self._idle()
         finally:
             s.close()
-            log.info("worker %s closed", s.worker)
+            log.info(
+                "worker %s closed: %d events written, %d conflicts, %d ticks",
+                s.worker,
+                s.events_written,
+                s.conflicts,
+                self.ticks,
+            )
 
     def _idle(self) -> None:
         s = self.scheduler
@@ -204,16 +211,19 @@ class Worker:
             self._last_wake = wake
             self._call(self.on_wake, dict(wake))
 
-    def _report_blocked(self, blocked: dict[str, str]) -> None:
-        for task_id, reason in blocked.items():
-            if self._blocked.get(task_id) != reason:
-                log.info("blocked %s: %s", task_id, reason)
-                self._call(self.on_blocked, task_id, reason)
-        self._blocked = {
-            task_id: reason
-            for task_id, reason in {**self._blocked, **blocked}.items()
-            if task_id in self.scheduler.world.live
-        }
+    def _report_blocked(self) -> None:
+        """Report each live task whose blocked reason (rule 13) changed to a new one."""
+        s = self.scheduler
+        now: dict[str, str] = {}
+        failed = s.failed_migrations
+        for task_id in s.world.live:
+            reason = blocked_reason(s.world.tasks[task_id], s.registry, s.restart_limit, failed)
+            if reason is not None:
+                now[task_id] = reason
+                if self._blocked.get(task_id) != reason:
+                    log.info("blocked %s: %s", task_id, reason)
+                    self._call(self.on_blocked, task_id, reason)
+        self._blocked = now
 
     def _report_parked(self) -> None:
         s = self.scheduler

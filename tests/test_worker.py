@@ -1,0 +1,147 @@
+"""The worker loop (issue 13): a tick's work, host callbacks, and stopping."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from tasktrail.domain import (
+    ManualClock,
+    Registry,
+    Scheduler,
+    TaskDefinition,
+    Worker,
+)
+from tasktrail.domain.tasks.events import TaskReserved
+
+LEASE = 10_000
+
+
+def sleeper_registry() -> Registry:
+    def nap(inv: Any) -> None:
+        inv.sleep(inv.now() + 1_000, then="done")
+
+    return Registry(
+        [
+            TaskDefinition("nap", 1, {"start": nap, "done": lambda inv: inv.finish()}),
+            TaskDefinition("job", 1, {"start": lambda inv: inv.finish()}),
+        ]
+    )
+
+
+def test_a_tick_runs_phases_and_reports_wake_changes(sqlite_url: str, clock: ManualClock) -> None:
+    s = Scheduler.open(sqlite_url, clock=clock, registry=sleeper_registry(), worker="w")
+    wakes: list[dict[str, Any]] = []
+    worker = Worker(s, on_wake=wakes.append)
+    task = s.submit("nap")
+    report = worker.tick()
+    assert report.reserved == [task]
+    assert s.task(task).status == "sleeping"
+    assert wakes == [{"active": False, "at": clock.now + 1_000}]
+    assert (
+        worker.next_deadline() == clock.now + 1_000 or worker.next_deadline() <= clock.now + 1_000
+    )
+    worker.tick()
+    assert len(wakes) == 1  # unchanged: not reported again
+    clock.advance(1_000)
+    worker.tick()
+    assert s.task(task).status == "terminal"
+    assert wakes[-1] == {"active": False, "at": None}
+    s.close()
+
+
+def test_a_tick_recovers_a_lost_workers_task_and_runs_it(
+    store_url: str, clock: ManualClock
+) -> None:
+    registry = sleeper_registry()
+    lost = Scheduler.open(store_url, clock=clock, registry=registry, worker="lost", lease=LEASE)
+    task = lost.submit("job")
+    lost.reserve(task)  # then the process dies: no close, no more heartbeats
+    survivor = Scheduler.open(store_url, clock=clock, registry=registry, worker="ok", lease=LEASE)
+    worker = Worker(survivor)
+    assert worker.tick().recovered == []
+    clock.advance(LEASE + 1)
+    report = worker.tick()
+    assert report.recovered == [task]
+    assert survivor.task(task).status == "terminal"
+    reservations = [e.worker for e in survivor.history(task) if isinstance(e, TaskReserved)]
+    assert reservations == ["lost", "ok"]
+    survivor.close()
+    lost.store.close()
+
+
+def test_host_callbacks_report_blocked_and_parked_once(sqlite_url: str, clock: ManualClock) -> None:
+    registry = sleeper_registry()
+    first = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="w", restart_limit=1)
+    stuck = first.submit("job")
+    orphan = first.submit("gone", phase="start")  # no definition of "gone" here
+    first.reserve(stuck)
+    first.store.close()  # a crash: restart of the same worker parks stuck at the limit
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="w", restart_limit=1)
+    blocked: list[tuple[str, str]] = []
+    parked: list[tuple[str, str]] = []
+    worker = Worker(
+        s,
+        on_blocked=lambda t, r: blocked.append((t, r)),
+        on_parked=lambda t, r: parked.append((t, r)),
+    )
+    worker.tick()
+    worker.tick()
+    assert parked == [(stuck, "restart_limit")]
+    assert sorted(blocked) == sorted([(stuck, "restart_limit"), (orphan, "missing_definition")])
+    s.retry(stuck)
+    worker.tick()
+    assert s.task(stuck).status == "terminal"
+    s.close()
+
+
+def test_a_failing_callback_never_stops_the_worker(sqlite_url: str, clock: ManualClock) -> None:
+    s = Scheduler.open(sqlite_url, clock=clock, registry=sleeper_registry(), worker="w")
+
+    def broken(_: Any) -> None:
+        raise RuntimeError("the host's callback is broken")
+
+    worker = Worker(s, on_wake=broken)
+    task = s.submit("job")
+    worker.tick()
+    assert s.task(task).status == "terminal"
+    s.close()
+
+
+def test_stop_ends_run_within_a_second_and_closes(sqlite_url: str) -> None:
+    s = Scheduler.open(sqlite_url, registry=sleeper_registry(), worker="w")  # the system clock
+    worker = Worker(s, poll_ms=50)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    time.sleep(0.3)
+    assert worker.ticks >= 1
+    stopped = time.monotonic()
+    worker.stop()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert time.monotonic() - stopped < 1.0
+    with pytest.raises(Exception, match="rule 2"):
+        s.submit("job")  # closed (rule 2)
+
+
+def test_an_idle_worker_wakes_for_another_writers_events(tmp_path: Any) -> None:
+    path = str(tmp_path / "idle.db")
+    s = Scheduler.open(path, registry=sleeper_registry(), worker="idle")
+    worker = Worker(s, poll_ms=20)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        time.sleep(0.2)
+        with Scheduler.open(path, registry=sleeper_registry(), worker="host") as host:
+            task = host.submit("job")
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and host.task(task).status != "terminal":
+                time.sleep(0.02)
+            assert host.task(task).status == "terminal"
+            assert [e.worker for e in host.history(task) if isinstance(e, TaskReserved)] == ["idle"]
+    finally:
+        worker.stop()
+        thread.join(timeout=5)
