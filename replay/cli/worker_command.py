@@ -15,6 +15,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from tasktrail.domain import (
     Executor,
     Registry,
@@ -73,6 +75,13 @@ def add_worker(commands: Any) -> None:
         "--poll", type=float, default=100, help="ms between looks for new events (default 100)"
     )
     parser.add_argument("--quiet", action="store_true", help="log warnings only, not decisions")
+    parser.add_argument(
+        "--stats",
+        metavar="FILE",
+        default=None,
+        help="at exit, append one JSON line of this worker's totals to FILE "
+        "(events written, conflicts, ticks)",
+    )
 
 
 def load_setup(target: str) -> WorkerSetup:
@@ -122,5 +131,16 @@ def do_worker(args: argparse.Namespace) -> int:
         scheduler.configure_runs(executor=setup.executor, settings=setup.run_settings)
     worker = Worker(scheduler, runtime=setup.runtime, poll_ms=args.poll)
     worker.install_signal_handlers()
-    worker.run()
+    try:
+        worker.run()
+    finally:
+        if args.stats:
+            totals = {
+                "worker": scheduler.worker,
+                "events_written": scheduler.events_written,
+                "conflicts": scheduler.conflicts,
+                "ticks": worker.ticks,
+            }
+            with open(args.stats, "a") as out:
+                out.write(orjson.dumps(totals).decode() + "\n")
     return EXIT_OK
