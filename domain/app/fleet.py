@@ -15,6 +15,7 @@ store's current state, and the loser of the append race decides again.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from ..world import World
 
 T = TypeVar("T")
+log = logging.getLogger("tasktrail.worker")
 DEFAULT_LEASE_MS = 30_000.0
 WORKER_ENV = "TASKTRAIL_WORKER"
 MAX_WORKER_NAME = 200
@@ -187,6 +189,24 @@ class FleetCommands:
             self.parked = [*self.parked, *report.parked]
             return report
         return report
+
+    def _warn_if_name_is_live(self) -> None:
+        """A worker name must be unique among live processes: opening under the name of
+        a worker whose lease is current recovers that worker's tasks as a restart would."""
+        try:
+            lease = self.leases.all().get(self.worker)
+        except StoreError:
+            return
+        if lease is not None and not lease.expired(self._context().now):
+            # INFO, not WARNING: a restart after a crash within the lease looks the same.
+            log.info(
+                "worker %s: a lease under this name is still current (renewed at %s); "
+                "if another process runs as %s, its running tasks are recovered now. "
+                "Give each live worker its own name.",
+                self.worker,
+                lease.renewed_at,
+                self.worker,
+            )
 
     def _release_lease(self) -> None:
         """Drop the lease at a clean close: this worker holds no task any more."""

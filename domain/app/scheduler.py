@@ -133,9 +133,10 @@ class Scheduler(
             )
             scheduler.refresh()
             scheduler._resumed = set(scheduler.world.live)
+            scheduler._warn_if_name_is_live()
             scheduler._lease_optional = True  # a read-only store still opens for reading
             scheduler._renew_lease(force=True)
-            scheduler._lease_optional = not scheduler._renewed_at
+            scheduler._lease_optional = scheduler._renewed_at is None
             scheduler.parked = scheduler._recover_lost(at_open=True).parked
         except BaseException:
             if not isinstance(location, Store):
