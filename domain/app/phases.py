@@ -9,6 +9,7 @@ into :class:`~.scheduler.Scheduler` as :class:`PhaseCommands`, with the
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -66,6 +67,7 @@ class PhaseCommands:
 
         worker: str
         peers: frozenset[str]
+        _lock: threading.RLock
 
         def _heartbeat_if_due(self) -> None: ...
 
@@ -92,15 +94,16 @@ class PhaseCommands:
         report = PassReport()
         if self.closing:
             return report
-        self.refresh()
-        ctx = self._context()
-        draft = Draft(self.world)
-        candidates = [
-            task_id
-            for task_id in list(self.world.tasks)
-            if task_id in self.world.live
-            and self._readiness(draft, ctx, self.world.tasks[task_id]) == "ready"
-        ]
+        with self._lock:  # a heartbeat thread may fold events meanwhile
+            self.refresh()
+            ctx = self._context()
+            draft = Draft(self.world)
+            candidates = [
+                task_id
+                for task_id in list(self.world.tasks)
+                if task_id in self.world.live
+                and self._readiness(draft, ctx, self.world.tasks[task_id]) == "ready"
+            ]
         if self.peers:
             # Other live workers pass over the same tasks: each takes them in an order of
             # its own (rendezvous hashing), so they rarely race for the same one.

@@ -223,31 +223,33 @@ class Scheduler(
         ``active`` while some task can run now or is running; ``at`` is the
         earliest sleep not yet due.
         """
-        ctx = self._context()
-        draft = Draft(self.world)
-        active = bool(self._invocations)
-        at: float | None = None
-        for task_id in self.world.live:
-            task = self.world.tasks[task_id]
-            state = self._readiness(draft, ctx, task)
-            if state == "sleeping":
-                assert task.until is not None
-                at = task.until if at is None else min(at, task.until)
-            elif state in ("ready", "running"):
-                active = True
+        with self._lock:  # the world may be folded from a heartbeat thread
+            ctx = self._context()
+            draft = Draft(self.world)
+            active = bool(self._invocations)
+            at: float | None = None
+            for task_id in self.world.live:
+                task = self.world.tasks[task_id]
+                state = self._readiness(draft, ctx, task)
+                if state == "sleeping":
+                    assert task.until is not None
+                    at = task.until if at is None else min(at, task.until)
+                elif state in ("ready", "running"):
+                    active = True
         return {"active": active, "at": at}
 
     def refresh(self) -> int:
         """Fold in events other writers appended since the last read; returns how many."""
         folded = 0
-        for recorded in self.store.read(after=self.position):
-            event = recorded.event
-            have = self.world.version_of(event.stream_id(), type(event).task_stream)
-            # An event at or below the version we hold is our own, folded when appended.
-            if recorded.originator_version > have:
-                self.world.apply_stored(recorded.position, event, recorded.originator_version)
-                folded += 1
-            self.position = recorded.position
+        with self._lock:
+            for recorded in self.store.read(after=self.position):
+                event = recorded.event
+                have = self.world.version_of(event.stream_id(), type(event).task_stream)
+                # An event at or below the version we hold is our own, folded when appended.
+                if recorded.originator_version > have:
+                    self.world.apply_stored(recorded.position, event, recorded.originator_version)
+                    folded += 1
+                self.position = recorded.position
         return folded
 
     def retrying(self, command: Callable[[], T], attempts: int = 5) -> T:

@@ -149,6 +149,8 @@ class Worker:
         """
         s = self.scheduler
         log.info("worker %s started on %s", s.worker, s.store.location)
+        beating = threading.Thread(target=self._beat, name=f"heartbeat-{s.worker}", daemon=True)
+        beating.start()
         try:
             while not self._stop.is_set():
                 if max_ticks is not None and self.ticks >= max_ticks:
@@ -158,6 +160,8 @@ class Worker:
                     continue
                 self._idle()
         finally:
+            self._stop.set()
+            beating.join(timeout=5)
             s.close()
             log.info(
                 "worker %s closed: %d events written, %d conflicts, %d ticks",
@@ -166,6 +170,17 @@ class Worker:
                 s.conflicts,
                 self.ticks,
             )
+
+    def _beat(self) -> None:
+        """Heartbeats on their own thread, a third of a lease apart (wall time): a long
+        phase neither lets this worker's lease lapse nor delays recovering a lost one."""
+        s = self.scheduler
+        while not self._stop.wait(s.lease_ms / 3 / 1000):
+            try:
+                for task_id, worker in s.heartbeat().lost.items():
+                    log.info("recovered %s from lost worker %s", task_id, worker)
+            except Exception:  # a store hiccup: the next beat, or the next tick, tries again
+                log.exception("heartbeat of worker %s failed", s.worker)
 
     def _idle(self) -> None:
         s = self.scheduler
@@ -216,13 +231,16 @@ class Worker:
         s = self.scheduler
         now: dict[str, str] = {}
         failed = s.failed_migrations
-        for task_id in s.world.live:
-            reason = blocked_reason(s.world.tasks[task_id], s.registry, s.restart_limit, failed)
-            if reason is not None:
-                now[task_id] = reason
-                if self._blocked.get(task_id) != reason:
-                    log.info("blocked %s: %s", task_id, reason)
-                    self._call(self.on_blocked, task_id, reason)
+        with s._lock:  # the heartbeat thread may fold events meanwhile
+            for task_id in s.world.live:
+                task = s.world.tasks[task_id]
+                reason = blocked_reason(task, s.registry, s.restart_limit, failed)
+                if reason is not None:
+                    now[task_id] = reason
+        for task_id, why in now.items():
+            if self._blocked.get(task_id) != why:
+                log.info("blocked %s: %s", task_id, why)
+                self._call(self.on_blocked, task_id, why)
         self._blocked = now
 
     def _report_parked(self) -> None:
