@@ -75,7 +75,7 @@ def add_project(commands: Any) -> None:
     )
     project.add_argument("store", help="SQLite path or postgresql:// URL")
     project.add_argument(
-        "--out", type=Path, help="the read-model file (default: STORE.views.db beside it)"
+        "--out", type=Path, help="the read-model file (default: STORE-views.db beside it)"
     )
     project.add_argument("--rebuild", action="store_true", help="drop and refold from 0")
     project.add_argument(
@@ -151,9 +151,17 @@ class ProgressBar:
 
 def do_project(args: argparse.Namespace) -> int:
     from tasktrail.projections import Projector, default_out
+    from tasktrail.projections.projector import LEGACY_SUFFIX, is_legacy_out
 
     location = existing(args.store)
     out = args.out or default_out(location)
+    if args.out is None and is_legacy_out(out):
+        renamed = out.with_name(out.name.removesuffix(LEGACY_SUFFIX) + "-views.db")
+        print(
+            f"tasktrail: note: catching up {out}, the read-model name of earlier releases; "
+            f"rename it to {renamed} (Datasette serves a name with one dot at a plain URL)",
+            file=sys.stderr,
+        )
     with Projector(location, out) as projector:
         bar = ProgressBar("project", enabled=not args.quiet)
         report = (
