@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from tasktrail.domain import Scheduler, UnknownTask, open_store
+from tasktrail.domain.demo.workload import MIN_TASKS
 from tasktrail.domain.tasks.describe import describe, format_at
 from tasktrail.domain.tasks.events import event_payload
 
@@ -33,9 +34,19 @@ def add_demo(commands: Any) -> None:
         ),
     )
     demo.add_argument(
-        "--db", type=Path, default=Path("tasktrail-demo.db"), help="the file (replaced)"
+        "--db",
+        type=Path,
+        default=Path("tasktrail-demo.db"),
+        metavar="PATH",
+        help="the file (replaced; default tasktrail-demo.db)",
     )
-    demo.add_argument("--tasks", type=int, default=200, help="how many tasks (default 200)")
+    demo.add_argument(
+        "--tasks",
+        type=int,
+        default=200,
+        metavar="N",
+        help=f"how many tasks (default 200, at least {MIN_TASKS})",
+    )
 
 
 def add_history(commands: Any) -> None:
@@ -75,7 +86,10 @@ def add_project(commands: Any) -> None:
     )
     project.add_argument("store", help="SQLite path or postgresql:// URL")
     project.add_argument(
-        "--out", type=Path, help="the read-model file (default: STORE-views.db beside it)"
+        "--out",
+        type=Path,
+        metavar="PATH",
+        help="the read-model file (default: STORE-views.db beside it)",
     )
     project.add_argument("--rebuild", action="store_true", help="drop and refold from 0")
     project.add_argument(
@@ -85,7 +99,7 @@ def add_project(commands: Any) -> None:
 
 
 def do_demo(args: argparse.Namespace) -> int:
-    from tasktrail.domain.demo.workload import MIN_TASKS, print_report, run_demo
+    from tasktrail.domain.demo.workload import print_report, run_demo
 
     if args.tasks < MIN_TASKS:
         print(f"tasktrail: --tasks must be at least {MIN_TASKS}", file=sys.stderr)
