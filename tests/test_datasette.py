@@ -315,7 +315,7 @@ def test_canned_query_what_was_running_at_a_time(datasette: str, demo: tuple[Pat
         )
         moments = sorted({r.event.at for r in opened.read()})
     # Just before the crash's recovery, and a few other moments of the demo.
-    for at in [recovered - 1, *moments[:: max(1, len(moments) // 5)]]:
+    for at in [recovered - 1, *moments[:: max(1, len(moments) // 25)]]:
         rows = _get(f"{datasette}/tasktrail-demo-views/running_at.json", at=format_at(at))
         state = replay(store, until=format_at(at))
         running = sorted(t for t, task in state.tasks.items() if task.status == "running")
