@@ -130,3 +130,27 @@ def test_demo_trace_is_deterministic(tmp_path: Path, capsys: pytest.CaptureFixtu
     second = _otlp_spans(tmp_path / "b.db", tmp_path / "b.json")
     capsys.readouterr()
     assert first == second
+
+
+def test_tasks_history_and_explain_json_are_json_lines_and_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "demo.db"
+    run_demo(db, 30, log=lambda _: None)
+    state = replay(db)
+    for argv, expected in (
+        (["tasks", str(db), "--json"], len(state.tasks)),
+        (["history", str(db), "fragile-0001", "--json"], state.tasks["fragile-0001"].events),
+        (["explain", str(db), "fragile-0001", "--json"], None),
+    ):
+        assert main(argv) == 0
+        lines = capsys.readouterr().out.splitlines()
+        objects = [orjson.loads(line) for line in lines]  # every line a document of its own
+        assert objects and all(isinstance(o, dict) for o in objects), argv
+        if expected is not None:
+            assert len(objects) == expected, argv
+        with pytest.raises(SystemExit):
+            main([argv[0], "--help"])
+        assert "JSON Lines" in capsys.readouterr().out, argv[0]
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
+    assert "`tasks`, `history` and `explain` with `--json` print JSON Lines" in readme

@@ -71,7 +71,9 @@ def add_explain(commands: Any) -> None:
     explain.add_argument("source", help=SOURCE_HELP)
     explain.add_argument("task", help="the task id")
     explain.add_argument("--until", metavar="N|TIME", help=UNTIL_HELP)
-    explain.add_argument("--json", action="store_true", help="one JSON object per step")
+    explain.add_argument(
+        "--json", action="store_true", help="JSON Lines: one JSON object per step, a line each"
+    )
 
 
 def _report_skipped(state: Any) -> None:

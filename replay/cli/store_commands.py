@@ -57,7 +57,9 @@ def add_history(commands: Any) -> None:
     )
     history.add_argument("store", help="SQLite path or postgresql:// URL")
     history.add_argument("task", help="the task id")
-    history.add_argument("--json", action="store_true", help="one JSON object per line")
+    history.add_argument(
+        "--json", action="store_true", help="JSON Lines: one JSON object per event, a line each"
+    )
 
 
 def add_tasks(commands: Any) -> None:
@@ -71,7 +73,9 @@ def add_tasks(commands: Any) -> None:
         "--status",
         choices=["pending", "running", "waiting", "sleeping", "completing", "terminal"],
     )
-    tasks.add_argument("--json", action="store_true", help="one JSON object per line")
+    tasks.add_argument(
+        "--json", action="store_true", help="JSON Lines: one JSON object per task, a line each"
+    )
 
 
 def add_project(commands: Any) -> None:
