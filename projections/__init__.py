@@ -7,6 +7,7 @@ cover, and rebuildable from position 0 with identical tables.
 
 from .audit import AuditTrail, command_of
 from .base import Changes, Projection, TableSpec
+from .datasette import METADATA_FILE, datasette_metadata
 from .ledger import Ledgers
 from .live import LiveMirror
 from .projector import CatchUp, Projector, default_out, default_projections
@@ -14,6 +15,7 @@ from .queries import ReadModel, task_from_row
 from .wakeups import PendingWakeups
 
 __all__ = [
+    "METADATA_FILE",
     "AuditTrail",
     "CatchUp",
     "Changes",
@@ -25,6 +27,7 @@ __all__ = [
     "ReadModel",
     "TableSpec",
     "command_of",
+    "datasette_metadata",
     "default_out",
     "default_projections",
     "task_from_row",

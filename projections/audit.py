@@ -112,6 +112,7 @@ class AuditTrail(Projection):
             },
             pk="position",
             indexes=[("task_id", "position"), ("event_type",), ("at",)],
+            times=("at",),
         ),
     )
 

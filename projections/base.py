@@ -28,14 +28,36 @@ class TableSpec:
     columns: dict[str, type]
     pk: str | tuple[str, ...]
     indexes: list[tuple[str, ...]] = field(default_factory=list)
+    times: tuple[str, ...] = ()
+    """Columns holding ms since the epoch (the scheduler clock). Each gets a generated
+    ``<column>_iso`` column beside it: the same time as ISO-8601 UTC text, computed by
+    SQLite as it is read (never written, so folding costs nothing more)."""
 
     def create(self, db: sqlite_utils.Database) -> None:
-        """Create the table and its indexes if they are not there yet."""
+        """Create the table and its indexes if they are not there yet, and the ISO-8601
+        columns of its times (added to a file an earlier release wrote, too)."""
         table = db.table(self.name)
         if not table.exists():
             table.create(self.columns, pk=self.pk, not_null=_pk_columns(self.pk))
+        present = {row[1] for row in db.execute(f"PRAGMA table_xinfo([{self.name}])")}
+        for column in self.times:
+            if iso_column(column) not in present:
+                db.execute(
+                    f"ALTER TABLE [{self.name}] ADD COLUMN [{iso_column(column)}] TEXT "
+                    f"GENERATED ALWAYS AS ({iso_sql(f'[{column}]')}) VIRTUAL"
+                )
         for columns in self.indexes:
             table.create_index(list(columns), if_not_exists=True)
+
+
+def iso_column(column: str) -> str:
+    """The name of the ISO-8601 text column beside a millisecond time column."""
+    return f"{column}_iso"
+
+
+def iso_sql(ms: str) -> str:
+    """SQL for ms since the epoch as ISO-8601 UTC text (``2026-01-05T09:00:03.000Z``)."""
+    return f"strftime('%Y-%m-%dT%H:%M:%fZ', {ms} / 1000.0, 'unixepoch')"
 
 
 def _pk_columns(pk: str | tuple[str, ...]) -> set[str]:

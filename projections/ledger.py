@@ -68,6 +68,7 @@ class Ledgers(Projection):
             },
             pk="run_id",
             indexes=[("task_id", "day", "attempt"), ("day", "status"), ("status",)],
+            times=("fired_at", "scheduled_for", "completed_at", "updated_at"),
         ),
         TableSpec(
             "day_counters",

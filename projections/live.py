@@ -85,6 +85,7 @@ class LiveMirror(Projection):
             },
             pk="task_id",
             indexes=[("status",), ("owner_id",), ("kind", "status")],
+            times=("until", "submitted_at", "updated_at"),
         ),
         TableSpec(
             "waiters",
@@ -107,12 +108,14 @@ class LiveMirror(Projection):
             },
             pk=("task_id", "role"),
             indexes=[("role",)],
+            times=("started_at", "progress_at", "completion_due_at"),
         ),
         TableSpec(
             "sleeping",
             {"task_id": str, "until": float, "abort_requested": int},
             pk="task_id",
             indexes=[("until",)],
+            times=("until",),
         ),
     )
 

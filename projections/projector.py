@@ -236,10 +236,27 @@ class Projector:
         self.close()
 
 
+LEGACY_SUFFIX = ".views.db"
+"""The default read-model name of earlier releases, ``STORE.views.db``: Datasette names a
+database after its file, and a second dot in the name needs a ``~2E`` in every URL."""
+
+
 def default_out(location: str | os.PathLike[str]) -> Path:
-    """Where ``tasktrail project STORE`` writes by default: beside a SQLite store."""
+    """Where ``tasktrail project STORE`` writes by default: ``STORE-views.db`` beside a
+    SQLite store (``tasktrail-views.db`` for a URL). A read-model file an earlier
+    release wrote under the old name, ``STORE.views.db``, is kept in use while it is
+    there and the new one is not (:func:`is_legacy_out` says so)."""
     text = os.fspath(location)
     if "://" in text:
         return Path("tasktrail-views.db")
     path = Path(text)
-    return path.with_name(path.stem + ".views.db")
+    out = path.with_name(path.stem + "-views.db")
+    legacy = path.with_name(path.stem + LEGACY_SUFFIX)
+    if not out.exists() and legacy.exists():
+        return legacy
+    return out
+
+
+def is_legacy_out(out: Path) -> bool:
+    """Whether :func:`default_out` chose a read-model file of the earlier name."""
+    return out.name.endswith(LEGACY_SUFFIX)

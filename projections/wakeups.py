@@ -40,6 +40,12 @@ class PendingWakeups(Projection):
             },
             pk="task_id",
             indexes=[("aggregation_deadline",), ("force_deadline",)],
+            times=(
+                "first_requested_at",
+                "last_requested_at",
+                "aggregation_deadline",
+                "force_deadline",
+            ),
         ),
     )
 

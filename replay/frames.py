@@ -5,6 +5,12 @@ pandas comes with the optional ``notebook`` extra (``pip install
 so when it is missing. Times are kept as ``at`` (scheduler ms since the epoch)
 with a ``time`` column beside it (a UTC timestamp).
 
+Each frame has the same columns, with the same dtypes, whatever the log holds, an
+empty one included: a count that can be missing is a nullable ``Int64``, a flag that
+can be missing a nullable ``boolean``, and statuses, outcomes and event types are
+categoricals over every value tasktrail knows (a value it does not know, from a
+newer release, is added to the categories, never dropped).
+
 >>> from tasktrail.replay import frames                      # doctest: +SKIP
 >>> frames.phase_durations("tasktrail-demo.db").groupby("kind").duration_ms.describe()
 """
@@ -12,10 +18,13 @@ with a ``time`` column beside it (a UTC timestamp).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from tasktrail.domain import Store
-from tasktrail.domain.tasks.events import event_payload
+from tasktrail.domain.runs.state import RunStatus
+from tasktrail.domain.tasks.events import EVENT_TYPES, OutcomeStatus, event_payload
+from tasktrail.domain.tasks.state import Status
+from tasktrail.projections import AuditTrail, Ledgers, LiveMirror
 
 from .state import SchedulerState, replay
 
@@ -24,6 +33,23 @@ if TYPE_CHECKING:
 
 Source = str | os.PathLike[str] | Store
 Log = Source | SchedulerState
+
+TASK_STATUSES: tuple[str, ...] = get_args(Status)
+OUTCOMES: tuple[str, ...] = get_args(OutcomeStatus)
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+
+
+def _event_types() -> tuple[str, ...]:
+    return tuple(sorted({cls.__name__ for cls in EVENT_TYPES.values()}))
+
+
+def _statuses() -> tuple[str, ...]:
+    """What the audit's status columns hold: a task's status, or a run's for its events."""
+    return TASK_STATUSES + tuple(s for s in RUN_STATUSES if s not in TASK_STATUSES)
+
+
+Kind = str | tuple[str, ...]
+"""A column's dtype: a pandas dtype name, or the known categories of a categorical."""
 
 
 def _pandas() -> Any:
@@ -40,15 +66,36 @@ def _state(log: Log) -> SchedulerState:
     return log if isinstance(log, SchedulerState) else replay(log)
 
 
+def _columns(table: str, spec_owner: Any, kinds: dict[str, Kind]) -> dict[str, Kind]:
+    """Every column of a read-model table, in its order, with a dtype for each: the
+    ``kinds`` given, else the plain one of the column's Python type."""
+    for spec in spec_owner.tables:
+        if spec.name == table:
+            plain = {int: "int64", float: "float64", str: "object"}
+            return {c: kinds.get(c, plain.get(t, "object")) for c, t in spec.columns.items()}
+    raise KeyError(table)
+
+
 def _frame(
-    rows: list[dict[str, Any]], columns: list[str], times: tuple[str, ...] = ("at",)
+    rows: list[dict[str, Any]], schema: dict[str, Kind], times: tuple[str, ...] = ("at",)
 ) -> pandas.DataFrame:
+    """``rows`` as a frame with exactly ``schema``'s columns and dtypes, and a UTC
+    timestamp beside each of ``times`` (``at`` -> ``time``, ``start_at`` ->
+    ``start_time``)."""
     pd = _pandas()
-    frame: pandas.DataFrame = pd.DataFrame(rows, columns=columns if not rows else None)
+    frame: pandas.DataFrame = pd.DataFrame(rows, columns=list(schema))
+    dtypes: dict[str, Any] = {}
+    for name, kind in schema.items():
+        if isinstance(kind, tuple):
+            present = frame[name].dropna().unique()
+            extra = sorted(str(value) for value in present if value not in kind)
+            dtypes[name] = pd.CategoricalDtype([*kind, *extra])
+        else:
+            dtypes[name] = kind
+    frame = frame.astype(dtypes)
     for name in times:
-        if name in frame.columns:
-            label = "time" if name == "at" else f"{name.removesuffix('_at')}_time"
-            frame[label] = pd.to_datetime(frame[name], unit="ms", utc=True)
+        label = "time" if name == "at" else f"{name.removesuffix('_at')}_time"
+        frame[label] = pd.to_datetime(frame[name].astype("float64"), unit="ms", utc=True)
     return frame
 
 
@@ -82,30 +129,45 @@ def events(source: Source, task: str | None = None) -> pandas.DataFrame:
     finally:
         if opened is not None:
             opened.close()
-    columns = ["position", "task_id", "stream_id", "version", "type", "at", "rule", "payload"]
-    return _frame(rows, columns)
+    schema: dict[str, Kind] = {
+        "position": "int64",
+        "task_id": "object",
+        "stream_id": "object",
+        "version": "int64",
+        "type": _event_types(),
+        "at": "float64",
+        "rule": "Int64",
+        "payload": "object",
+    }
+    return _frame(rows, schema)
 
 
 def audit(log: Log, task: str | None = None) -> pandas.DataFrame:
     """The audit trail (one row per event: statuses before and after, the command or
     rule behind it), optionally for one task."""
     rows = [row for row in _state(log).audit if task is None or row["task_id"] == task]
-    columns = ["position", "at", "task_id", "stream_id", "event_type", "status_before"]
-    return _frame(rows, [*columns, "status_after", "command", "rule", "refused", "detail"])
+    statuses = _statuses()
+    kinds: dict[str, Kind] = {
+        "event_type": _event_types(),
+        "status_before": statuses,
+        "status_after": statuses,
+        "rule": "Int64",
+    }
+    return _frame(rows, _columns("audit", AuditTrail, kinds))
 
 
 def live(log: Log) -> pandas.DataFrame:
     """The live mirror: every task not yet terminal, as ``tasktrail project`` writes it."""
     rows = _state(log).table("live_tasks")
-    columns = ["task_id", "kind", "status", "phase", "restarts", "submitted_at", "updated_at"]
-    return _frame(rows, columns, times=("submitted_at", "updated_at"))
+    kinds: dict[str, Kind] = {"status": TASK_STATUSES, "outcome": OUTCOMES, "attempt": "Int64"}
+    return _frame(rows, _columns("live_tasks", LiveMirror, kinds), ("submitted_at", "updated_at"))
 
 
 def ledger(log: Log) -> pandas.DataFrame:
     """The dispatch run ledger (empty when the log has no runs)."""
     rows = _state(log).ledger
-    columns = ["run_id", "task_id", "day", "attempt", "trigger", "status", "updated_at"]
-    return _frame(rows, columns, times=("fired_at", "completed_at", "updated_at"))
+    schema = _columns("runs", Ledgers, {"status": RUN_STATUSES})
+    return _frame(rows, schema, times=("fired_at", "completed_at", "updated_at"))
 
 
 def tasks(log: Log) -> pandas.DataFrame:
@@ -130,8 +192,22 @@ def tasks(log: Log) -> pandas.DataFrame:
                 "elapsed_ms": task.updated_at - task.submitted_at,
             }
         )
-    columns = ["task_id", "kind", "owner_id", "status", "outcome", "reason", "phase"]
-    return _frame(rows, columns, times=("submitted_at", "updated_at"))
+    schema: dict[str, Kind] = {
+        "task_id": "object",
+        "kind": "object",
+        "owner_id": "object",
+        "status": TASK_STATUSES,
+        "outcome": OUTCOMES,
+        "reason": "object",
+        "phase": "object",
+        "restarts": "int64",
+        "abort_requested": "bool",
+        "events": "int64",
+        "submitted_at": "float64",
+        "updated_at": "float64",
+        "elapsed_ms": "float64",
+    }
+    return _frame(rows, schema, times=("submitted_at", "updated_at"))
 
 
 def phase_durations(source: Source, task: str | None = None) -> pandas.DataFrame:
@@ -157,5 +233,19 @@ def phase_durations(source: Source, task: str | None = None) -> pandas.DataFrame
         }
         for span in phase_spans(source, task)
     ]
-    columns = ["task_id", "kind", "phase", "mode", "outcome", "start_at", "end_at", "duration_ms"]
-    return _frame(rows, columns, times=("start_at", "end_at"))
+    schema: dict[str, Kind] = {
+        "task_id": "object",
+        "kind": "object",
+        "phase": "object",
+        "mode": "object",
+        "outcome": "object",
+        "resumed": "boolean",
+        "attempt": "Int64",
+        "error": "object",
+        "start_at": "float64",
+        "end_at": "float64",
+        "duration_ms": "float64",
+        "trace_id": "object",
+        "span_id": "object",
+    }
+    return _frame(rows, schema, times=("start_at", "end_at"))

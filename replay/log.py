@@ -24,6 +24,7 @@ import orjson
 from eventsourcing.persistence import StoredEvent
 
 from tasktrail.domain import CorruptEvent, Store, StoreError, TasktrailError, open_store
+from tasktrail.domain.store.event_view import ensure_event_view
 from tasktrail.domain.store.store import Recorded
 from tasktrail.domain.store.transcoder import decode_payload
 
@@ -236,6 +237,7 @@ def import_log(
             )
         for start in range(0, len(rows), IMPORT_BATCH):
             opened.app.recorder.insert_events(rows[start : start + IMPORT_BATCH])
+        ensure_event_view(opened)
         return len(rows)
     finally:
         if opened is not store:

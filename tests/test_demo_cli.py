@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
-from tasktrail.domain import Scheduler
+from tasktrail.domain import Scheduler, open_store
 from tasktrail.domain.demo.workload import run_demo
+from tasktrail.replay import replay
 from tasktrail.replay.cli import main
 
 
@@ -71,3 +73,84 @@ def test_cli_bad_input_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit) as caught:
         main(["no-such-command"])
     assert caught.value.code == 2
+
+
+# ─── the demo's trace (issue 18) ─────────────────────────────────────────────
+
+
+def _otlp_spans(db: Path, out: Path) -> list[dict[str, Any]]:
+    assert main(["trace", str(db), "--out", str(out)]) == 0
+    document = orjson.loads(out.read_bytes())
+    spans: list[dict[str, Any]] = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    return spans
+
+
+def _attributes(span: dict[str, Any]) -> dict[str, Any]:
+    return {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
+
+
+def test_demo_trace_looks_like_an_incident(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "demo.db"
+    run_demo(db, 200, log=lambda _: None)
+    spans = _otlp_spans(db, tmp_path / "trace.json")
+    capsys.readouterr()
+    by_id = {span["spanId"]: span for span in spans}
+    tasks = replay(db).tasks
+    # The clock moves inside phases: phases take time, and not all the same time.
+    durations = [int(s["endTimeUnixNano"]) - int(s["startTimeUnixNano"]) for s in spans]
+    assert sum(1 for d in durations if d > 0) > 0.95 * len(spans)
+    assert len(set(durations)) > 50
+    # Owned work nests: each owned task's spans are children of a span of its owner,
+    # one that started before it (the phase that submitted it); root tasks' are roots.
+    nested = 0
+    for span in spans:
+        task = tasks[_attributes(span)["task.id"]]
+        parent = by_id.get(span.get("parentSpanId") or "")
+        if task.owner_id is None:
+            assert parent is None
+            continue
+        assert parent is not None, _attributes(span)
+        assert _attributes(parent)["task.id"] == task.owner_id
+        assert parent["traceId"] == span["traceId"]
+        assert int(parent["startTimeUnixNano"]) <= int(span["startTimeUnixNano"])
+        nested += 1
+    assert nested > len(spans) / 2
+    # Times only move forward along the log: replay(until=TIME) stays exact.
+    with open_store(db) as store:
+        times = [recorded.event.at for recorded in store.read()]
+    assert times == sorted(times)
+
+
+def test_demo_trace_is_deterministic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_demo(tmp_path / "a.db", 60, log=lambda _: None)
+    run_demo(tmp_path / "b.db", 60, log=lambda _: None)
+    first = _otlp_spans(tmp_path / "a.db", tmp_path / "a.json")
+    second = _otlp_spans(tmp_path / "b.db", tmp_path / "b.json")
+    capsys.readouterr()
+    assert first == second
+
+
+def test_tasks_history_and_explain_json_are_json_lines_and_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "demo.db"
+    run_demo(db, 30, log=lambda _: None)
+    state = replay(db)
+    for argv, expected in (
+        (["tasks", str(db), "--json"], len(state.tasks)),
+        (["history", str(db), "fragile-0001", "--json"], state.tasks["fragile-0001"].events),
+        (["explain", str(db), "fragile-0001", "--json"], None),
+    ):
+        assert main(argv) == 0
+        lines = capsys.readouterr().out.splitlines()
+        objects = [orjson.loads(line) for line in lines]  # every line a document of its own
+        assert objects and all(isinstance(o, dict) for o in objects), argv
+        if expected is not None:
+            assert len(objects) == expected, argv
+        with pytest.raises(SystemExit):
+            main([argv[0], "--help"])
+        assert "JSON Lines" in capsys.readouterr().out, argv[0]
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
+    assert "`tasks`, `history` and `explain` with `--json` print JSON Lines" in readme

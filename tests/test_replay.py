@@ -6,6 +6,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from helpers.checks import folded_rows
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -94,7 +95,7 @@ def test_replay_equals_the_projections(demo_store: Path, tmp_path: Path) -> None
             keys = state.keys[name]
             stored = {
                 (tuple(row[k] for k in keys) if len(keys) > 1 else row[keys[0]]): row
-                for row in projector.db.table(name).rows
+                for row in folded_rows(projector, name)
             }
             assert stored == rows, name
 

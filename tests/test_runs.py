@@ -95,6 +95,19 @@ def test_client_job_id_vector() -> None:
     assert client_job_id("t1", "UTC", "2026-01-01", 2) != vector
 
 
+@given(
+    task=st.text(min_size=1, max_size=20),
+    tz=st.sampled_from(["UTC", "Europe/Berlin", "Asia/Kolkata"]),
+    day=st.dates().map(lambda d: d.isoformat()),
+    attempt=st.integers(min_value=1, max_value=50),
+)
+def test_client_job_id_is_the_uuid4_of_the_digest(task: str, tz: str, day: str, attempt: int):
+    """Formatted by the uuid module, the id is the same value as the bits set by hand."""
+    value = client_job_id(task, tz, day, attempt)
+    assert value == expected_client_job_id(task, tz, day, attempt)
+    assert uuid.UUID(value).version == 4 and str(uuid.UUID(value)) == value
+
+
 def test_run_identity_and_client_job_id_of_a_minted_run(
     runs: Scheduler, executor: InMemoryExecutor
 ) -> None:

@@ -12,6 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.checks import folded_rows
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -214,7 +215,7 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
                 keys = state.keys[name]
                 stored = {
                     (tuple(r[k] for k in keys) if len(keys) > 1 else r[keys[0]]): r
-                    for r in projector.db.table(name).rows
+                    for r in folded_rows(projector, name)
                 }
                 assert stored == rows, name
         replayed = {

@@ -354,7 +354,11 @@ def test_spans_rebuilt_from_history_equal_the_live_ones(
 def test_a_log_recorded_without_telemetry_rebuilds_deterministic_traces(tmp_path: Path) -> None:
     store = tmp_path / "demo.db"
     run_demo(store, 200, log=lambda line: None)
-    assert all(e.trace is None for e in _submitted(store)), "no provider configured: nothing stored"
+    # No provider configured here, but the demo is a host that traces (demo/timing.py):
+    # owned work keeps the carrier of the phase that submitted it; roots have none.
+    # (With no tracer at all nothing is stored: test_without_a_provider_* below.)
+    submitted = _submitted(store)
+    assert all((e.trace is not None) == (e.owner_id is not None) for e in submitted)
     first = [_shape(span) for span in rebuild(store)]
     again = [_shape(span) for span in rebuild(store)]
     assert first == again and len(first) > 300

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from ..clock import Clock, system_clock
 from ..errors import ConflictError, InvalidArgument, RuleViolation, UnknownTask
+from ..store.event_view import ensure_event_view
 from ..store.store import Durability, Store, open_store
 from ..tasks import decide
 from ..tasks.definitions import BlockedReason, Registry, blocked_reason
@@ -138,6 +139,7 @@ class Scheduler(
             scheduler._renew_lease(force=True)
             scheduler._lease_optional = scheduler._renewed_at is None
             scheduler.parked = scheduler._recover_lost(at_open=True).parked
+            ensure_event_view(store)  # a writer's open: the store's readable view of its log
         except BaseException:
             if not isinstance(location, Store):
                 store.close()

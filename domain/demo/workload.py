@@ -18,7 +18,9 @@ The workload, on a simulated clock that starts at 2026-01-05 09:00 UTC:
   wakeup aggregated and dispatched, and nightly jobs dispatched to an executor
   with a failure of each class (see :mod:`.demo_scenarios`).
 
-Everything is deterministic: the same ``tasks`` gives the same log.
+Each phase works a while on the simulated clock, and owned work nests under the phase
+that submitted it in ``tasktrail trace`` (see :mod:`.timing`). Everything is
+deterministic: the same ``tasks`` gives the same log.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ..tasks.definitions import Registry, TaskDefinition
 from ..tasks.describe import describe, format_at
 from ..tasks.invocation import Invocation
 from . import scenarios as demo_scenarios
+from .timing import demo_tracer, timed, traced
 
 DEMO_START_MS = 1_767_603_600_000  # 2026-01-05T09:00:00Z
 PASS_MS = 250
@@ -81,7 +84,7 @@ class _Ids:
         return f"{kind}-{self.count:04d}"
 
 
-def _definitions(crashes: dict[str, int], ids: _Ids) -> Registry:
+def _definitions(crashes: dict[str, int], ids: _Ids, clock: ManualClock) -> Registry:
     def plan(inv: Invocation) -> None:
         width = inv.task.memos.get("width") or 4
         searches = [inv.submit("search", id=ids("search")) for _ in range(width)]
@@ -141,18 +144,18 @@ def _definitions(crashes: dict[str, int], ids: _Ids) -> Registry:
     def commit(inv: Invocation) -> None:
         inv.finish("completed")
 
-    return Registry(
-        [
-            TaskDefinition("research", 1, {"plan": plan, "synthesize": synthesize}),
-            TaskDefinition("search", 1, {"fetch": fetch, "parse": parse}),
-            TaskDefinition("review", 1, {"review": review, "verdict": verdict}),
-            TaskDefinition("check", 1, {"check": check, "recheck": commit}),
-            TaskDefinition("batch", 1, {"start": start_batch, "commit": commit}, abort=cleanup),
-            TaskDefinition("ingest", 1, {"ingest": ingest, "commit": commit}, abort=cleanup),
-            TaskDefinition("fragile", 1, {"warm_up": warm_up, "step": fragile_step}),
-            *demo_scenarios.DEFINITIONS,
-        ]
-    )
+    definitions = [
+        TaskDefinition("research", 1, {"plan": plan, "synthesize": synthesize}),
+        TaskDefinition("search", 1, {"fetch": fetch, "parse": parse}),
+        TaskDefinition("review", 1, {"review": review, "verdict": verdict}),
+        TaskDefinition("check", 1, {"check": check, "recheck": commit}),
+        TaskDefinition("batch", 1, {"start": start_batch, "commit": commit}, abort=cleanup),
+        TaskDefinition("ingest", 1, {"ingest": ingest, "commit": commit}, abort=cleanup),
+        TaskDefinition("fragile", 1, {"warm_up": warm_up, "step": fragile_step}),
+        *demo_scenarios.DEFINITIONS,
+    ]
+    # Each phase works a while on the clock before it decides (see .timing).
+    return Registry([timed(clock, definition) for definition in definitions])
 
 
 def run_demo(
@@ -167,13 +170,17 @@ def run_demo(
     clock = ManualClock(DEMO_START_MS)
     crashes: dict[str, int] = {}
     ids = _Ids()
-    registry = _definitions(crashes, ids)
+    registry = _definitions(crashes, ids, clock)
+    tracer_provider = demo_tracer()  # owned work nests under the phase that submitted it
     started = time.perf_counter()
     restarts_counted = 0
     parked: list[str] = []
 
-    scheduler = Scheduler.open(
-        path, clock=clock, registry=registry, restart_limit=RESTART_LIMIT, worker=DEMO_WORKER
+    scheduler = traced(
+        Scheduler.open(
+            path, clock=clock, registry=registry, restart_limit=RESTART_LIMIT, worker=DEMO_WORKER
+        ),
+        tracer_provider,
     )
     fragile = scheduler.submit("fragile", id=ids("fragile"))
     crashes[fragile] = RESTART_LIMIT
@@ -211,12 +218,15 @@ def run_demo(
             scheduler.store.close()
             log(f"crash {crash_round + 1}: process dropped mid-phase at {format_at(clock.now)}")
             clock.advance(5_000)  # the process manager restarts it a few seconds later
-            scheduler = Scheduler.open(  # the same worker restarted: it recovers its tasks
-                path,
-                clock=clock,
-                registry=registry,
-                restart_limit=RESTART_LIMIT,
-                worker=DEMO_WORKER,
+            scheduler = traced(
+                Scheduler.open(  # the same worker restarted: it recovers its tasks
+                    path,
+                    clock=clock,
+                    registry=registry,
+                    restart_limit=RESTART_LIMIT,
+                    worker=DEMO_WORKER,
+                ),
+                tracer_provider,
             )
             recovered = [
                 e for e in scheduler.history(fragile) if type(e).__name__ == "TaskRecovered"

@@ -14,6 +14,7 @@ client job id a run submits, and the local day it belongs to, are derived here
 from __future__ import annotations
 
 import hashlib
+import uuid
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -40,16 +41,13 @@ def client_job_id(task_id: str, tz: str, day: str, attempt: int) -> str:
     """The deterministic, UUIDv4-shaped client job id of a run.
 
     sha256 of ``task|{task}|{tz}|{day}|{attempt}`` (the zone before the day),
-    its first 16 bytes with the version nibble set to 4 and the variant bits to
-    ``10``, written 8-4-4-4-12 in lowercase hex. A retry or redrive of a run
-    reuses it, which is what lets a redrive adopt a job a lost answer left.
+    its first 16 bytes as a version-4 UUID (``uuid.UUID(bytes=..., version=4)`` sets
+    the version nibble to 4 and the variant bits to ``10``), in its standard
+    8-4-4-4-12 lowercase form. A retry or redrive of a run reuses it, which is what
+    lets a redrive adopt a job a lost answer left.
     """
     digest = hashlib.sha256(f"task|{task_id}|{tz}|{day}|{attempt}".encode()).digest()
-    raw = bytearray(digest[:16])
-    raw[6] = 0x40 | (raw[6] & 0x0F)
-    raw[8] = 0x80 | (raw[8] & 0x3F)
-    text = raw.hex()
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    return str(uuid.UUID(bytes=digest[:16], version=4))
 
 
 def local_day(now_ms: float, tz: str) -> str:

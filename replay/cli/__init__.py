@@ -24,7 +24,7 @@ examples:
   tasktrail tasks tasktrail-demo.db --status terminal
   tasktrail history tasktrail-demo.db fragile-0001
   tasktrail history postgresql://postgres@127.0.0.1/test fragile-0001 --json
-  tasktrail project tasktrail-demo.db     read models into tasktrail-demo.views.db
+  tasktrail project tasktrail-demo.db     read models into tasktrail-demo-views.db
   tasktrail replay tasktrail-demo.db --until 300
   tasktrail verify tasktrail-demo.db
   tasktrail explain tasktrail-demo.db fragile-0001

@@ -20,7 +20,7 @@ def add_export(commands: Any) -> None:
         description="Write every event as one JSON line: position, topic, stream, version, at.",
     )
     export.add_argument("store", help="SQLite path or postgresql:// URL")
-    export.add_argument("out", type=Path, help="the .jsonl file to write")
+    export.add_argument("out", type=Path, metavar="OUT.jsonl", help="the .jsonl file to write")
     export.add_argument("--json", action="store_true", help="report as JSON")
 
 
@@ -30,7 +30,7 @@ def add_import(commands: Any) -> None:
         help="append a JSONL export to a new, empty store",
         description="Check every line, then append the events unchanged to an empty store.",
     )
-    imp.add_argument("log", type=Path, help="the .jsonl export")
+    imp.add_argument("log", type=Path, metavar="LOG.jsonl", help="the .jsonl export")
     imp.add_argument("store", help="SQLite path or postgresql:// URL (must be empty)")
     imp.add_argument("--json", action="store_true", help="report as JSON")
     imp.add_argument("--skip-invalid", action="store_true", help=SKIP_HELP)
@@ -48,7 +48,9 @@ def add_trace(commands: Any) -> None:
     )
     trace.add_argument("source", help=SOURCE_HELP)
     trace.add_argument("task", nargs="?", help="the task id (default: every task)")
-    trace.add_argument("--out", type=Path, help="the .json file to write (default: stdout)")
+    trace.add_argument(
+        "--out", type=Path, metavar="FILE", help="the .json file to write (default: stdout)"
+    )
 
 
 def do_export(args: argparse.Namespace) -> int:

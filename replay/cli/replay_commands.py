@@ -26,7 +26,7 @@ def add_replay(commands: Any) -> None:
         ),
     )
     replay.add_argument("source", help=SOURCE_HELP)
-    replay.add_argument("--until", help=UNTIL_HELP)
+    replay.add_argument("--until", metavar="N|TIME", help=UNTIL_HELP)
     replay.add_argument("--json", action="store_true", help="the state as JSON")
     replay.add_argument("--skip-invalid", action="store_true", help=SKIP_HELP)
 
@@ -42,8 +42,8 @@ def add_diff(commands: Any) -> None:
     )
     diff.add_argument("a", help=SOURCE_HELP)
     diff.add_argument("b", help=SOURCE_HELP)
-    diff.add_argument("--until-a", help=UNTIL_HELP)
-    diff.add_argument("--until-b", help=UNTIL_HELP)
+    diff.add_argument("--until-a", metavar="N|TIME", help=UNTIL_HELP)
+    diff.add_argument("--until-b", metavar="N|TIME", help=UNTIL_HELP)
     diff.add_argument("--json", action="store_true", help="the differences as JSON")
 
 
@@ -70,8 +70,10 @@ def add_explain(commands: Any) -> None:
     )
     explain.add_argument("source", help=SOURCE_HELP)
     explain.add_argument("task", help="the task id")
-    explain.add_argument("--until", help=UNTIL_HELP)
-    explain.add_argument("--json", action="store_true", help="one JSON object per step")
+    explain.add_argument("--until", metavar="N|TIME", help=UNTIL_HELP)
+    explain.add_argument(
+        "--json", action="store_true", help="JSON Lines: one JSON object per step, a line each"
+    )
 
 
 def _report_skipped(state: Any) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from tasktrail.domain import Scheduler, UnknownTask, open_store
+from tasktrail.domain.demo.workload import MIN_TASKS
 from tasktrail.domain.tasks.describe import describe, format_at
 from tasktrail.domain.tasks.events import event_payload
 
@@ -33,9 +34,19 @@ def add_demo(commands: Any) -> None:
         ),
     )
     demo.add_argument(
-        "--db", type=Path, default=Path("tasktrail-demo.db"), help="the file (replaced)"
+        "--db",
+        type=Path,
+        default=Path("tasktrail-demo.db"),
+        metavar="PATH",
+        help="the file (replaced; default tasktrail-demo.db)",
     )
-    demo.add_argument("--tasks", type=int, default=200, help="how many tasks (default 200)")
+    demo.add_argument(
+        "--tasks",
+        type=int,
+        default=200,
+        metavar="N",
+        help=f"how many tasks (default 200, at least {MIN_TASKS})",
+    )
 
 
 def add_history(commands: Any) -> None:
@@ -46,7 +57,9 @@ def add_history(commands: Any) -> None:
     )
     history.add_argument("store", help="SQLite path or postgresql:// URL")
     history.add_argument("task", help="the task id")
-    history.add_argument("--json", action="store_true", help="one JSON object per line")
+    history.add_argument(
+        "--json", action="store_true", help="JSON Lines: one JSON object per event, a line each"
+    )
 
 
 def add_tasks(commands: Any) -> None:
@@ -60,7 +73,9 @@ def add_tasks(commands: Any) -> None:
         "--status",
         choices=["pending", "running", "waiting", "sleeping", "completing", "terminal"],
     )
-    tasks.add_argument("--json", action="store_true", help="one JSON object per line")
+    tasks.add_argument(
+        "--json", action="store_true", help="JSON Lines: one JSON object per task, a line each"
+    )
 
 
 def add_project(commands: Any) -> None:
@@ -75,7 +90,10 @@ def add_project(commands: Any) -> None:
     )
     project.add_argument("store", help="SQLite path or postgresql:// URL")
     project.add_argument(
-        "--out", type=Path, help="the read-model file (default: STORE.views.db beside it)"
+        "--out",
+        type=Path,
+        metavar="PATH",
+        help="the read-model file (default: STORE-views.db beside it)",
     )
     project.add_argument("--rebuild", action="store_true", help="drop and refold from 0")
     project.add_argument(
@@ -85,7 +103,7 @@ def add_project(commands: Any) -> None:
 
 
 def do_demo(args: argparse.Namespace) -> int:
-    from tasktrail.domain.demo.workload import MIN_TASKS, print_report, run_demo
+    from tasktrail.domain.demo.workload import print_report, run_demo
 
     if args.tasks < MIN_TASKS:
         print(f"tasktrail: --tasks must be at least {MIN_TASKS}", file=sys.stderr)
@@ -151,9 +169,17 @@ class ProgressBar:
 
 def do_project(args: argparse.Namespace) -> int:
     from tasktrail.projections import Projector, default_out
+    from tasktrail.projections.projector import LEGACY_SUFFIX, is_legacy_out
 
     location = existing(args.store)
     out = args.out or default_out(location)
+    if args.out is None and is_legacy_out(out):
+        renamed = out.with_name(out.name.removesuffix(LEGACY_SUFFIX) + "-views.db")
+        print(
+            f"tasktrail: note: catching up {out}, the read-model name of earlier releases; "
+            f"rename it to {renamed} (Datasette serves a name with one dot at a plain URL)",
+            file=sys.stderr,
+        )
     with Projector(location, out) as projector:
         bar = ProgressBar("project", enabled=not args.quiet)
         report = (

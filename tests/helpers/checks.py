@@ -158,3 +158,15 @@ def stale(scheduler: Any) -> Iterator[None]:
         yield
     finally:
         scheduler.refresh = real  # type: ignore[method-assign]
+
+
+def folded_rows(projector: Any, table: str) -> list[dict[str, Any]]:
+    """A read-model table's rows with the columns the fold writes, without the ISO-8601
+    text columns SQLite generates beside the ms times (a replay's rows do not carry them)."""
+    for projection in projector.projections:
+        for spec in projection.tables:
+            if spec.name == table:
+                columns = ", ".join(f"[{c}]" for c in spec.columns)
+                cursor = projector.db.execute(f"SELECT {columns} FROM [{table}]")
+                return [dict(zip(spec.columns, row, strict=True)) for row in cursor]
+    raise KeyError(table)
