@@ -63,16 +63,26 @@ def add_worker(commands: Any) -> None:
     )
     parser.add_argument("target", metavar="MODULE:ATTR", help="the registry to run")
     parser.add_argument(
-        "--store", required=True, help="SQLite path or postgresql:// URL (created if new)"
+        "--store",
+        required=True,
+        metavar="LOCATION",
+        help="SQLite path or postgresql:// URL (created if new)",
     )
     parser.add_argument(
-        "--worker", default=None, help="this worker's name (default $TASKTRAIL_WORKER or unique)"
+        "--worker",
+        default=None,
+        metavar="NAME",
+        help="this worker's name (default $TASKTRAIL_WORKER, else unique)",
     )
     parser.add_argument(
-        "--lease", type=float, default=30_000, help="lease length in ms (default 30000)"
+        "--lease", type=float, default=30_000, metavar="MS", help="lease length (default 30000)"
     )
     parser.add_argument(
-        "--poll", type=float, default=100, help="ms between looks for new events (default 100)"
+        "--poll",
+        type=float,
+        default=100,
+        metavar="MS",
+        help="time between looks for new events when idle (default 100)",
     )
     parser.add_argument("--quiet", action="store_true", help="log warnings only, not decisions")
     parser.add_argument(
