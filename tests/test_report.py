@@ -189,7 +189,7 @@ def test_cli_report_refuses_an_out_that_is_the_store(
     before = digest(store), digest(wal)
     assert main(["report", str(store), "fragile-0001", "--out", out]) == 2
     error = capsys.readouterr().err
-    assert "--out" in error and ("the store" in error or "folder" in error)
+    assert "--out" in error and ("refusing to write over it" in error or "is a folder" in error)
     assert (digest(store), digest(wal)) == before
 
 

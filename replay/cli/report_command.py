@@ -23,7 +23,7 @@ marks for abort marks, crashes and recoveries, refusals), the owner tree with
 outcomes, restarts and blocked reasons, TASK's explain trail (each event, the rule
 that applied, before -> after) and the verify result. With TASK it reads only that
 task's streams, its owners' and what it owns; without, the whole log (the first
---limit tasks submitted are drawn). Hover for details; Ctrl + wheel zooms.
+--limit tasks in tree order are drawn). Hover for details; Ctrl + wheel zooms.
 """
 
 
@@ -35,8 +35,12 @@ def add_report(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     report.add_argument("source", metavar="STORE", help=SOURCE_HELP)
-    report.add_argument("task", nargs="?", help="the task whose tree to draw (default: all)")
-    report.add_argument("--out", type=Path, required=True, help="the .html file to write")
+    report.add_argument(
+        "task", metavar="TASK", nargs="?", help="the task whose tree to draw (default: all)"
+    )
+    report.add_argument(
+        "--out", metavar="FILE.html", type=Path, required=True, help="the .html file to write"
+    )
     report.add_argument("--until", help=UNTIL_HELP)
     report.add_argument(
         "--limit", type=int, default=200, help="tasks drawn without TASK (default 200)"

@@ -78,7 +78,7 @@ def check_out(source: str | os.PathLike[str] | Store, out: str | os.PathLike[str
             if not same and target.exists() and other.exists():
                 same = os.path.samefile(target, other)
             if same:
-                what = "the store" if not suffix else f"the store's {suffix[1:]} file"
+                what = "the source" if not suffix else f"the store's {suffix[1:]} file"
                 raise InvalidArgument(
                     f"--out {target} is {what} {other}: refusing to write over it; "
                     "name another file"
