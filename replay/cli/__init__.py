@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from tasktrail.domain import TasktrailError
 
-from . import io_commands, replay_commands, store_commands, worker_command
+from . import io_commands, replay_commands, report_command, store_commands, worker_command
 from .common import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS
 
 EPILOG = """\
@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     io_commands.add_import(commands)
     replay_commands.add_explain(commands)
     io_commands.add_trace(commands)
+    report_command.add_report(commands)
     worker_command.add_worker(commands)
     return parser
 
@@ -90,6 +91,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "import": io_commands.do_import,
         "explain": replay_commands.do_explain,
         "trace": io_commands.do_trace,
+        "report": report_command.do_report,
         "worker": worker_command.do_worker,
     }
     handler = handlers.get(args.command)

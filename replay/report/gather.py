@@ -1,0 +1,275 @@
+"""What a report shows, gathered: one fold of what the report needs, and nothing more.
+
+With a task, :func:`gather` reads that task's tree (its owners up to the root, and
+everything it owns, at any depth) stream by stream (:mod:`.streams`), plus the task
+streams of tasks the tree awaited and the pass streams its events name. Without one,
+it folds the whole log, drawing the first ``limit`` tasks submitted. Either way the
+events go through the replay's one fold (:func:`tasktrail.replay.fold`), with the
+timeline as one more projection, and the state that fold leaves gives the owner tree,
+the explain trail (:func:`tasktrail.replay.explain`) and the verify result
+(:func:`tasktrail.replay.verify`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tasktrail.domain import Registry, Store, StoreError, TaskState, UnknownTask, open_store
+from tasktrail.domain.runs.identity import schedule_stream_id
+from tasktrail.domain.store.location import parse_location
+from tasktrail.domain.store.store import Recorded
+from tasktrail.domain.tasks.definitions import blocked_reason, parked
+from tasktrail.domain.turns.events import cleanup_stream_id, wakeup_stream_id
+from tasktrail.domain.turns.pass_events import PASS_STREAM_PREFIX, TASK_PASS_STREAM_PREFIX
+from tasktrail.projections import default_projections
+
+from ..explain import Step, explain
+from ..log import is_jsonl, read_log
+from ..state import SchedulerState, Until, fold
+from ..verify import VerifyReport, verify
+from .streams import Index, LogStreams, StoreStreams, Streams
+from .timeline import Timeline, TimelineBuilder
+
+DEFAULT_LIMIT = 200
+"""Rows a report of a whole store draws unless told otherwise."""
+DEFAULT_RESTART_LIMIT = 3
+"""The scheduler's default restart limit (rule 9): what "parked" is measured against."""
+
+
+@dataclass
+class ReportData:
+    """Everything one report shows, before any of it is written as HTML."""
+
+    source: str
+    task_id: str | None
+    until: Until
+    head: int
+    """The store's last position when the report was taken."""
+    state: SchedulerState
+    timeline: Timeline
+    verify: VerifyReport
+    steps: list[Step] | None
+    """The explain trail of ``task_id`` (``None`` for a whole-store report)."""
+    blocked: dict[str, str]
+    """Each blocked live task's reason (rule 13), as far as the report can compute it."""
+    scope: str
+    """What was read, in words."""
+    restart_limit: int
+    registry_used: bool = False
+    """Whether blocked reasons were judged with the definitions (else only the restart
+    limit is)."""
+    tree: frozenset[str] = field(default_factory=frozenset)
+    """The tasks of the tree asked (empty for a whole-store report)."""
+    generated_at: datetime | None = None
+
+    @property
+    def taken_at(self) -> float | None:
+        """The scheduler-clock time the report shows the state at: ``--until``'s, else
+        the time of the last event folded."""
+        return self.until.at if self.until.at is not None else self.timeline.clock
+
+    @property
+    def tasks(self) -> dict[str, TaskState]:
+        return self.state.world.tasks
+
+
+def gather(
+    source: str | os.PathLike[str] | Store,
+    task_id: str | None = None,
+    *,
+    until: int | float | str | datetime | Until | None = None,
+    limit: int = DEFAULT_LIMIT,
+    restart_limit: int = DEFAULT_RESTART_LIMIT,
+    registry: Registry | None = None,
+) -> ReportData:
+    """Read and fold what a report of ``task_id`` (or of the whole log) needs."""
+    stop = Until.parse(until)
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")
+    if isinstance(restart_limit, bool) or not isinstance(restart_limit, int) or restart_limit < 1:
+        raise ValueError(f"restart_limit must be an integer >= 1, not {restart_limit!r}")
+    name = _name(source)
+    opened: Store | None = None
+    try:
+        streams: Streams
+        if isinstance(source, Store):
+            streams = StoreStreams(source)
+        elif is_jsonl(source):
+            streams = LogStreams(source)
+        else:
+            opened = open_store(_existing(source))
+            streams = StoreStreams(opened)
+        if task_id is None:
+            order = _tree_order(Index.of(streams.tasks()))
+            drawn = frozenset(order[:limit])
+            records, reader, _ = read_log(opened if opened is not None else source)
+            builder = TimelineBuilder(drawn.__contains__, restart_limit)
+            projections = [p for p in default_projections() if p.name != "audit"]
+            state = fold(records, until=stop, projections=[*projections, builder], strict=False)
+            if reader is not None:
+                state.skipped = list(reader.skipped)
+            timeline = builder.finish(stop.at)
+            scope = f"the whole log: {state.events} events, {len(timeline.rows)} of "
+            scope += f"{len(timeline.rows) + timeline.hidden} tasks drawn"
+            if timeline.hidden:
+                scope += f" (the first {limit} in tree order)"
+            report = verify(state)
+            tree: frozenset[str] = frozenset()
+            steps = None
+        else:
+            read = _read_tree(streams, task_id)
+            builder = TimelineBuilder(lambda _: True, restart_limit)
+            state = fold(
+                read.records,
+                until=stop,
+                projections=[*default_projections(), builder],
+                strict=False,
+            )
+            if task_id not in state.world.tasks:
+                raise UnknownTask(task_id)
+            timeline = builder.finish(stop.at, frozenset(read.context))
+            tree = frozenset(t for t in read.tree if t in state.world.tasks)
+            scope = (
+                f"the tree of {task_id}: {len(tree)} tasks"
+                + (f" and {len(read.context)} awaited" if read.context else "")
+                + f", {read.streams} streams, {state.events} events"
+            )
+            report = _scoped(verify(state), frozenset(read.subtree))
+            steps = explain(state, task_id)
+        head = streams.head()
+    finally:
+        if opened is not None:
+            opened.close()
+    blocked = {
+        tid: reason
+        for tid, task in state.world.tasks.items()
+        if (reason := _blocked(task, registry, restart_limit)) is not None
+    }
+    return ReportData(
+        source=name,
+        task_id=task_id,
+        until=stop,
+        head=head,
+        state=state,
+        timeline=timeline,
+        verify=report,
+        steps=steps,
+        blocked=blocked,
+        scope=scope,
+        restart_limit=restart_limit,
+        registry_used=registry is not None,
+        tree=tree,
+    )
+
+
+@dataclass
+class _Tree:
+    records: list[Recorded]
+    tree: list[str]
+    subtree: list[str]
+    context: list[str]
+    streams: int
+
+
+def _read_tree(streams: Streams, task_id: str) -> _Tree:
+    """The events of ``task_id``'s owners, itself, everything it owns, and what they
+    awaited (task streams only) and the passes that named them."""
+    index = Index.of(streams.owned())
+    owners: list[str] = []
+    seen = {task_id}
+    owner = index.owner.get(task_id)
+    while owner is not None and owner not in seen:  # a cycle is a corrupt log: stop
+        owners.append(owner)
+        seen.add(owner)
+        owner = index.owner.get(owner)
+    subtree = _below(index, task_id)
+    tree = [*reversed(owners), *subtree]
+    runs = streams.runs(tree)
+    wanted = [sid for tid in tree for sid in _streams_of(tid, runs.get(tid, []))]
+    records = streams.read(wanted)
+    members = set(tree)
+    awaited: list[str] = []
+    passes: list[str] = []
+    for recorded in records:
+        event = recorded.event
+        for other in getattr(event, "on", ()) if type(event).__name__ == "WaitStarted" else ():
+            if other not in members and other not in awaited:
+                awaited.append(other)
+        pass_id = getattr(event, "pass_id", None)
+        if isinstance(pass_id, str) and pass_id and f"{PASS_STREAM_PREFIX}{pass_id}" not in passes:
+            passes.append(f"{PASS_STREAM_PREFIX}{pass_id}")
+    more = [*awaited, *passes]
+    if more:
+        records = sorted(records + streams.read(more), key=lambda r: r.position)
+    return _Tree(records, tree, subtree, awaited, len(wanted) + len(more))
+
+
+def _below(index: Index, task_id: str) -> list[str]:
+    """``task_id`` and every task below it, owners before what they own."""
+    found: list[str] = []
+    seen: set[str] = set()
+    stack = [task_id]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        found.append(current)
+        stack.extend(reversed(index.children.get(current, [])))
+    return found
+
+
+def _streams_of(task_id: str, runs: list[str]) -> list[str]:
+    return [
+        task_id,
+        wakeup_stream_id(task_id),
+        cleanup_stream_id(task_id),
+        f"{TASK_PASS_STREAM_PREFIX}{task_id}",
+        schedule_stream_id(task_id),
+        *runs,
+    ]
+
+
+def _scoped(report: VerifyReport, members: frozenset[str]) -> VerifyReport:
+    """Keep the violations a tree's own streams can show: those of the task and what it
+    owns (its owners' siblings, and the owners of tasks it awaited, were not read)."""
+    kept = [v for v in report.violations if v.task_id is None or v.task_id in members]
+    return VerifyReport(report.position, report.events, report.checks, kept)
+
+
+def _tree_order(index: Index) -> list[str]:
+    """Every task, owners before what they own, trees in the order their roots were
+    submitted (a task whose owner is unknown counts as a root)."""
+    roots = [t for t, owner in index.owner.items() if owner is None or owner not in index.owner]
+    return [task for root in roots for task in _below(index, root)]
+
+
+def _blocked(task: TaskState, registry: Registry | None, restart_limit: int) -> str | None:
+    if registry is not None:
+        return blocked_reason(task, registry, restart_limit)
+    # Without the definitions only the restart limit can be judged (rule 13).
+    if task.status in ("running", "completing", "terminal") or task.request_marked:
+        return None
+    return "restart_limit" if parked(task, restart_limit) else None
+
+
+def _existing(location: str | os.PathLike[str]) -> str:
+    text = os.fspath(location)
+    if "://" not in text and not Path(text).exists():
+        raise StoreError(f"no store at {text} (give an existing SQLite file, URL or .jsonl)")
+    return text
+
+
+def _name(source: Any) -> str:
+    """The source as it may be shown: a URL without its password."""
+    if isinstance(source, Store):
+        return str(source.location)
+    text = os.fspath(source)
+    return str(parse_location(text)) if "://" in text else text
+
+
+__all__ = ["DEFAULT_LIMIT", "DEFAULT_RESTART_LIMIT", "ReportData", "gather"]

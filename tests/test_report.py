@@ -1,0 +1,289 @@
+"""``tasktrail report``: what the page holds, what it reads, what it writes, and that
+every string a task recorded reaches it as text (the browser tests are in
+test_report_browser.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from helpers.report_stores import CHILD, HOSTILE, ROOT, demo_store, hostile_store
+
+from tasktrail.domain import Scheduler, Store, UnknownTask, open_store
+from tasktrail.domain.tasks.describe import format_at
+from tasktrail.replay import explain, export, import_log, replay
+from tasktrail.replay.cli import main
+from tasktrail.replay.report import gather, render, write_report
+from tasktrail.replay.report.scale import Scale
+from tasktrail.replay.report.streams import StoreStreams
+
+TREES = ("batch-0002", "fragile-0001", "research-0003", "review-0004", "crew-0001")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return demo_store(tmp_path_factory.mktemp("report-demo"))
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def owner_of(stream_id: str) -> str:
+    """The task a stream belongs to: ``run:task|day|attempt`` -> ``task``."""
+    return stream_id.split(":", 1)[-1].split("|", 1)[0]
+
+
+def below(state: object, root: str) -> list[str]:
+    """``root`` and everything it owns, from a full replay (the test's own tree walk)."""
+    tasks = state.world.tasks  # type: ignore[attr-defined]
+    found, stack = [], [root]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(t for t in tasks if tasks[t].owner_id == current)
+    return found
+
+
+@pytest.mark.parametrize("task_id", TREES)
+def test_a_tree_report_shows_what_a_full_replay_shows(demo: Path, task_id: str) -> None:
+    full = replay(demo)
+    data = gather(demo, task_id)
+    assert data.steps == explain(full, task_id)  # the same explain trail, step for step
+    expected = set(below(full, task_id))
+    assert {row.task_id for row in data.timeline.rows} == expected
+    for member in expected:
+        assert data.tasks[member] == full.world.tasks[member]
+    assert data.verify.ok, data.verify
+    assert data.head == full.position
+
+
+def test_a_tree_report_reads_the_tree_streams_not_the_log(
+    demo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def whole_log(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a report of one task read the whole log")
+
+    tree = set(below(replay(demo), "batch-0002"))
+    with open_store(demo) as store:
+        streams = [row[1] for row in store.rows()]
+    monkeypatch.setattr(Store, "read", whole_log)
+    monkeypatch.setattr(Store, "rows", whole_log)
+    asked: list[str] = []
+    original = StoreStreams.read
+
+    def spy(self: StoreStreams, stream_ids: list[str]) -> object:
+        asked.extend(stream_ids)
+        return original(self, stream_ids)
+
+    monkeypatch.setattr(StoreStreams, "read", spy)
+    data = gather(demo, "batch-0002")
+    assert len(tree) == 6
+    assert {row.task_id for row in data.timeline.rows} == tree
+    owners = {s.split(":", 1)[-1].split("|", 1)[0] for s in asked if not s.startswith("pass:")}
+    assert owners == tree  # only the tree's own streams (and the passes they name)
+    assert data.state.events < 100 and len(set(asked)) < len(streams) / 4
+
+
+def test_a_whole_store_report_draws_whole_trees_up_to_the_limit(demo: Path) -> None:
+    data = gather(demo, limit=7)
+    drawn = [row.task_id for row in data.timeline.rows]
+    ingests = sorted(below(replay(demo), "batch-0002")[1:])
+    assert drawn == ["fragile-0001", "batch-0002", *ingests]
+    assert [row.depth for row in data.timeline.rows] == [0, 0, 1, 1, 1, 1, 1]
+    assert data.timeline.hidden == len(replay(demo).world.tasks) - 7
+    page = render(data)
+    assert f"{data.timeline.hidden} more not drawn" in page
+    assert data.steps is None and 'id="explain"' not in page
+
+
+def test_until_shows_the_tree_as_it_was_parked_included(demo: Path) -> None:
+    recoveries = [
+        step.position
+        for step in explain(replay(demo), "fragile-0001")
+        if step.event_type == "TaskRecovered"
+    ]
+    data = gather(demo, "fragile-0001", until=recoveries[1], restart_limit=2)
+    task = data.tasks["fragile-0001"]
+    assert (task.status, task.restarts) == ("pending", 2)
+    assert data.blocked == {"fragile-0001": "restart_limit"}
+    assert data.state.position == recoveries[1]
+    css = [mark.css for mark in data.timeline.rows[0].marks]
+    assert css.count("crash") == 2 and "parked" in css and "end" not in css
+    page = render(data)
+    assert f"until position {recoveries[1]}" in page and "<td>restart_limit</td>" in page
+    assert data.steps is not None
+    moment = format_at(data.steps[-1].at)  # the same moment, as a clock time
+    again = gather(demo, "fragile-0001", until=moment, restart_limit=2)
+    assert again.tasks["fragile-0001"] == task and again.taken_at == data.steps[-1].at
+
+
+class Tags(HTMLParser):
+    """Every element and attribute a page opens with, as a browser's parser sees them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attributes: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attributes += attrs
+
+
+def test_every_string_a_task_recorded_is_escaped(tmp_path: Path) -> None:
+    store = hostile_store(tmp_path / "hostile.db")
+    for task_id in (ROOT, CHILD, None):
+        page = render(gather(store, task_id))
+        parser = Tags()
+        parser.feed(page)
+        assert parser.tags.count("script") == 1  # the page's own, and no other
+        assert not {"img", "b", "iframe", "object"} & set(parser.tags)
+        assert not [name for name, _ in parser.attributes if name.startswith("on")]
+        assert HOSTILE not in page and "<script>document" not in page
+        assert "&lt;script&gt;document.title=&quot;pwned&quot;&lt;/script&gt;" in page
+        assert "&lt;b onmouseover" in page and "&amp;amp;" in page  # kind, memo, reason ...
+
+
+def test_control_characters_and_huge_values_are_shown_safely() -> None:
+    from tasktrail.replay.report.draw import text
+
+    assert text("a\x1b[31mred\x00\r\nline") == "a\u241b[31mred\u2400\u240d\nline"
+    shown = text("x" * 5000)
+    assert len(shown) < 500 and "4600 more characters" in shown
+
+
+def test_cli_report_writes_only_out(demo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out" / "batch.html"
+    out.parent.mkdir()
+    before = sorted(os.listdir(demo.parent)), digest(demo)
+    assert main(["report", str(demo), "batch-0002", "--out", str(out)]) == 0
+    assert sorted(os.listdir(demo.parent)) == before[0] and digest(demo) == before[1]
+    assert os.listdir(out.parent) == ["batch.html"]  # no temporary file left behind
+    assert out.read_text().startswith("<!doctype html>")
+
+
+@pytest.mark.parametrize("spelling", ["same", "dot", "symlink", "hardlink", "wal", "folder"])
+def test_cli_report_refuses_an_out_that_is_the_store(
+    tmp_path: Path, spelling: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = demo_store(tmp_path, tasks=30)
+    os.chdir(tmp_path)
+    wal = Path(f"{store}-wal")
+    wal.write_bytes(b"")  # as SQLite may leave it beside a store
+    out = {
+        "same": str(store),
+        "dot": f"./{store.name}",
+        "symlink": str(tmp_path / "link.html"),
+        "hardlink": str(tmp_path / "hard.html"),
+        "wal": str(wal),
+        "folder": str(tmp_path),
+    }[spelling]
+    if spelling == "symlink":
+        Path(out).symlink_to(store)
+    if spelling == "hardlink":
+        os.link(store, out)
+    before = digest(store), digest(wal)
+    assert main(["report", str(store), "fragile-0001", "--out", out]) == 2
+    error = capsys.readouterr().err
+    assert "--out" in error and ("refusing to write over it" in error or "is a folder" in error)
+    assert (digest(store), digest(wal)) == before
+
+
+def test_cli_report_bad_input_is_exit_2_and_writes_nothing(
+    demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.html"
+    assert main(["report", str(demo), "no-such-task", "--out", str(out)]) == 2
+    assert "no-such-task" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "absent.db"), "--out", str(out)]) == 2
+    assert main(["report", str(demo), "--out", str(tmp_path / "nowhere" / "r.html")]) == 2
+    assert not out.exists() and not (tmp_path / "absent.db").exists()
+    with pytest.raises(UnknownTask):
+        gather(demo, "no-such-task")
+
+
+def test_a_failed_report_leaves_the_old_file_whole(
+    demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "r.html"
+    out.write_text("the old report")
+    out.chmod(0o640)
+    import tasktrail.replay.report as report
+
+    def broken(data: object) -> str:
+        raise RuntimeError("the page could not be drawn")
+
+    monkeypatch.setattr(report, "render", broken)
+    with pytest.raises(RuntimeError):
+        write_report(demo, out, "fragile-0001")
+    assert out.read_text() == "the old report" and os.listdir(tmp_path) == ["r.html"]
+    monkeypatch.undo()
+    write_report(demo, out, "fragile-0001")
+    assert "fragile-0001" in out.read_text() and (out.stat().st_mode & 0o777) == 0o640
+
+
+def test_a_report_from_an_export_is_the_same(demo: Path, tmp_path: Path) -> None:
+    log = tmp_path / "demo.jsonl"
+    export(demo, log)
+    for task_id in ("batch-0002", "crew-0001"):
+        assert gather(log, task_id).steps == gather(demo, task_id).steps
+
+
+@pytest.mark.postgres
+def test_a_report_on_postgresql_is_the_same(demo: Path, tmp_path: Path, postgres_url: str) -> None:
+    log = tmp_path / "demo.jsonl"
+    export(demo, log)
+    import_log(log, postgres_url)
+    for task_id in ("batch-0002", "crew-0001", "nightly-inbox"):
+        here, there = gather(demo, task_id), gather(postgres_url, task_id)
+        assert there.steps == here.steps
+        assert [r.task_id for r in there.timeline.rows] == [r.task_id for r in here.timeline.rows]
+        assert "password" not in there.source
+
+
+def test_the_clock_axis_folds_long_idle_stretches_only() -> None:
+    burst = [0.0, 10, 20, 30, 40, 50]
+    later = [3_600_000 + t for t in burst]
+    scale = Scale(0, later[-1], burst + later)
+    assert scale.folds == [(50, 3_600_000)]
+    xs = [scale.x(t) for t in burst + later]
+    assert xs == sorted(xs) and xs[0] == 0 and xs[-1] == 100
+    assert scale.x(3_600_000) - scale.x(50) <= 3.0  # an hour idle takes a narrow band
+    assert scale.x(50) > 40  # ... and the bursts get the width
+    steady = [i * 1000.0 for i in range(20)]
+    assert Scale(0, steady[-1], steady).folds == []  # evenly spaced events never fold
+
+
+def test_a_task_awaited_outside_the_tree_is_drawn_as_context(
+    scheduler: Scheduler, sqlite_url: str
+) -> None:
+    waiter = scheduler.submit("job", id="waiter")
+    other = scheduler.submit("leaf", id="other")  # not owned: a plain `all` wait on it
+    mine = scheduler.submit("leaf", owner=waiter, id="mine")
+    scheduler.reserve(waiter)
+    scheduler.wait(waiter, on=[other, mine], policy="all")
+    scheduler.run_until_idle()
+    data = gather(sqlite_url, "waiter")
+    rows = {row.task_id: row for row in data.timeline.rows}
+    assert set(rows) == {"waiter", "mine", "other"}
+    assert rows["other"].context and not rows["mine"].context
+    assert sorted(a.to_task for a in data.timeline.arrows) == ["mine", "other"]
+    assert data.tree == {"waiter", "mine"} and data.verify.ok
+    assert "awaited, outside the tree" in render(data)
+
+
+def test_turns_runs_and_refusals_get_lanes_and_marks(demo: Path) -> None:
+    crew = gather(demo, "crew-0001").timeline.rows[0]
+    assert crew.lanes[0] == "task" and {"role:leader", "role:worker-1"} <= set(crew.lanes)
+    turns = [bar for bar in crew.bars if bar.css == "turn"]
+    assert {bar.state for bar in turns} == {"completed"} and len(turns) >= 3
+    assert any(m.css == "refusal" and "refused" in m.label for m in crew.marks)
+    assert any(m.css == "wakeup" for m in crew.marks)
+    nightly = gather(demo, "nightly-inbox").timeline.rows[0]
+    runs = [bar for bar in nightly.bars if bar.lane == "runs"]
+    assert [bar.state for bar in runs] == ["failed", "failed"]
+    assert any("identity_conflict" in bar.label for bar in runs)
