@@ -108,6 +108,7 @@ def test_wakeup_waits_for_a_busy_leader_up_to_the_force_window(
     scheduler.configure_turns(stall_window_ms=FORCE * 2)
     task = scheduler.submit("job", id="t1")
     busy = scheduler.start_turn(task, LEADER)
+    scheduler.deliver_turn(task, LEADER, busy, "delivered")  # else it is due now
     first_at = clock.now
     scheduler.request_wakeup(task, "review-done")
     clock.set(first_at + AGGREGATION)

@@ -1,6 +1,6 @@
 """When a controller pass next has Turn work (:func:`next_deadline`): the earliest
-delivery retry, completion coming due, stall window ending, wakeup aggregation or
-force window, or task-pass retry.
+undelivered Turn (due now), delivery retry, completion coming due, stall window
+ending, wakeup aggregation or force window, or task-pass retry.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from .wakeups import wakeup_deadline
 
 
 def next_deadline(world: World, settings: TurnSettings) -> float | None:
-    """The earliest time a controller pass has Turn work: a delivery retry, a
-    completion coming due, a stall window ending, a wakeup's aggregation or force
-    window, a task-pass retry. A time in the past means: due now."""
+    """The earliest time a controller pass has Turn work: an undelivered Turn never
+    tried (due since it started), a delivery retry, a completion coming due, a stall
+    window ending, a wakeup's aggregation or force window, a task-pass retry. A time
+    in the past means: due now."""
     times: list[float] = []
     for task in list(world.tasks.values()):
         if task.status == "terminal":
@@ -25,8 +26,13 @@ def next_deadline(world: World, settings: TurnSettings) -> float | None:
             turn = role.active
             if turn is None:
                 continue
-            if turn.status == "started" and not turn.delivery_held and turn.retry_at is not None:
-                times.append(turn.retry_at)
+            if turn.status == "started" and not turn.delivery_held:
+                # An undelivered Turn never tried (one start_turn began, or one whose
+                # same-pass delivery a crash cut off) is due now: yui delivers at once.
+                if turn.delivery_outcome is None:
+                    times.append(turn.started_at)
+                elif turn.retry_at is not None:
+                    times.append(turn.retry_at)
             if turn.completion_due_at is not None:
                 times.append(turn.completion_due_at)
             times.append(turn.progress_at + settings.stall_window_ms)

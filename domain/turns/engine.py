@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..clock import Clock
 from ..world import World
+from .checks import active_turn
 from .cleanup import cleanup_state, require_cleanups, settle_cleanup
 from .delivery import deliver_turn, deliveries_due
 from .liveness import fold_turns
@@ -34,7 +35,7 @@ from .report import ControllerPassReport, TaskOutcome
 from .runtime import Runtime
 from .scope import plan
 from .settings import TurnSettings, check_concurrency
-from .state import LEADER
+from .state import LEADER, TurnState
 from .wakeups import dispatch_wakeup
 
 T = TypeVar("T")
@@ -237,22 +238,7 @@ class _TaskPass:
         unsettled: set[str] = set()
         if runtime is not None:
             for turn in deliveries_due(host.world.get(task_id), host.clock(), roles):
-                outcome = runtime.deliver(task_id, turn.role, turn.turn_id, turn.delivery_attempts)
-                if outcome is None:
-                    continue
-                decision = host._decide(
-                    deliver_turn,
-                    settings,
-                    task_id,
-                    turn.role,
-                    turn.turn_id,
-                    outcome,
-                    pass_id=pass_id,
-                )
-                if outcome == "delivery-uncertain":
-                    unsettled.add(turn.turn_id)
-                if decision.status in ("failed", "completed"):
-                    self._ended(task_id, turn.role, decision.status)
+                self._deliver(task_id, turn, unsettled)
         # Due completions, then liveness: a completion meeting an exit or stall wins.
         ended = host._decide(
             fold_turns, settings, task_id, roles, unsettled=unsettled, pass_id=pass_id
@@ -267,6 +253,32 @@ class _TaskPass:
                     self.report.wakeups[task_id] = wakeup.status
             if wakeup.status == "steered" and runtime is not None and wakeup.turn_id is not None:
                 runtime.steer(task_id, wakeup.turn_id, wakeup.reasons)
+            # A dispatched wakeup is a delivered Leader input (yui): its Turn is handed
+            # to the runtime in this same pass, not left for the next one.
+            if wakeup.status == "dispatched" and runtime is not None:
+                leader = active_turn(host.world.get(task_id), LEADER)
+                if leader is not None and leader.turn_id == wakeup.turn_id:
+                    self._deliver(task_id, leader, unsettled)
+
+    def _deliver(self, task_id: str, turn: TurnState, unsettled: set[str]) -> None:
+        """Hand one Turn to the runtime and record what came of it (after it happened)."""
+        assert self.runtime is not None
+        outcome = self.runtime.deliver(task_id, turn.role, turn.turn_id, turn.delivery_attempts)
+        if outcome is None:
+            return
+        decision = self.host._decide(
+            deliver_turn,
+            self.settings,
+            task_id,
+            turn.role,
+            turn.turn_id,
+            outcome,
+            pass_id=self.pass_id,
+        )
+        if outcome == "delivery-uncertain":
+            unsettled.add(turn.turn_id)
+        if decision.status in ("failed", "completed"):
+            self._ended(task_id, turn.role, decision.status)
 
 
 def _describe(error: BaseException) -> str:
