@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tasktrail.domain import ManualClock, Scheduler, TaskEvent
 from tasktrail.domain.turns.events import TurnDelivered, WakeupDispatched
 from tasktrail.domain.turns.runtime import Runtime
@@ -78,3 +80,91 @@ def test_yui_wakeup_turn_a_pass_could_not_deliver_stays_due_now(
     assert scheduler.active_turn(task, LEADER) is not None
     assert of_type(scheduler, WakeupDispatched)
     assert scheduler.next_turn_deadline() == clock.now
+
+
+# ─── defect 2: a forced wakeup is recorded only once handed off (seed 001) ─────────
+
+
+class Steer(Runtime):
+    """Steers forced wakeups into the busy Leader Turn; the first ``fails`` hand-offs
+    raise. Notes whether the wakeup was still pending (nothing recorded) at each."""
+
+    def __init__(self, scheduler: Scheduler, fails: int = 0, join: str | None = None) -> None:
+        self.scheduler = scheduler
+        self.fails = fails
+        self.join = join
+        self.steered: list[tuple[str, str, tuple[str, ...]]] = []
+        self.pending_at_hand_off: list[bool] = []
+
+    def steer(self, task_id: str, turn_id: str, reasons: tuple[str, ...]) -> None:
+        self.pending_at_hand_off.append(self.scheduler.pending_wakeup(task_id) is not None)
+        if self.join is not None:  # a request arrives while the hand-off is underway
+            self.scheduler.request_wakeup(task_id, self.join)
+            self.join = None
+        if self.fails:
+            self.fails -= 1
+            raise ConnectionError("the Leader's socket went away")
+        self.steered.append((task_id, turn_id, reasons))
+
+
+def _busy_leader_past_force(scheduler: Scheduler, clock: ManualClock) -> tuple[str, str]:
+    scheduler.configure_turns(stall_window_ms=FORCE * 4)
+    task = scheduler.submit("job", id="t1")
+    busy = scheduler.start_turn(task, LEADER)
+    scheduler.deliver_turn(task, LEADER, busy, "delivered")
+    scheduler.request_wakeup(task, "review-done")
+    clock.advance(FORCE)
+    return task, busy
+
+
+def test_yui_forced_wakeup_whose_hand_off_fails_is_kept_and_retried(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    task, busy = _busy_leader_past_force(scheduler, clock)
+    runtime = Steer(scheduler, fails=1)
+    first = scheduler.controller_pass(runtime=runtime)
+    assert first.failed == [task]
+    assert of_type(scheduler, WakeupDispatched) == []  # nothing claims the hand-off
+    assert scheduler.pending_wakeup(task) is not None
+    retry_at = first.retries[task]
+    assert retry_at is not None
+    clock.set(retry_at)
+    second = scheduler.controller_pass(runtime=runtime)
+    assert second.wakeups == {task: "steered"}
+    assert runtime.steered == [(task, busy, ("review-done",))]
+    assert runtime.pending_at_hand_off == [True, True]  # recorded only after each
+    (dispatched,) = of_type(scheduler, WakeupDispatched)
+    assert (dispatched.mode, dispatched.turn_id, dispatched.pass_id) == (
+        "steered",
+        busy,
+        second.pass_id,
+    )
+    assert scheduler.pending_wakeup(task) is None
+
+
+def test_yui_forced_wakeup_command_appends_nothing_when_the_hand_off_raises(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    task, _ = _busy_leader_past_force(scheduler, clock)
+    head = scheduler.store.head()
+    with pytest.raises(ConnectionError):
+        scheduler.dispatch_wakeup(task, runtime=Steer(scheduler, fails=1))
+    assert scheduler.store.head() == head
+    assert scheduler.dispatch_wakeup(task, runtime=Steer(scheduler)).status == "steered"
+
+
+def test_yui_forced_wakeup_records_only_what_it_handed_off(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    task, _ = _busy_leader_past_force(scheduler, clock)
+    runtime = Steer(scheduler, join="late-news")
+    assert scheduler.controller_pass(runtime=runtime).wakeups == {task: "busy"}
+    wakeup = scheduler.pending_wakeup(task)
+    assert wakeup is not None and wakeup.reasons == ("review-done", "late-news")
+    assert scheduler.controller_pass(runtime=runtime).wakeups == {task: "steered"}
+    assert [reasons for _, _, reasons in runtime.steered] == [
+        ("review-done",),
+        ("review-done", "late-news"),
+    ]
+    (dispatched,) = of_type(scheduler, WakeupDispatched)
+    assert dispatched.reasons == ("review-done", "late-news")

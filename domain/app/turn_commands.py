@@ -233,14 +233,15 @@ class TurnCommands:
         )
         return status
 
-    def dispatch_wakeup(self, task_id: str) -> WakeupDispatch:
+    def dispatch_wakeup(self, task_id: str, *, runtime: Runtime | None = None) -> WakeupDispatch:
         """The wakeup step of a pass, for one task: dispatch its pending wakeup if
-        the aggregation window passed and the Leader is idle (or the force window
-        passed while it is busy: steered), drop it if the task decided its outcome."""
-        dispatch: WakeupDispatch = self._decide(
-            wakeups.dispatch_wakeup, self.turn_settings, task_id
-        )
-        return dispatch
+        the aggregation window passed and the Leader is idle, drop it if the task
+        decided its outcome. Past the force window with the Leader busy, its reasons
+        are handed to the busy Turn through ``runtime.steer`` and only then recorded
+        (``steered``); a hand-off that raises records nothing."""
+        settings = self.turn_settings
+        dispatch: WakeupDispatch = self._decide(wakeups.dispatch_wakeup, settings, task_id)
+        return engine.hand_off(self, settings, runtime, task_id, dispatch)
 
     def pending_wakeup(self, task_id: str) -> WakeupState | None:
         """The task's pending Leader wakeup, or ``None``."""

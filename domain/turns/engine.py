@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 from ..clock import Clock
@@ -36,7 +37,7 @@ from .runtime import Runtime
 from .scope import plan
 from .settings import TurnSettings, check_concurrency
 from .state import LEADER, TurnState
-from .wakeups import dispatch_wakeup
+from .wakeups import WakeupDispatch, dispatch_wakeup, record_steered
 
 T = TypeVar("T")
 
@@ -248,11 +249,10 @@ class _TaskPass:
         # The Leader wakeup, once the Leader's Turns are settled for this pass.
         if roles is None or LEADER in roles:
             wakeup = host._decide(dispatch_wakeup, settings, task_id, pass_id=pass_id)
+            wakeup = hand_off(host, settings, runtime, task_id, wakeup, pass_id=pass_id)
             if wakeup.status != "none":
                 with self._report_lock:
                     self.report.wakeups[task_id] = wakeup.status
-            if wakeup.status == "steered" and runtime is not None and wakeup.turn_id is not None:
-                runtime.steer(task_id, wakeup.turn_id, wakeup.reasons)
             # A dispatched wakeup is a delivered Leader input (yui): its Turn is handed
             # to the runtime in this same pass, not left for the next one.
             if wakeup.status == "dispatched" and runtime is not None:
@@ -279,6 +279,38 @@ class _TaskPass:
             unsettled.add(turn.turn_id)
         if decision.status in ("failed", "completed"):
             self._ended(task_id, turn.role, decision.status)
+
+
+def hand_off(
+    host: PassHost,
+    settings: TurnSettings,
+    runtime: Runtime | None,
+    task_id: str,
+    dispatch: WakeupDispatch,
+    *,
+    pass_id: str | None = None,
+) -> WakeupDispatch:
+    """A forced wakeup (status ``force``): hand its reasons to the busy Leader Turn
+    (``Runtime.steer``), then record that it happened; other dispatches pass through.
+
+    Perform, then record: a hand-off that raises records nothing, so the wakeup
+    stays pending and is handed off again (by the task-pass retry, or the next pass);
+    a crash between the two hands it off again after recovery.
+    """
+    if dispatch.status != "force":
+        return dispatch
+    assert dispatch.turn_id is not None
+    if runtime is not None:
+        runtime.steer(task_id, dispatch.turn_id, dispatch.reasons)
+    recorded = host._decide(
+        record_steered,
+        settings,
+        task_id,
+        dispatch.turn_id,
+        dispatch.request_count,
+        pass_id=pass_id,
+    )
+    return replace(dispatch, status="steered" if recorded else "busy")
 
 
 def _describe(error: BaseException) -> str:

@@ -2,7 +2,8 @@
 it or aggregates into it (``wakeups.aggregate``: reasons appended once each, the first
 time kept); once its aggregation window has passed it starts a Leader Turn
 (``wakeups.dispatch``), or, while the Leader stays busy past the force window, its
-reasons are steered into the busy Turn (``wakeups.force``); a wakeup of a task that
+reasons are steered into the busy Turn (``wakeups.force``, recorded by
+:func:`record_steered` only once the hand-off happened); a wakeup of a task that
 decided its outcome is dropped (``wakeups.task_done``).
 """
 
@@ -35,17 +36,20 @@ from .state import LEADER, WakeupState, turn_id_for
 class WakeupDispatch:
     """What the wakeup step did for one task.
 
-    ``status``: ``dispatched`` (a Leader Turn ``turn_id`` started), ``steered``
-    (the force window passed while the Leader was busy: ``reasons`` go into its
-    Turn ``turn_id``), ``dropped`` (the task decided its outcome), ``aggregating``
-    (the aggregation window is still open), ``busy`` (the Leader's Turn
-    ``turn_id`` is active, the force window still open) or ``none`` (no wakeup
-    pending).
+    ``status``: ``dispatched`` (a Leader Turn ``turn_id`` started), ``force``
+    (the force window passed while the Leader was busy: ``reasons`` are to be
+    handed to its Turn ``turn_id``, and only then recorded with
+    :func:`record_steered`), ``steered`` (that hand-off happened and was
+    recorded), ``dropped`` (the task decided its outcome), ``aggregating`` (the
+    aggregation window is still open), ``busy`` (the Leader's Turn ``turn_id`` is
+    active, the force window still open) or ``none`` (no wakeup pending).
+    ``request_count`` is the wakeup's, so a hand-off records only what it handed.
     """
 
-    status: Literal["dispatched", "steered", "dropped", "aggregating", "busy", "none"]
+    status: Literal["dispatched", "force", "steered", "dropped", "aggregating", "busy", "none"]
     turn_id: str | None = None
     reasons: tuple[str, ...] = ()
+    request_count: int = 0
 
 
 WakeupRequestStatus = Literal["requested", "aggregated", "dropped"]
@@ -154,11 +158,9 @@ def dispatch_wakeup(
     if busy is not None:
         if waited < settings.force_window_ms:
             return WakeupDispatch("busy", busy.turn_id, wakeup.reasons)
-        # wakeups.force: past the force window a busy Leader gets the reasons steered in.
-        draft.emit_stream(
-            WakeupDispatched(**fields, turn_id=busy.turn_id, mode="steered", cause="wakeups.force")
-        )
-        return WakeupDispatch("steered", busy.turn_id, wakeup.reasons)
+        # wakeups.force: past the force window a busy Leader gets the reasons steered in;
+        # the hand-off is an external effect, recorded by record_steered once it happened.
+        return WakeupDispatch("force", busy.turn_id, wakeup.reasons, wakeup.request_count)
     # wakeups.dispatch: aggregation window passed, Leader idle: a Leader Turn starts.
     role_state = _task(draft, task_id).roles.get(LEADER)
     turn_id = turn_id_for(LEADER, (role_state.turns if role_state else 0) + 1)
@@ -177,3 +179,42 @@ def dispatch_wakeup(
         )
     )
     return WakeupDispatch("dispatched", turn_id, wakeup.reasons)
+
+
+def record_steered(
+    draft: Draft,
+    ctx: Context,
+    settings: TurnSettings,
+    task_id: str,
+    turn_id: str,
+    request_count: int,
+    *,
+    pass_id: str | None = None,
+) -> bool:
+    """Record that a forced wakeup's reasons were handed to the busy Leader Turn
+    ``turn_id`` (after the hand-off happened). Records nothing, and returns
+    ``False``, when the wakeup changed meanwhile (a later request joined it, or it
+    was dispatched or dropped) or the Leader's Turn is another: the next pass hands
+    off what is pending then."""
+    _open(ctx, task_id)
+    wakeup = pending_wakeup(draft, task_id)
+    busy = active_turn(draft.get(task_id), LEADER)
+    if wakeup is None or wakeup.request_count != request_count:
+        return False
+    if busy is None or busy.turn_id != turn_id:
+        return False
+    # wakeups.force: the reasons went into the busy Turn; the wakeup is cleared.
+    draft.emit_stream(
+        WakeupDispatched(
+            task_id=task_id,
+            at=ctx.now,
+            reasons=wakeup.reasons,
+            request_count=wakeup.request_count,
+            first_requested_at=wakeup.first_requested_at,
+            pass_id=pass_id,
+            turn_id=turn_id,
+            mode="steered",
+            cause="wakeups.force",
+        )
+    )
+    return True
