@@ -4,6 +4,7 @@ docs/seed-fidelity.md."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from tasktrail.domain.turns.events import TurnDelivered, WakeupDispatched
 from tasktrail.domain.turns.runtime import Runtime
 from tasktrail.domain.turns.settings import TurnSettings
 from tasktrail.domain.turns.state import LEADER
+from tasktrail.projections import Projector, ReadModel
 
 AGGREGATION = TurnSettings().aggregation_window_ms
 FORCE = TurnSettings().force_window_ms
@@ -168,3 +170,36 @@ def test_yui_forced_wakeup_records_only_what_it_handed_off(
     ]
     (dispatched,) = of_type(scheduler, WakeupDispatched)
     assert dispatched.reasons == ("review-done", "late-news")
+
+
+# ─── defect 3: a busy Leader's wakeup answers its aggregation end first (seed 001) ──
+
+
+def test_yui_busy_leader_wakeup_deadline_is_the_aggregation_end_first(
+    scheduler: Scheduler, clock: ManualClock, tmp_path: Path
+) -> None:
+    scheduler.configure_turns(stall_window_ms=FORCE * 4)
+    task = scheduler.submit("job", id="t1")
+    busy = scheduler.start_turn(task, LEADER)
+    scheduler.deliver_turn(task, LEADER, busy, "delivered")
+    first_at = clock.now
+    scheduler.request_wakeup(task, "mail")
+    assert scheduler.next_turn_deadline() == first_at + AGGREGATION
+    with Projector(scheduler.store, tmp_path / "views.db") as projector:
+        projector.catch_up()
+        model = ReadModel(projector)
+        assert model.next_wakeup_deadline(now=clock.now) == {
+            "task_id": task,
+            "deadline": first_at + AGGREGATION,
+            "window": "aggregation",
+        }
+        clock.set(first_at + AGGREGATION)
+        assert scheduler.controller_pass().wakeups == {task: "busy"}
+        # Past the aggregation end with the Leader still busy: the force end.
+        assert scheduler.next_turn_deadline() == first_at + FORCE
+        projector.catch_up()
+        assert model.next_wakeup_deadline(now=clock.now) == {
+            "task_id": task,
+            "deadline": first_at + FORCE,
+            "window": "force",
+        }

@@ -287,7 +287,7 @@ class TurnCommands:
     def next_turn_deadline(self) -> float | None:
         """The earliest time a controller pass has Turn work (a past time: due now)."""
         with self._lock:
-            return deadlines.next_deadline(self.world, self.turn_settings)
+            return deadlines.next_deadline(self.world, self.turn_settings, self.clock())
 
     def _task_lock(self, task_id: str) -> threading.RLock:
         """The lock that serializes per-task passes of one task, across passes."""

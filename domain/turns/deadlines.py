@@ -13,7 +13,7 @@ from .state import LEADER
 from .wakeups import wakeup_deadline
 
 
-def next_deadline(world: World, settings: TurnSettings) -> float | None:
+def next_deadline(world: World, settings: TurnSettings, now: float) -> float | None:
     """The earliest time a controller pass has Turn work: an undelivered Turn never
     tried (due since it started), a delivery retry, a completion coming due, a stall
     window ending, a wakeup's aggregation or force window, a task-pass retry. A time
@@ -38,6 +38,6 @@ def next_deadline(world: World, settings: TurnSettings) -> float | None:
             times.append(turn.progress_at + settings.stall_window_ms)
     for task_id, wakeup in pending_wakeups(world).items():
         busy = active_turn(world.get(task_id), LEADER) is not None
-        times.append(wakeup_deadline(wakeup, busy, settings))
+        times.append(wakeup_deadline(wakeup, busy, settings, now))
     times.extend(retry.retry_at for retry in task_pass_retries(world).values())
     return min(times) if times else None

@@ -70,13 +70,30 @@ def pending_wakeup(source: Draft | World, task_id: str) -> WakeupState | None:
     return state
 
 
-def wakeup_deadline(wakeup: WakeupState, leader_busy: bool, settings: TurnSettings) -> float:
-    """When the wakeup is due: the end of its aggregation window, or, while the
-    Leader is busy past that, the end of its force window."""
-    aggregation_at = wakeup.first_requested_at + settings.aggregation_window_ms
-    if not leader_busy:
-        return aggregation_at
-    return wakeup.first_requested_at + settings.force_window_ms
+DeadlineWindow = Literal["aggregation", "force"]
+
+
+def choose_deadline(
+    aggregation_at: float, force_at: float, leader_busy: bool, now: float | None
+) -> tuple[float, DeadlineWindow]:
+    """Which of a wakeup's deadlines is next, and which window it ends: the
+    aggregation end, or, once that has passed (``now``; ``None``: not known) with
+    the Leader still busy, the force end. The read models ask this too."""
+    # wakeups.deadline (yui): the aggregation end is answered first, busy Leader or not;
+    # the force end only while the Leader stays busy after it.
+    if not leader_busy or now is None or now < aggregation_at:
+        return aggregation_at, "aggregation"
+    return force_at, "force"
+
+
+def wakeup_deadline(
+    wakeup: WakeupState, leader_busy: bool, settings: TurnSettings, now: float
+) -> float:
+    """When the wakeup is next due (see :func:`choose_deadline`)."""
+    first = wakeup.first_requested_at
+    return choose_deadline(
+        first + settings.aggregation_window_ms, first + settings.force_window_ms, leader_busy, now
+    )[0]
 
 
 def request_wakeup(
