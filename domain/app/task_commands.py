@@ -60,7 +60,10 @@ class TaskCommands:
 
         ``version`` and ``phase`` default to the registered definition's
         version and first phase. ``owner`` makes it owned work of that task
-        (rules 5 and 6).
+        (rules 5 and 6). ``abandon_on_restart``: the task does not outlive this
+        process; every later open of a scheduler on the store (after a crash or a
+        clean close) gives it a ``restart`` abort mark, whatever its status, so it
+        runs its abort handler instead of resuming (as pi-durable does).
         """
         definition = self.registry.get(kind) if isinstance(kind, str) else None
         if version is None:

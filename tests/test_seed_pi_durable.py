@@ -1,0 +1,64 @@
+"""pi-durable's behaviour where tasktrail once differed (issue 16; seed 004): each test
+names the behaviour and fails when it breaks. The rules they hold are written down in
+docs/seed-fidelity.md."""
+
+from __future__ import annotations
+
+from tasktrail.domain import ManualClock, Registry, Scheduler
+from tasktrail.domain.tasks.events import AbortMarked
+
+
+def abandoned(scheduler: Scheduler) -> list[str]:
+    return sorted(
+        r.event.task_id
+        for r in scheduler.store.read()
+        if isinstance(r.event, AbortMarked) and r.event.reason == "restart"
+    )
+
+
+# ─── defect 4: abandon_on_restart marks every live flagged task at every open ──────
+
+
+def test_pi_durable_abandon_on_restart_marks_every_live_flagged_task_at_open(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="w")
+    pending = s.submit("job", id="pending", abandon_on_restart=True)
+    sleeping = s.submit("job", id="sleeping", abandon_on_restart=True)
+    s.reserve(sleeping)
+    s.sleep(sleeping, until=clock.now + 60_000)
+    waiting = s.submit("job", id="waiting", abandon_on_restart=True)
+    s.reserve(waiting)
+    s.wait(waiting, on=[pending])
+    ended = s.submit("leaf", id="ended", abandon_on_restart=True)
+    s.reserve(ended)
+    s.finish(ended, "completed")
+    plain = s.submit("job", id="plain")
+    s.close()  # a clean close: no task was running, nothing was recovered
+    s_reopened = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    assert abandoned(s_reopened) == ["pending", "sleeping", "waiting"]
+    for task_id in (pending, sleeping, waiting):
+        task = s_reopened.task(task_id)
+        assert task.abort_requested and task.abort_reason == "restart"
+    assert not s_reopened.task(plain).abort_requested
+    assert s_reopened.task(ended).status == "terminal"
+    head = s_reopened.store.head()
+    s_reopened.close()
+    # Marked once: a later open finds them marked and appends nothing for them.
+    third = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    assert third.store.head() == head
+    third.close()
+
+
+def test_pi_durable_abandon_on_restart_leaves_a_live_workers_running_task(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    a = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="a")
+    held = a.submit("job", id="held", abandon_on_restart=True)
+    a.reserve(held)
+    waiting = a.submit("job", id="queued", abandon_on_restart=True)
+    b = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="b")
+    assert not b.task(held).abort_requested  # worker a is alive and running it
+    assert b.task(waiting).abort_reason == "restart"
+    b.close()
+    a.close()
