@@ -4,8 +4,16 @@ docs/seed-fidelity.md."""
 
 from __future__ import annotations
 
-from tasktrail.domain import ManualClock, Registry, Scheduler
+from typing import Any
+
+from conftest import finishing
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition
 from tasktrail.domain.tasks.events import AbortMarked
+from tasktrail.projections.trace import rebuild
 
 
 def abandoned(scheduler: Scheduler) -> list[str]:
@@ -62,3 +70,54 @@ def test_pi_durable_abandon_on_restart_leaves_a_live_workers_running_task(
     assert b.task(waiting).abort_reason == "restart"
     b.close()
     a.close()
+
+
+# ─── defect 5: a checkpoint span event marks a change of phase only ────────────────
+
+
+def _traced(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> tuple[Scheduler, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    s.configure_telemetry(provider)
+    return s, exporter
+
+
+def _span_shapes(spans: Any) -> list[tuple[Any, ...]]:
+    return [
+        (
+            span.attributes["phase"],
+            span.attributes["outcome"],
+            [(e.name, dict(e.attributes)) for e in span.events],
+            span.context.span_id,
+            span.start_time,
+            span.end_time,
+        )
+        for span in spans
+        if span.name == "tasktrail.phase"
+    ]
+
+
+def test_pi_durable_same_checkpoint_again_adds_no_span_event_and_no_span(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    def pay(inv: Any) -> str:
+        inv.checkpoint("pay")  # the intent, committed again before the effect
+        clock.advance(7)
+        return "receipt"
+
+    registry = Registry([TaskDefinition("order", 1, {"pay": pay, "receipt": finishing()})])
+    s, exporter = _traced(sqlite_url, clock, registry)
+    task = s.submit("order")
+    s.run_until_idle()
+    live = _span_shapes(exporter.get_finished_spans())
+    assert [(phase, outcome, events) for phase, outcome, events, *_ in live] == [
+        ("pay", "next=receipt", [("tasktrail.checkpoint", {"phase": "receipt"})]),
+        ("receipt", "done", []),
+    ]
+    # History folds the same way.
+    assert _span_shapes(rebuild(s.store, task)) == live
+    s.close()

@@ -184,11 +184,21 @@ class PhaseFold:
                 finished.append(self._close(current, event.at, "aborted", ok=True))
             self._start(after, event, version, event.mode, resumed, lookup)
         elif isinstance(event, CheckpointCommitted):
+            if current is not None and (event.phase, event.attempt) == (
+                current.phase,
+                current.attempt,
+            ):
+                # pi-durable: the same checkpoint committed again (an intent before an
+                # effect, say) adds no checkpoint event and opens no new span.
+                return finished
             if current is not None:
-                attributes: dict[str, AttributeValue] = {"phase": event.phase}
-                if event.attempt is not None:
-                    attributes["attempt"] = event.attempt
-                current.events.append(SpanEvent(CHECKPOINT_EVENT, event.at, attributes))
+                # The checkpoint event marks a change of phase only (pi-durable); a new
+                # attempt of the same phase still starts a span of its own.
+                if event.phase != current.phase:
+                    attributes: dict[str, AttributeValue] = {"phase": event.phase}
+                    if event.attempt is not None:
+                        attributes["attempt"] = event.attempt
+                    current.events.append(SpanEvent(CHECKPOINT_EVENT, event.at, attributes))
                 finished.append(self._close(current, event.at, f"next={event.phase}"))
             if after.status == "running" and after.mode is not None:
                 self._start(after, event, version, after.mode, False, lookup)
