@@ -7,12 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from conftest import finishing
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition
 from tasktrail.domain.tasks.events import AbortMarked
+from tasktrail.domain.telemetry import live as telemetry
 from tasktrail.projections.trace import rebuild
 
 
@@ -121,3 +124,56 @@ def test_pi_durable_same_checkpoint_again_adds_no_span_event_and_no_span(
     # History folds the same way.
     assert _span_shapes(rebuild(s.store, task)) == live
     s.close()
+
+
+# ─── defect 6: the active-tasks counter counts what a process loaded ───────────────
+
+
+def _active(reader: InMemoryMetricReader) -> dict[str, int]:
+    data = reader.get_metrics_data()
+    out: dict[str, int] = {}
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == "tasktrail.tasks.active":
+                    for point in metric.data.data_points:
+                        out[str(point.attributes["task.kind"])] = point.value
+    return out
+
+
+def test_pi_durable_active_tasks_counts_loaded_tasks_and_takes_them_back_at_close(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    first_process = InMemoryMetricReader()
+    with telemetry.default_providers(meter_provider=MeterProvider([first_process])):
+        s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+        s.submit("job", id="a")
+        s.submit("job", id="b")
+        s.submit("leaf", id="c")
+        assert _active(first_process) == {"job": 2, "leaf": 1}
+        s.close()
+        assert _active(first_process) == {"job": 0, "leaf": 0}  # what is live at close
+    second_process = InMemoryMetricReader()
+    with telemetry.default_providers(meter_provider=MeterProvider([second_process])):
+        s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+        assert _active(second_process) == {"job": 2, "leaf": 1}  # the tasks it loaded
+        s.run_until_idle()  # the loaded tasks end here
+        assert _active(second_process) == {"job": 0, "leaf": 0}  # never below zero
+        s.submit("leaf", id="d")
+        s.close()
+        assert _active(second_process) == {"job": 0, "leaf": 0}
+
+
+def test_pi_durable_active_tasks_move_with_the_configured_meter(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    s.submit("job", id="a")
+    s.close()
+    reopened = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    reader = InMemoryMetricReader()
+    reopened.configure_telemetry(meter_provider=MeterProvider([reader]))
+    assert _active(reader) == {"job": 1}
+    reopened.run_until_idle()
+    assert _active(reader) == {"job": 0}
+    reopened.close()

@@ -131,6 +131,7 @@ class Scheduler(
             )
             scheduler.refresh()
             scheduler._resumed = set(scheduler.world.live)
+            telemetry.opened(scheduler)  # the live tasks it loaded count as active
             scheduler._lease_optional = True  # a read-only store still opens for reading
             scheduler._renew_lease(force=True)
             scheduler._lease_optional = not scheduler._renewed_at
@@ -162,6 +163,7 @@ class Scheduler(
         self.closing = True
         self._closed = True
         self._flush_batch()  # closed inside a batch: what it decided is appended first
+        telemetry.closed(self)  # what this process counted as active, it takes back
         try:
             self._release_lease()
         finally:
