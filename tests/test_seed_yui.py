@@ -4,17 +4,30 @@ docs/seed-fidelity.md."""
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tasktrail.domain import ManualClock, Scheduler, TaskEvent
-from tasktrail.domain.turns.events import TurnDelivered, WakeupDispatched
+from tasktrail.domain import (
+    ManualClock,
+    Registry,
+    Scheduler,
+    TaskDefinition,
+    TaskEvent,
+    next_deadline,
+)
+from tasktrail.domain.turns.events import TurnDelivered, TurnSettingsChanged, WakeupDispatched
 from tasktrail.domain.turns.runtime import Runtime
-from tasktrail.domain.turns.settings import TurnSettings
+from tasktrail.domain.turns.settings import TurnSettings, turn_settings_of
 from tasktrail.domain.turns.state import LEADER
 from tasktrail.projections import Projector, ReadModel
+from tasktrail.replay import replay
 
 AGGREGATION = TurnSettings().aggregation_window_ms
 FORCE = TurnSettings().force_window_ms
@@ -203,3 +216,86 @@ def test_yui_busy_leader_wakeup_deadline_is_the_aggregation_end_first(
             "deadline": first_at + FORCE,
             "window": "force",
         }
+
+
+# ─── defect 7: settings that decide are in the log (seeds 000/001, 003) ────────────
+
+
+def test_yui_turn_settings_are_recorded_and_replay_decides_with_them(
+    sqlite_url: str, clock: ManualClock, registry: Registry, tmp_path: Path
+) -> None:
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    settings = s.configure_turns(aggregation_window_ms=5_000, force_window_ms=20_000)
+    head = s.store.head()
+    assert s.configure_turns(aggregation_window_ms=5_000) == settings  # unchanged
+    assert s.store.head() == head  # nothing recorded for settings already in force
+    (changed,) = of_type(s, TurnSettingsChanged)
+    assert (changed.aggregation_window_ms, changed.force_window_ms) == (5_000, 20_000)
+    task = s.submit("job", id="t1")
+    busy = s.start_turn(task, LEADER)
+    s.deliver_turn(task, LEADER, busy, "delivered")
+    first_at = clock.now
+    s.request_wakeup(task, "mail")
+    clock.advance(5_000)
+    assert s.next_turn_deadline() == first_at + 20_000
+    state = replay(sqlite_url)
+    assert turn_settings_of(state.world) == settings
+    assert next_deadline(state.world, turn_settings_of(state.world), clock.now) == first_at + 20_000
+    (row,) = state.pending_wakeups
+    assert (row["aggregation_deadline"], row["force_deadline"]) == (
+        first_at + 5_000,
+        first_at + 20_000,
+    )
+    # The settings change again: the read model's deadlines move with them.
+    s.configure_turns(force_window_ms=30_000)
+    with Projector(s.store, tmp_path / "views.db") as projector:
+        projector.catch_up()
+        (row,) = ReadModel(projector).pending_wakeups()
+        assert row["force_deadline"] == first_at + 30_000
+    s.close()
+    reopened = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    assert reopened.turn_settings == replace(settings, force_window_ms=30_000)
+    reopened.close()
+
+
+@given(
+    aggregation=st.integers(1, 120_000),
+    extra=st.integers(0, 600_000),
+    steps=st.lists(
+        st.tuples(st.sampled_from(["request", "pass", "busy"]), st.integers(0, 90_000)), max_size=12
+    ),
+)
+@settings(max_examples=15)
+def test_yui_replay_equals_live_under_any_turn_settings(
+    aggregation: int, extra: int, steps: list[tuple[str, int]]
+) -> None:
+    with tempfile.TemporaryDirectory() as workdir:
+        clock = ManualClock(1_000_000)
+        registry = Registry([TaskDefinition("job", 1, {"go": lambda inv: None})])
+        s = Scheduler.open(f"{workdir}/t.db", clock=clock, registry=registry)
+        s.configure_turns(aggregation_window_ms=aggregation, force_window_ms=aggregation + extra)
+        task = s.submit("job", id="t1")
+        for step, advance in steps:
+            clock.advance(advance)
+            if step == "request":
+                s.request_wakeup(task, f"r{advance}")
+            elif step == "pass":
+                s.controller_pass(runtime=Delivering())
+            elif s.active_turn(task, LEADER) is None:
+                s.deliver_turn(task, LEADER, s.start_turn(task, LEADER), "delivered")
+            state = replay(s.store)
+            live = s.next_turn_deadline()
+            assert next_deadline(state.world, turn_settings_of(state.world), clock.now) == live
+            assert {r["task_id"]: r for r in state.pending_wakeups} == {
+                w.task_id: {
+                    "task_id": w.task_id,
+                    "reasons": orjson.dumps(list(w.reasons)).decode(),
+                    "request_count": w.request_count,
+                    "first_requested_at": w.first_requested_at,
+                    "last_requested_at": w.last_requested_at,
+                    "aggregation_deadline": w.first_requested_at + aggregation,
+                    "force_deadline": w.first_requested_at + aggregation + extra,
+                }
+                for w in s.pending_wakeups().values()
+            }
+        s.close()

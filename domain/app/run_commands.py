@@ -34,10 +34,10 @@ from ..runs.ledger import Ledger, ledger_of
 from ..runs.outcomes import record_submit_failed, record_taken
 from ..runs.reading import UnknownRun
 from ..runs.schedule import set_schedule
-from ..runs.settings import RunSettings
+from ..runs.settings import RunSettings, change_run_settings, run_settings_of
 from ..runs.slots import DispatchSlots
 from ..runs.state import RunState
-from ..world import World
+from ..world import Draft, World
 from .executor_calls import quietly
 from .run_ticks import RunTicks
 
@@ -58,9 +58,9 @@ error class, or ``stale`` (the run had ended meanwhile)."""
 
 @dataclass
 class RunRuntime:
-    """Process-local dispatch state: settings, executor, slots, submits in flight, cursor."""
+    """Process-local dispatch state: executor, slots, submits in flight, cursor (the
+    settings are in the log)."""
 
-    settings: RunSettings = field(default_factory=RunSettings)
     executor: Executor | None = None
     slots: DispatchSlots = field(default_factory=DispatchSlots)
     submit_live: set[str] = field(default_factory=set)
@@ -94,19 +94,24 @@ class RunCommands(RunTicks):
     def configure_runs(
         self, *, executor: Executor | None = None, settings: RunSettings | None = None
     ) -> None:
-        """Set the executor runs are handed to and/or the ledger's settings."""
-        runtime = self._runs_runtime()
-        if executor is not None:
-            runtime.executor = executor
+        """Set the executor runs are handed to and/or the ledger's settings.
+
+        Settings decide, so they are recorded (a ``RunSettingsChanged`` event, only
+        when they differ from those in force): a replay decides with them, and every
+        worker of a fleet on the store uses them.
+        """
         if settings is not None:
             if not isinstance(settings, RunSettings):
                 raise TypeError(f"settings must be RunSettings, not {type(settings).__name__}")
-            runtime.settings = settings
+            self._decide(change_run_settings, settings)
+        if executor is not None:
+            self._runs_runtime().executor = executor
 
     @property
     def run_settings(self) -> RunSettings:
-        """The run ledger's settings."""
-        return self._runs_runtime().settings
+        """The run ledger's settings in force: the last recorded with
+        :meth:`configure_runs` (by any writer of the store), else the defaults."""
+        return run_settings_of(self.world)
 
     @property
     def ledger(self) -> Ledger:
@@ -175,7 +180,7 @@ class RunCommands(RunTicks):
             )
         runtime = self._runs_runtime()
         kind: Literal["manual", "background"] = "manual" if trigger == "manual" else "background"
-        limit = 1 if kind == "manual" else runtime.settings.per_tick
+        limit = 1 if kind == "manual" else self.run_settings.per_tick
         slot_free = runtime.slots.try_acquire(kind, limit)
         try:
             run = self._mint(task_id, trigger, slot_free=slot_free, day=day)
@@ -188,16 +193,10 @@ class RunCommands(RunTicks):
     def _mint(
         self, task_id: str, trigger: Trigger, *, slot_free: bool, day: str | None
     ) -> RunState:
-        settings = self.run_settings
         for attempt in range(2):
             try:
                 return self._decide(
-                    mint,
-                    task_id,
-                    trigger=trigger,
-                    settings=settings,
-                    slot_free=slot_free,
-                    day=day,
+                    _minting, task_id, trigger=trigger, slot_free=slot_free, day=day
                 )
             except ConflictError:
                 # Another writer minted this attempt first; deciding again sees its run.
@@ -226,7 +225,7 @@ class RunCommands(RunTicks):
                 retry_after_ms = (
                     error.retry_after_ms
                     if isinstance(error, OrphanFenceError)
-                    else runtime.settings.submit_spacing_ms
+                    else self.run_settings.submit_spacing_ms
                 )
                 try:
                     recorded = self._decide(
@@ -266,6 +265,12 @@ class RunCommands(RunTicks):
             trigger=run.trigger,
             tz=run.tz,
         )
+
+
+def _minting(draft: Draft, ctx: Context, task_id: str, **options: Any) -> RunState:
+    """:func:`~..runs.admission.mint` with the settings in force in the world it
+    decides on (folded fresh: another writer may have changed them)."""
+    return mint(draft, ctx, task_id, settings=run_settings_of(draft), **options)
 
 
 def _message(error: BaseException) -> str:

@@ -31,6 +31,7 @@ from .executor_calls import cancel, quietly
 
 if TYPE_CHECKING:
     from ..runs.ledger import Ledger
+    from ..runs.settings import RunSettings
     from ..tasks.context import Context
     from .run_commands import RunRuntime, SubmitOutcome
 
@@ -80,6 +81,8 @@ class RunTicks:
         def run(self, run_id: str) -> RunState: ...
         @property
         def ledger(self) -> Ledger: ...
+        @property
+        def run_settings(self) -> RunSettings: ...
 
     # ─── scheduled dispatch ─────────────────────────────────────────────────
 
@@ -96,7 +99,7 @@ class RunTicks:
         self._require_executor()
         self.refresh()
         runtime = self._runs_runtime()
-        settings = runtime.settings
+        settings = self.run_settings
         ctx = self._context()
         draft = Draft(self.world)
         report.reason = dispatch_blocked(draft, ctx, settings)
@@ -146,7 +149,7 @@ class RunTicks:
         self._require_executor()
         self.refresh()
         runtime = self._runs_runtime()
-        settings = runtime.settings
+        settings = self.run_settings
         live = list(self.ledger.live)
         start = runtime.reconcile_cursor % len(live) if live else 0
         ordered = live[start:] + live[:start]
@@ -166,7 +169,7 @@ class RunTicks:
 
     def _reconcile_one(self, run_id: str) -> None:
         runtime = self._runs_runtime()
-        settings = runtime.settings
+        settings = self.run_settings
         run = self.run(run_id)
         if run.status == "dispatching":
             step = self._decide(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock
@@ -28,10 +27,10 @@ from ..turns.refusals import StaleCompletion
 from ..turns.report import ControllerPassReport
 from ..turns.rules import CompletionStatus
 from ..turns.runtime import Runtime
-from ..turns.settings import DEFAULT_TURN_SETTINGS, TurnSettings
+from ..turns.settings import TurnSettings, change_turn_settings, turn_settings_of
 from ..turns.state import CleanupState, RoleState, TaskPassRetry, TurnState, WakeupState
 from ..turns.wakeups import WakeupDispatch, WakeupRequestStatus
-from ..world import World
+from ..world import Draft, World
 
 if TYPE_CHECKING:
     from ..tasks.context import Context
@@ -64,28 +63,33 @@ class TurnCommands:
 
     @property
     def turn_settings(self) -> TurnSettings:
-        """The windows and limits in force (:data:`~.turns.DEFAULT_TURN_SETTINGS` unless
-        configured)."""
-        settings: TurnSettings = getattr(self, "_turn_settings", DEFAULT_TURN_SETTINGS)
-        return settings
+        """The windows and limits in force: the last recorded with
+        :meth:`configure_turns` (by any writer of the store), else
+        :data:`~.turns.DEFAULT_TURN_SETTINGS`."""
+        return turn_settings_of(self.world)
 
     @turn_settings.setter
     def turn_settings(self, settings: TurnSettings) -> None:
         if not isinstance(settings, TurnSettings):
             raise InvalidArgument(f"turn_settings must be a TurnSettings, not {settings!r}")
-        self._turn_settings = settings
+        self.configure_turns(settings)
 
     def configure_turns(self, settings: TurnSettings | None = None, **changes: Any) -> TurnSettings:
         """Set the Turn settings: a whole :class:`~.turns.TurnSettings`, or changes to
         the current ones (``configure_turns(aggregation_window_ms=5_000)``). Returns
-        the settings now in force."""
-        base = settings if settings is not None else self.turn_settings
-        try:
-            updated = replace(base, **changes) if changes else base
-        except TypeError as error:
-            raise InvalidArgument(f"unknown Turn setting: {error}") from None
-        self.turn_settings = updated
+        the settings now in force.
+
+        They decide, so they are recorded (a ``TurnSettingsChanged`` event, only when
+        they differ from those in force): replay and the read models then decide with
+        them, and every worker of a fleet on the store uses them.
+        """
+        updated: TurnSettings = self._decide(change_turn_settings, settings, changes)
         return updated
+
+    def _decide_turn(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a rule of :mod:`..turns` with the settings in force when it decides."""
+        result: T = self._decide(_with_settings, fn, *args, **kwargs)
+        return result
 
     # ─── Turns ──────────────────────────────────────────────────────────────
 
@@ -96,8 +100,8 @@ class TurnCommands:
         task that holds (``turns.outcome_decided``) or reached (rule 4) its outcome.
         A due completion of the role's Turn is folded first.
         """
-        turn_id: str = self._decide(
-            turn_rules.start_turn, self.turn_settings, task_id, role, reasons=tuple(reasons)
+        turn_id: str = self._decide_turn(
+            turn_rules.start_turn, task_id, role, reasons=tuple(reasons)
         )
         return turn_id
 
@@ -111,14 +115,14 @@ class TurnCommands:
         end the Turn ``failed``; ``writer-attached``/``delivery-uncertain`` hold it
         (not retried).
         """
-        decision: DeliveryDecision = self._decide(
-            delivery.deliver_turn, self.turn_settings, task_id, role, turn_id, outcome
+        decision: DeliveryDecision = self._decide_turn(
+            delivery.deliver_turn, task_id, role, turn_id, outcome
         )
         return decision
 
     def progress_turn(self, task_id: str, role: str, turn_id: str) -> None:
         """The active Turn made progress: its stall window starts again."""
-        self._decide(turn_rules.progress_turn, self.turn_settings, task_id, role, turn_id)
+        self._decide_turn(turn_rules.progress_turn, task_id, role, turn_id)
 
     def complete_turn(
         self,
@@ -140,9 +144,8 @@ class TurnCommands:
         terminal task nothing can be recorded: :class:`~.errors.RuleViolation`
         (rule 4), nothing appended.
         """
-        status: CompletionStatus = self._decide(
+        status: CompletionStatus = self._decide_turn(
             turn_rules.complete_turn,
-            self.turn_settings,
             task_id,
             role,
             turn_id,
@@ -165,9 +168,8 @@ class TurnCommands:
     ) -> None:
         """End the active Turn ``failed``. Refused while a completion of it is due
         (``turns.completion_wins``): the completion is folded first."""
-        self._decide(
+        self._decide_turn(
             turn_rules.fail_turn,
-            self.turn_settings,
             task_id,
             role,
             turn_id,
@@ -180,18 +182,14 @@ class TurnCommands:
         the role's active Turn). The next pass over the task judges it: the Turn
         ends ``exited``, unless a due completion wins first. Returns ``observed``,
         or ``dropped`` (recorded) when the named Turn is no longer active."""
-        status: str = self._decide(
-            liveness.observe, self.turn_settings, task_id, role, "exit", turn_id
-        )
+        status: str = self._decide_turn(liveness.observe, task_id, role, "exit", turn_id)
         return status
 
     def observe_stall(self, task_id: str, role: str, turn_id: str | None = None) -> str:
         """Record that the runtime saw the Turn stuck; the next pass ends it ``stalled``
         unless a due completion wins first. (A pass also ends a Turn ``stalled`` on
         its own once it shows no progress for the stall window.)"""
-        status: str = self._decide(
-            liveness.observe, self.turn_settings, task_id, role, "stall", turn_id
-        )
+        status: str = self._decide_turn(liveness.observe, task_id, role, "stall", turn_id)
         return status
 
     def roles(self, task_id: str) -> dict[str, RoleState]:
@@ -210,9 +208,7 @@ class TurnCommands:
         """Settle the runtime-cleanup obligation of a completed task's role
         (``settled``), or record a failed attempt, ``error``, that leaves it open
         (``failed``). Refused (``cleanup.no_obligation``) without an open one."""
-        status: str = self._decide(
-            cleanup.settle_cleanup, self.turn_settings, task_id, role, error=error
-        )
+        status: str = self._decide_turn(cleanup.settle_cleanup, task_id, role, error=error)
         return status
 
     def cleanup_obligations(self, task_id: str) -> CleanupState | None:
@@ -228,9 +224,7 @@ class TurnCommands:
         first time now), ``aggregated`` (the reason joins the pending one, first
         time kept) or ``dropped`` (the task decided its outcome; on a terminal
         task nothing is recorded)."""
-        status: WakeupRequestStatus = self._decide(
-            wakeups.request_wakeup, self.turn_settings, task_id, reason
-        )
+        status: WakeupRequestStatus = self._decide_turn(wakeups.request_wakeup, task_id, reason)
         return status
 
     def dispatch_wakeup(self, task_id: str, *, runtime: Runtime | None = None) -> WakeupDispatch:
@@ -239,9 +233,8 @@ class TurnCommands:
         decided its outcome. Past the force window with the Leader busy, its reasons
         are handed to the busy Turn through ``runtime.steer`` and only then recorded
         (``steered``); a hand-off that raises records nothing."""
-        settings = self.turn_settings
-        dispatch: WakeupDispatch = self._decide(wakeups.dispatch_wakeup, settings, task_id)
-        return engine.hand_off(self, settings, runtime, task_id, dispatch)
+        dispatch: WakeupDispatch = self._decide_turn(wakeups.dispatch_wakeup, task_id)
+        return engine.hand_off(self, self.turn_settings, runtime, task_id, dispatch)
 
     def pending_wakeup(self, task_id: str) -> WakeupState | None:
         """The task's pending Leader wakeup, or ``None``."""
@@ -300,3 +293,11 @@ class TurnCommands:
             if lock is None:
                 lock = locks[task_id] = threading.RLock()
             return lock
+
+
+def _with_settings(
+    draft: Draft, ctx: Context, fn: Callable[..., T], *args: Any, **kwargs: Any
+) -> T:
+    """A Turn rule, given the settings in force in the world it decides on (folded
+    fresh: another writer may have changed them)."""
+    return fn(draft, ctx, turn_settings_of(draft), *args, **kwargs)

@@ -148,6 +148,36 @@ class ScheduleSet(TaskEvent):
         return schedule_stream_id(self.task_id)
 
 
+RUN_SETTINGS_STREAM = "settings:runs"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunSettingsChanged(TaskEvent):
+    """The run ledger's settings in force from now on, whole (``configure_runs``):
+    the zone, limits and windows its rules decide by, so that a replay decides as
+    the live scheduler did. ``task_id`` is empty (scheduler-wide); the fields are
+    :class:`~.settings.RunSettings`'."""
+
+    task_stream: ClassVar[bool] = False
+
+    tz: str
+    runs_per_day: int
+    submit_attempts: int
+    submit_spacing_ms: float
+    run_spacing_ms: float
+    per_tick: int
+    reconcile_per_tick: int
+    cap_per_day: int
+    dispatch_wall_ms: float
+    job_lost_ms: float
+    catch_up_ms: float
+    reconcile_wall_s: float | None
+
+    def stream_id(self) -> str:
+        """The one stream of the run settings."""
+        return RUN_SETTINGS_STREAM
+
+
 RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = (
     RunMinted,
     RunSubmitted,
@@ -159,5 +189,5 @@ RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = (
     RunOrphaned,
     RunSuperseded,
 )
-for _cls in (*RUN_EVENT_TYPES, ScheduleSet):
+for _cls in (*RUN_EVENT_TYPES, ScheduleSet, RunSettingsChanged):
     register_event(_cls)

@@ -10,7 +10,7 @@ over, submits used up). :func:`evolve_run` folds a run's stream into a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from ..tasks.evolve import InvalidTransition, evolves_stream
@@ -22,6 +22,7 @@ from .events import (
     RunFailed,
     RunMinted,
     RunOrphaned,
+    RunSettingsChanged,
     RunStarted,
     RunSubmitFailed,
     RunSubmitted,
@@ -30,6 +31,7 @@ from .events import (
     SubmitErrorClass,
     Trigger,
 )
+from .settings import RunSettings
 
 RunStatus = Literal["dispatching", "running", "done", "failed", "orphaned", "superseded"]
 LIVE_RUN_STATUSES: frozenset[str] = frozenset({"dispatching", "running"})
@@ -209,3 +211,12 @@ def _apply(state: RunState, event: RunEvent) -> RunState:
 def evolve_schedule(state: ScheduleState | None, event: ScheduleSet) -> ScheduleState:
     """A task's schedule after ``event``."""
     return ScheduleState(task_id=event.task_id, run_at=event.run_at, updated_at=event.at)
+
+
+@evolves_stream(RunSettingsChanged)
+def evolve_run_settings(state: RunSettings | None, event: RunSettingsChanged) -> RunSettings:
+    """The run settings in force after ``event``."""
+    try:
+        return RunSettings(**{f.name: getattr(event, f.name) for f in fields(RunSettings)})
+    except ValueError as error:  # InvalidArgument: not settings tasktrail would record
+        raise InvalidTransition(f"RunSettingsChanged: {error}") from None

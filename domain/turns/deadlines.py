@@ -13,11 +13,12 @@ from .state import LEADER
 from .wakeups import wakeup_deadline
 
 
-def next_deadline(world: World, settings: TurnSettings, now: float) -> float | None:
+def next_deadline(world: World, settings: TurnSettings, now: float | None = None) -> float | None:
     """The earliest time a controller pass has Turn work: an undelivered Turn never
     tried (due since it started), a delivery retry, a completion coming due, a stall
     window ending, a wakeup's aggregation or force window, a task-pass retry. A time
-    in the past means: due now."""
+    in the past means: due now. ``now`` (the scheduler clock) tells whether a busy
+    Leader's wakeup is past its aggregation end; without it, the aggregation end."""
     times: list[float] = []
     for task in list(world.tasks.values()):
         if task.status == "terminal":

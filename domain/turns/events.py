@@ -235,6 +235,33 @@ class RuntimeCleanupSettled(CleanupEvent):
     """The role's runtime was cleaned up: the obligation is settled."""
 
 
+# ─── settings (stream ``settings:turns``) ───────────────────────────────────
+
+TURN_SETTINGS_STREAM = "settings:turns"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnSettingsChanged(TaskEvent):
+    """The Turn settings in force from now on, whole (``configure_turns``): the
+    windows and limits section 2's rules decide by, so that a replay and the read
+    models decide as the live scheduler did. ``task_id`` is empty (scheduler-wide);
+    the fields are :class:`~.settings.TurnSettings`'."""
+
+    task_stream: ClassVar[bool] = False
+    aggregation_window_ms: float
+    force_window_ms: float
+    stall_window_ms: float
+    delivery_retry_base_ms: float
+    delivery_retry_limit: int
+    task_pass_retry_base_ms: float
+    task_pass_retry_limit: int
+    task_concurrency: int
+
+    def stream_id(self) -> str:
+        """The one stream of the Turn settings."""
+        return TURN_SETTINGS_STREAM
+
+
 TURN_EVENT_TYPES: tuple[type[TaskEvent], ...] = (
     TurnStarted,
     TurnDelivered,
@@ -258,6 +285,7 @@ TURN_EVENT_TYPES: tuple[type[TaskEvent], ...] = (
     RuntimeCleanupRequired,
     RuntimeCleanupFailed,
     RuntimeCleanupSettled,
+    TurnSettingsChanged,
 )
 """Every event class this module registers."""
 

@@ -7,7 +7,7 @@ Importing this module registers all of them.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from ..tasks.events import TaskEvent
@@ -31,6 +31,7 @@ from .events import (
     TurnFailed,
     TurnObservationDropped,
     TurnProgressed,
+    TurnSettingsChanged,
     TurnStalled,
     TurnStallObserved,
     TurnStarted,
@@ -51,6 +52,7 @@ from .pass_events import (
     TaskPassRetryCleared,
     TaskPassRetryScheduled,
 )
+from .settings import TurnSettings
 from .state import (
     CleanupState,
     Obligation,
@@ -295,6 +297,14 @@ def _task_pass_retry(state: TaskPassRetry | None, event: Any) -> TaskPassRetry |
     if isinstance(event, TaskPassRetryScheduled):
         return TaskPassRetry(event.task_id, event.keys, event.attempt, event.retry_at)
     return None
+
+
+@evolves_stream(TurnSettingsChanged)
+def _turn_settings(state: TurnSettings | None, event: TurnSettingsChanged) -> TurnSettings:
+    try:
+        return TurnSettings(**{f.name: getattr(event, f.name) for f in fields(TurnSettings)})
+    except ValueError as error:  # InvalidArgument: not settings tasktrail would record
+        raise InvalidTransition(f"TurnSettingsChanged: {error}") from None
 
 
 # ─── the world index ────────────────────────────────────────────────────────

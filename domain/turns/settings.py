@@ -1,15 +1,23 @@
 """The windows and limits of Turns, wakeups and controller passes
 (:class:`TurnSettings`, defaults in :data:`DEFAULT_TURN_SETTINGS`), the bound on the
 per-task passes a controller pass runs at once, and the capped exponential backoff
-(:func:`retry_delay_ms`) that delivery retries and task-pass retries share.
+(:func:`retry_delay_ms`) that delivery retries and task-pass retries share. Settings
+that decide are recorded (:func:`change_turn_settings`, a :class:`~.events.
+TurnSettingsChanged`), and :func:`turn_settings_of` reads the ones in force from the
+log's fold, so replay and the read models decide as live did.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from ..errors import InvalidArgument
+from ..tasks.context import Context
+from ..tasks.guards import not_closing
+from ..world import Draft, World
+from .events import TURN_SETTINGS_STREAM, TurnSettingsChanged
 
 MAX_TASK_CONCURRENCY = 32
 """The most per-task passes a controller pass runs at once."""
@@ -87,3 +95,33 @@ def check_concurrency(value: object, name: str = "concurrency") -> int:
 
 
 DEFAULT_TURN_SETTINGS = TurnSettings()
+
+
+def turn_settings_of(source: World | Draft) -> TurnSettings:
+    """The Turn settings in force in a world (or a decision's view of one): the last
+    recorded ones, else :data:`DEFAULT_TURN_SETTINGS`."""
+    if isinstance(source, Draft):
+        state = source.get_stream(TURN_SETTINGS_STREAM)
+    else:
+        state = source.streams.get(TURN_SETTINGS_STREAM)
+    return state if isinstance(state, TurnSettings) else DEFAULT_TURN_SETTINGS
+
+
+def change_turn_settings(
+    draft: Draft, ctx: Context, settings: TurnSettings | None, changes: dict[str, Any]
+) -> TurnSettings:
+    """Record the Turn settings in force from now on: ``settings`` (``None``: those in
+    force) with ``changes``; nothing when they are the ones in force already. Returns
+    the settings in force after."""
+    not_closing(ctx, None)
+    if settings is not None and not isinstance(settings, TurnSettings):
+        raise InvalidArgument(f"Turn settings must be a TurnSettings, not {settings!r}")
+    current = turn_settings_of(draft)
+    try:
+        updated = replace(settings or current, **changes)
+    except TypeError as error:
+        raise InvalidArgument(f"unknown Turn setting: {error}") from None
+    # turns.settings_recorded: a setting that decides is an event, so replay equals live.
+    if updated != current:
+        draft.emit_stream(TurnSettingsChanged(task_id="", at=ctx.now, **asdict(updated)))
+    return updated

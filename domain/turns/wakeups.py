@@ -87,7 +87,7 @@ def choose_deadline(
 
 
 def wakeup_deadline(
-    wakeup: WakeupState, leader_busy: bool, settings: TurnSettings, now: float
+    wakeup: WakeupState, leader_busy: bool, settings: TurnSettings, now: float | None
 ) -> float:
     """When the wakeup is next due (see :func:`choose_deadline`)."""
     first = wakeup.first_requested_at
