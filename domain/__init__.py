@@ -24,6 +24,7 @@ from .errors import (
 )
 from .runs.admission import AdmissionRefused
 from .runs.executor import CancelResult, Executor, JobSnapshot, SubmitRequest
+from .runs.gate import DispatchGate, OpenGate, SwitchedGate
 from .runs.identity import client_job_id, local_day
 from .runs.ledger import Ledger, ledger_of
 from .runs.memory_executor import InMemoryExecutor
@@ -68,6 +69,7 @@ __all__ = [
     "ConflictError",
     "ControllerPassReport",
     "CorruptEvent",
+    "DispatchGate",
     "DispatchReport",
     "Draft",
     "Executor",
@@ -82,6 +84,7 @@ __all__ = [
     "Ledger",
     "ManualClock",
     "NewerEventVersion",
+    "OpenGate",
     "Outcome",
     "PassReport",
     "ReconcileReport",
@@ -97,6 +100,7 @@ __all__ = [
     "Store",
     "StoreError",
     "SubmitRequest",
+    "SwitchedGate",
     "TaskDefinition",
     "TaskEvent",
     "TaskState",

@@ -7,8 +7,13 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+import pytest
+
 from tasktrail.domain import ManualClock, Registry, RunSettings, Scheduler, TaskEvent
+from tasktrail.domain.runs.admission import AdmissionRefused
 from tasktrail.domain.runs.events import RunSettingsChanged
+from tasktrail.domain.runs.gate import SwitchedGate
+from tasktrail.domain.runs.memory_executor import InMemoryExecutor
 from tasktrail.domain.runs.settings import run_settings_of
 from tasktrail.domain.turns.events import TurnSettingsChanged
 from tasktrail.domain.turns.settings import TurnSettings
@@ -17,6 +22,12 @@ from tasktrail.replay import replay
 
 def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
     return [r.event for r in scheduler.store.read() if isinstance(r.event, cls)]
+
+
+def job_of(scheduler: Scheduler, run_id: str) -> str:
+    job_id = scheduler.run(run_id).job_id
+    assert job_id is not None
+    return job_id
 
 
 # ─── defect 7: settings that decide are in the log ─────────────────────────────────
@@ -41,3 +52,107 @@ def test_settings_events_carry_every_setting() -> None:
     base = {f.name for f in fields(TaskEvent)}
     for event, settings in ((RunSettingsChanged, RunSettings), (TurnSettingsChanged, TurnSettings)):
         assert {f.name for f in fields(event)} - base == {f.name for f in fields(settings)}
+
+
+# ─── the gate before minting ───────────────────────────────────────────────────────
+
+T0 = 1_767_254_400_000
+"""2026-01-01 08:00 UTC."""
+DAY = "2026-01-01"
+MINUTE = 60_000
+
+
+@pytest.fixture
+def executor() -> InMemoryExecutor:
+    return InMemoryExecutor()
+
+
+@pytest.fixture
+def gate() -> SwitchedGate:
+    return SwitchedGate()
+
+
+@pytest.fixture
+def runs(
+    scheduler: Scheduler, clock: ManualClock, executor: InMemoryExecutor, gate: SwitchedGate
+) -> Scheduler:
+    """A scheduler at 2026-01-01 08:00 UTC handing runs to ``executor`` behind ``gate``."""
+    clock.set(T0)
+    scheduler.configure_runs(executor=executor, gate=gate)
+    return scheduler
+
+
+@pytest.mark.parametrize(
+    ("switch", "code"),
+    [
+        ({"durable_jobs": False}, "durable_jobs_off"),
+        ({"admissions": False}, "admissions_closed"),
+        ({"draining": True}, "maintenance_drain_active"),
+        ({"durable_jobs": False, "admissions": False, "draining": True}, "durable_jobs_off"),
+        ({"admissions": False, "draining": True}, "admissions_closed"),
+    ],
+)
+def test_dispatcher_gate_refuses_before_minting_with_its_code(
+    runs: Scheduler,
+    gate: SwitchedGate,
+    executor: InMemoryExecutor,
+    switch: dict[str, bool],
+    code: str,
+) -> None:
+    task = runs.submit("job", id="t1")
+    for name, value in switch.items():
+        setattr(gate, name, value)
+    head = runs.store.head()
+    with pytest.raises(AdmissionRefused) as refused:
+        runs.mint_run(task)
+    assert refused.value.code == code
+    assert runs.store.head() == head  # nothing minted
+    assert runs.runs(task) == [] and runs.ledger.runs_on(DAY) == 0  # no attempt, no cap used
+    assert executor.requests == [] and gate.leases == 0
+    gate.durable_jobs, gate.admissions, gate.draining = True, True, False
+    assert runs.mint_run(task) == f"t1|{DAY}|1"  # the first attempt is still there
+
+
+def test_dispatcher_dispatch_lease_is_held_while_minting_and_submitting(
+    runs: Scheduler, gate: SwitchedGate, executor: InMemoryExecutor
+) -> None:
+    held: list[int] = []
+    executor.on_submit = lambda request: held.append(gate.leases)
+    runs.mint_run(runs.submit("job", id="t1"))
+    assert held == [1] and gate.leases == 0
+
+
+def test_dispatcher_scheduled_dispatch_during_a_drain_mints_nothing(
+    runs: Scheduler, gate: SwitchedGate, clock: ManualClock
+) -> None:
+    task = runs.submit("job", id="t1")
+    runs.schedule_run(task, clock.now)
+    clock.advance(MINUTE)
+    gate.draining = True
+    head = runs.store.head()
+    for _ in range(3):  # tick after tick: no run stuck dispatching, none of the day used
+        report = runs.dispatch_due()
+        assert (report.reason, report.minted) == ("maintenance_drain_active", [])
+    assert runs.store.head() == head
+    gate.admissions = False
+    assert runs.dispatch_due().reason == "admissions_closed"
+    gate.durable_jobs = False
+    assert runs.dispatch_due().reason == "durable_jobs_off"
+    gate.durable_jobs, gate.admissions, gate.draining = True, True, False
+    assert runs.dispatch_due().fired == [f"t1|{DAY}|1"]
+
+
+def test_dispatcher_reconcile_skips_during_maintenance(
+    runs: Scheduler, gate: SwitchedGate, executor: InMemoryExecutor
+) -> None:
+    run_id = runs.mint_run(runs.submit("job", id="t1"))
+    executor.finish(job_of(runs, run_id), "completed")
+    gate.draining = True
+    head = runs.store.head()
+    report = runs.reconcile()
+    assert (report.reason, report.visited) == ("maintenance_drain_active", [])
+    assert runs.store.head() == head and runs.run(run_id).status == "running"
+    gate.durable_jobs = gate.admissions = False  # reconcile asks about a drain only
+    gate.draining = False
+    assert runs.reconcile().outcomes == {run_id: "done"}
+    assert gate.leases == 0

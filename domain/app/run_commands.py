@@ -20,15 +20,17 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import ConflictError, InvalidArgument, Refused, RuleViolation
 from ..runs import reading
-from ..runs.admission import mint
+from ..runs.admission import AdmissionRefused, mint
 from ..runs.events import TRIGGERS, Trigger
 from ..runs.executor import (
+    DrainError,
     Executor,
     JobSnapshot,
     OrphanFenceError,
     SubmitRequest,
     classify_submit_error,
 )
+from ..runs.gate import DispatchGate, GateCode, OpenGate, gate_refusal
 from ..runs.identity import run_stream_id
 from ..runs.ledger import Ledger, ledger_of
 from ..runs.outcomes import record_submit_failed, record_taken
@@ -62,6 +64,7 @@ class RunRuntime:
     settings are in the log)."""
 
     executor: Executor | None = None
+    gate: DispatchGate = field(default_factory=OpenGate)
     slots: DispatchSlots = field(default_factory=DispatchSlots)
     submit_live: set[str] = field(default_factory=set)
     reconcile_cursor: int = 0
@@ -92,9 +95,15 @@ class RunCommands(RunTicks):
         return runtime
 
     def configure_runs(
-        self, *, executor: Executor | None = None, settings: RunSettings | None = None
+        self,
+        *,
+        executor: Executor | None = None,
+        settings: RunSettings | None = None,
+        gate: DispatchGate | None = None,
     ) -> None:
-        """Set the executor runs are handed to and/or the ledger's settings.
+        """Set the executor runs are handed to, the ledger's settings and/or the
+        host's dispatch gate (durable jobs on, admissions open, no maintenance
+        drain: see :mod:`..runs.gate`; by default always open).
 
         Settings decide, so they are recorded (a ``RunSettingsChanged`` event, only
         when they differ from those in force): a replay decides with them, and every
@@ -106,6 +115,28 @@ class RunCommands(RunTicks):
             self._decide(change_run_settings, settings)
         if executor is not None:
             self._runs_runtime().executor = executor
+        if gate is not None:
+            self._runs_runtime().gate = gate
+
+    def _gate_lease(self, *, reconcile: bool = False) -> Callable[[], None]:
+        """Ask the host's gate before minting (a reconcile asks about a drain only);
+        returns the dispatch lease's release, or raises
+        :class:`~..runs.admission.AdmissionRefused` with the gate's code."""
+        gate = self._runs_runtime().gate
+        durable = True if reconcile else bool(gate.durable_jobs_enabled())
+        admitting = True if reconcile else bool(gate.admissions_open())
+        release: Callable[[], None] | None = None
+        draining = False
+        if durable and admitting:
+            try:
+                release = gate.acquire_dispatch_lease()
+            except DrainError:
+                draining = True
+        code = gate_refusal(durable, admitting, draining)
+        if code is None:
+            assert release is not None  # asked only when it decides nothing else
+            return release
+        raise AdmissionRefused(code, _GATE_REASONS[code])
 
     @property
     def run_settings(self) -> RunSettings:
@@ -169,9 +200,10 @@ class RunCommands(RunTicks):
         """Admit, mint and submit a run of the task for today; returns the run id.
 
         Admission refusals raise :class:`~.run_rules.AdmissionRefused` (``code``
-        names the rule) and append nothing. ``day``, if given, must be today in
-        the configured zone. A submit that fails is recorded on the run (see
-        :meth:`run`), not raised; reconcile redrives it.
+        names the rule) and append nothing; the host's gate is asked first
+        (``durable_jobs_off``, ``admissions_closed``, ``maintenance_drain_active``).
+        ``day``, if given, must be today in the configured zone. A submit that fails
+        is recorded on the run (see :meth:`run`), not raised; reconcile redrives it.
         """
         self._require_executor()
         if trigger not in TRIGGERS:
@@ -181,6 +213,7 @@ class RunCommands(RunTicks):
         runtime = self._runs_runtime()
         kind: Literal["manual", "background"] = "manual" if trigger == "manual" else "background"
         limit = 1 if kind == "manual" else self.run_settings.per_tick
+        release = self._gate_lease()  # before minting: a refusal uses no attempt
         slot_free = runtime.slots.try_acquire(kind, limit)
         try:
             run = self._mint(task_id, trigger, slot_free=slot_free, day=day)
@@ -189,6 +222,7 @@ class RunCommands(RunTicks):
         finally:
             if slot_free:
                 runtime.slots.release(kind)
+            release()
 
     def _mint(
         self, task_id: str, trigger: Trigger, *, slot_free: bool, day: str | None
@@ -265,6 +299,13 @@ class RunCommands(RunTicks):
             trigger=run.trigger,
             tz=run.tz,
         )
+
+
+_GATE_REASONS: dict[GateCode, str] = {
+    "durable_jobs_off": "durable jobs are off; turn them on to run a task",
+    "admissions_closed": "the executor admits no jobs now (maintenance); try again in a moment",
+    "maintenance_drain_active": "a maintenance drain is active; try again once it is over",
+}
 
 
 def _minting(draft: Draft, ctx: Context, task_id: str, **options: Any) -> RunState:

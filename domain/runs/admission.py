@@ -32,6 +32,9 @@ from .settings import RunSettings
 from .state import RunState
 
 AdmissionCode = Literal[
+    "durable_jobs_off",
+    "admissions_closed",
+    "maintenance_drain_active",
     "task_running",
     "task_ended",
     "scheduled_future",
@@ -45,10 +48,11 @@ AdmissionCode = Literal[
 
 
 class AdmissionRefused(Refused):
-    """A run was not minted; ``code`` names the rule (``task_running``,
-    ``runs_exhausted``, ``run_spacing``, ``cap_off``, ``cap_reached``,
-    ``submit_exhausted``, ``dispatch_slots_busy``, ``scheduled_future``,
-    ``task_ended``). Nothing was appended."""
+    """A run was not minted; ``code`` names the rule (the gate's
+    ``durable_jobs_off``, ``admissions_closed``, ``maintenance_drain_active``;
+    ``task_running``, ``runs_exhausted``, ``run_spacing``, ``cap_off``,
+    ``cap_reached``, ``submit_exhausted``, ``dispatch_slots_busy``,
+    ``scheduled_future``, ``task_ended``). Nothing was appended."""
 
     def __init__(self, code: AdmissionCode, reason: str, *, task_id: str | None = None) -> None:
         self.code: AdmissionCode = code
