@@ -34,6 +34,12 @@ class TableSpec:
         table = db.table(self.name)
         if not table.exists():
             table.create(self.columns, pk=self.pk, not_null=_pk_columns(self.pk))
+        else:
+            # A read-model file an earlier release wrote: add the columns added since.
+            have = table.columns_dict
+            for column, kind in self.columns.items():
+                if column not in have:
+                    table.add_column(column, kind)
         for columns in self.indexes:
             table.create_index(list(columns), if_not_exists=True)
 

@@ -19,7 +19,7 @@ from tasktrail.domain.turns.wakeups import choose_deadline
 
 from .projector import Projector
 
-JSON_COLUMNS = ("project_ids", "waiting_on", "memos", "detail", "reasons")
+JSON_COLUMNS = ("project_ids", "waiting_on", "memos", "detail", "reasons", "payload")
 
 
 def _decode(row: dict[str, Any]) -> dict[str, Any]:

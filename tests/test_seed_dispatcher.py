@@ -7,14 +7,23 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+import orjson
 import pytest
 
-from tasktrail.domain import ManualClock, Registry, RunSettings, Scheduler, TaskEvent
+from tasktrail.domain import (
+    InvalidArgument,
+    ManualClock,
+    Registry,
+    RunSettings,
+    Scheduler,
+    TaskEvent,
+)
 from tasktrail.domain.runs.admission import AdmissionRefused
-from tasktrail.domain.runs.events import RunSettingsChanged
+from tasktrail.domain.runs.events import RunMinted, RunSettingsChanged
 from tasktrail.domain.runs.gate import SwitchedGate
 from tasktrail.domain.runs.memory_executor import InMemoryExecutor
 from tasktrail.domain.runs.settings import run_settings_of
+from tasktrail.domain.store.transcoder import decode_event
 from tasktrail.domain.turns.events import TurnSettingsChanged
 from tasktrail.domain.turns.settings import TurnSettings
 from tasktrail.replay import replay
@@ -156,3 +165,82 @@ def test_dispatcher_reconcile_skips_during_maintenance(
     gate.draining = False
     assert runs.reconcile().outcomes == {run_id: "done"}
     assert gate.leases == 0
+
+
+# ─── the host's per-run payload, and live reservations listed by it ────────────────
+
+
+def test_dispatcher_per_run_payload_is_recorded_submitted_and_replayed(
+    runs: Scheduler, executor: InMemoryExecutor, sqlite_url: str
+) -> None:
+    task = runs.submit("job", id="t1")
+    payload = {"session": "s-1", "era": "e7", "message": 41}
+    run_id = runs.mint_run(task, payload=payload)
+    assert runs.run(run_id).payload == payload
+    assert executor.requests[-1].payload == payload  # the submit carries it
+    (minted,) = of_type(runs, RunMinted)
+    assert minted.payload == payload
+    (row,) = replay(sqlite_url).ledger
+    assert orjson.loads(row["payload"]) == payload
+
+
+def test_dispatcher_payload_hook_gives_scheduled_runs_theirs(
+    runs: Scheduler, executor: InMemoryExecutor, clock: ManualClock
+) -> None:
+    asked: list[tuple[str, str]] = []
+
+    def payload(task_id: str, trigger: str) -> dict[str, Any]:
+        asked.append((task_id, trigger))
+        return {"era": "e1", "task": task_id}
+
+    runs.configure_runs(payload=payload)
+    task = runs.submit("job", id="t1")
+    runs.schedule_run(task, clock.now)
+    clock.advance(MINUTE)
+    (fired,) = runs.dispatch_due().fired
+    assert asked == [("t1", "scheduled")]
+    assert runs.run(fired).payload == {"era": "e1", "task": "t1"}
+    assert executor.requests[-1].payload == {"era": "e1", "task": "t1"}
+
+
+def test_dispatcher_live_reservations_are_listed_by_payload(
+    runs: Scheduler, executor: InMemoryExecutor
+) -> None:
+    first = runs.mint_run(runs.submit("job", id="t1"), payload={"era": "e1", "n": 1})
+    second = runs.mint_run(runs.submit("job", id="t2"), payload={"era": "e2", "n": 2})
+    third = runs.mint_run(runs.submit("job", id="t3"))
+    assert [r.run_id for r in runs.live_runs()] == [first, second, third]
+    assert [r.run_id for r in runs.live_runs(where={"era": "e1"})] == [first]
+    assert [r.run_id for r in runs.live_runs(where={"era": "e2", "n": 2})] == [second]
+    assert runs.live_runs(where={"era": "e2", "n": 1}) == []
+    executor.finish(job_of(runs, first), "completed")
+    runs.reconcile()
+    assert runs.live_runs(where={"era": "e1"}) == []  # ended: no longer a reservation
+
+
+def test_dispatcher_payload_that_is_not_json_is_refused_and_appends_nothing(
+    runs: Scheduler,
+) -> None:
+    task = runs.submit("job", id="t1")
+    head = runs.store.head()
+    for bad in ({"x": float("nan")}, {"x": object()}, "x" * 70_000):
+        with pytest.raises(InvalidArgument):
+            runs.mint_run(task, payload=bad)
+    assert runs.store.head() == head
+
+
+def test_dispatcher_run_minted_before_payloads_reads_as_none() -> None:
+    old = orjson.dumps(
+        {
+            "at": T0,
+            "task_id": "t1",
+            "day": DAY,
+            "attempt": 1,
+            "tz": "UTC",
+            "trigger": "manual",
+            "client_job_id": "c",
+            "retry_after": T0,
+        }
+    )
+    event = decode_event("tasktrail.RunMinted", f"run:t1|{DAY}|1", old, 7)
+    assert isinstance(event, RunMinted) and event.payload is None

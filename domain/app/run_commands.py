@@ -14,7 +14,7 @@ are :class:`~..runs.settings.RunSettings` defaults and there is no executor.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from ..tasks.state import TaskState
 
 T = TypeVar("T")
+RunPayload = Callable[[str, Trigger], Any]
+"""``payload(task_id, trigger)``: the host's per-run data (JSON) for a run being minted."""
 SubmitOutcome = Literal[
     "submitted", "adopted", "identity_conflict", "adopt", "fence", "drain", "transient", "stale"
 ]
@@ -65,6 +67,7 @@ class RunRuntime:
 
     executor: Executor | None = None
     gate: DispatchGate = field(default_factory=OpenGate)
+    payload: RunPayload | None = None
     slots: DispatchSlots = field(default_factory=DispatchSlots)
     submit_live: set[str] = field(default_factory=set)
     reconcile_cursor: int = 0
@@ -100,10 +103,13 @@ class RunCommands(RunTicks):
         executor: Executor | None = None,
         settings: RunSettings | None = None,
         gate: DispatchGate | None = None,
+        payload: RunPayload | None = None,
     ) -> None:
-        """Set the executor runs are handed to, the ledger's settings and/or the
-        host's dispatch gate (durable jobs on, admissions open, no maintenance
-        drain: see :mod:`..runs.gate`; by default always open).
+        """Set the executor runs are handed to, the ledger's settings, the host's
+        dispatch gate (durable jobs on, admissions open, no maintenance drain: see
+        :mod:`..runs.gate`; by default always open) and/or ``payload(task_id,
+        trigger)``, which gives each run minted without one its per-run payload
+        (opaque JSON: the dispatcher's session, message era and number).
 
         Settings decide, so they are recorded (a ``RunSettingsChanged`` event, only
         when they differ from those in force): a replay decides with them, and every
@@ -117,6 +123,12 @@ class RunCommands(RunTicks):
             self._runs_runtime().executor = executor
         if gate is not None:
             self._runs_runtime().gate = gate
+        if payload is not None:
+            if not callable(payload):
+                raise InvalidArgument(
+                    f"payload must be a function (task_id, trigger), not {payload!r}"
+                )
+            self._runs_runtime().payload = payload
 
     def _gate_lease(self, *, reconcile: bool = False) -> Callable[[], None]:
         """Ask the host's gate before minting (a reconcile asks about a drain only);
@@ -168,6 +180,15 @@ class RunCommands(RunTicks):
             if run.task_id == task_id and (day is None or run.day == day)
         ]
 
+    def live_runs(self, where: Mapping[str, Any] | None = None) -> list[RunState]:
+        """The live runs (dispatching or running), ledger order; with ``where``, those
+        whose payload holds each of its keys with that value (``where={"era": e}``
+        lists the live reservations of a message era, as the dispatcher does)."""
+        if where is not None and not isinstance(where, Mapping):
+            raise InvalidArgument(f"where must be a mapping of payload keys, not {where!r}")
+        self.refresh()
+        return self.ledger.live_reservations(where)
+
     def run_history(self, run_id: str) -> list[TaskEvent]:
         """Every event of one run, oldest first, as stored."""
         self.run(run_id)
@@ -196,8 +217,19 @@ class RunCommands(RunTicks):
             raise Refused("no executor to hand runs to; call configure_runs(executor=...)")
         return executor
 
-    def mint_run(self, task_id: str, day: str | None = None, trigger: Trigger = "manual") -> str:
+    def mint_run(
+        self,
+        task_id: str,
+        day: str | None = None,
+        trigger: Trigger = "manual",
+        *,
+        payload: Any = None,
+    ) -> str:
         """Admit, mint and submit a run of the task for today; returns the run id.
+
+        ``payload`` is the host's per-run data (opaque JSON, at most 64 KiB),
+        recorded on the run and handed to the executor with every submit (without
+        one, the ``payload`` function given to :meth:`configure_runs` is asked).
 
         Admission refusals raise :class:`~.run_rules.AdmissionRefused` (``code``
         names the rule) and append nothing; the host's gate is asked first
@@ -216,7 +248,7 @@ class RunCommands(RunTicks):
         release = self._gate_lease()  # before minting: a refusal uses no attempt
         slot_free = runtime.slots.try_acquire(kind, limit)
         try:
-            run = self._mint(task_id, trigger, slot_free=slot_free, day=day)
+            run = self._mint(task_id, trigger, slot_free=slot_free, day=day, payload=payload)
             self._adopt_or_submit(run.run_id)
             return run.run_id
         finally:
@@ -225,12 +257,26 @@ class RunCommands(RunTicks):
             release()
 
     def _mint(
-        self, task_id: str, trigger: Trigger, *, slot_free: bool, day: str | None
+        self,
+        task_id: str,
+        trigger: Trigger,
+        *,
+        slot_free: bool,
+        day: str | None,
+        payload: Any = None,
     ) -> RunState:
+        hook = self._runs_runtime().payload
+        if payload is None and hook is not None:
+            payload = hook(task_id, trigger)
         for attempt in range(2):
             try:
                 return self._decide(
-                    _minting, task_id, trigger=trigger, slot_free=slot_free, day=day
+                    _minting,
+                    task_id,
+                    trigger=trigger,
+                    slot_free=slot_free,
+                    day=day,
+                    payload=payload,
                 )
             except ConflictError:
                 # Another writer minted this attempt first; deciding again sees its run.
@@ -298,6 +344,7 @@ class RunCommands(RunTicks):
             attempt=run.attempt,
             trigger=run.trigger,
             tz=run.tz,
+            payload=run.payload,
         )
 
 

@@ -15,12 +15,12 @@ branch that applies it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import InvalidArgument, Refused, RuleViolation
 from ..tasks.context import Context
 from ..tasks.state import TaskState
-from ..tasks.validation import require_task
+from ..tasks.validation import json_value, require_task
 from ..world import Draft
 from .events import TRIGGERS, RunMinted, Trigger
 from .identity import client_job_id, local_day
@@ -218,8 +218,10 @@ def mint(
     settings: RunSettings,
     slot_free: bool,
     day: str | None = None,
+    payload: Any = None,
 ) -> RunState:
-    """Admit and mint a run: ``dispatching``, attempt 1 + the task's runs that day."""
+    """Admit and mint a run: ``dispatching``, attempt 1 + the task's runs that day,
+    carrying the host's ``payload`` (JSON)."""
     if ctx.closing:
         raise RuleViolation(2, "the scheduler is closing; open it again to dispatch")
     if trigger not in TRIGGERS:
@@ -230,6 +232,7 @@ def mint(
             f"a run is minted for today ({current} in {settings.tz}), not {day!r}",
             task_id=task_id if isinstance(task_id, str) else None,
         )
+    payload = json_value(payload, "a run's payload", task_id if isinstance(task_id, str) else None)
     if trigger == "manual":
         admit_manual(draft, ctx, task_id, settings, slot_free=slot_free)
     else:
@@ -247,5 +250,6 @@ def mint(
             client_job_id=client_job_id(task_id, settings.tz, current, attempt),
             scheduled_for=scheduled_at(draft, task_id),
             retry_after=ctx.now + settings.dispatch_wall_ms,
+            payload=payload,
         ),
     )

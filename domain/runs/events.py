@@ -13,7 +13,7 @@ of them as readable from a log.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from ..tasks.events import TaskEvent, register_event
 from .identity import run_identity, run_stream_id, schedule_stream_id
@@ -51,13 +51,26 @@ class RunEvent(TaskEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunMinted(RunEvent):
-    """A run was minted, ``dispatching``; it is first redriven at ``retry_after``."""
+    """A run was minted, ``dispatching``; it is first redriven at ``retry_after``.
+
+    Version 2 added ``payload``: the host's per-run data (opaque JSON, the
+    dispatcher's session, message era and number), handed to the executor with
+    every submit. Runs minted before read as ``None``.
+    """
+
+    class_version: ClassVar[int] = 2
 
     tz: str
     trigger: Trigger
     client_job_id: str
     scheduled_for: float | None = None
     retry_after: float
+    payload: Any = None
+
+    @staticmethod
+    def upcast_v1_v2(payload: dict[str, Any]) -> None:
+        """A run minted before version 2 carried no per-run payload."""
+        payload["payload"] = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

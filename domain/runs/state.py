@@ -72,6 +72,8 @@ class RunState:
     updated_at: float = 0
     events: int = 0
     """How many events made this state: the stream version."""
+    payload: Any = None
+    """The host's per-run data (opaque JSON), handed to the executor with each submit."""
 
     @property
     def live(self) -> bool:
@@ -100,6 +102,7 @@ class RunState:
             "job_id": self.job_id,
             "last_known_status": self.last_known_status,
             "completed_at": self.completed_at,
+            "payload": self.payload,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         if self.error is not None:
@@ -144,6 +147,7 @@ def evolve_run(state: RunState | None, event: RunEvent) -> RunState:
             scheduled_for=event.scheduled_for,
             updated_at=event.at,
             events=1,
+            payload=event.payload,
         )
     current = _require(state, event, *LIVE_RUN_STATUSES)
     next_state = _apply(current, event)
