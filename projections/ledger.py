@@ -38,6 +38,7 @@ def run_row(run: RunState) -> dict[str, Any]:
         "completed_at": run.completed_at,
         "updated_at": run.updated_at,
         "payload": orjson.dumps(run.payload).decode() if run.payload is not None else None,
+        "catch_up": int(run.catch_up),
     }
 
 
@@ -69,6 +70,7 @@ class Ledgers(Projection):
                 "completed_at": float,
                 "updated_at": float,
                 "payload": str,
+                "catch_up": int,
             },
             pk="run_id",
             indexes=[("task_id", "day", "attempt"), ("day", "status"), ("status",)],

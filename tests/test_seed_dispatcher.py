@@ -244,3 +244,22 @@ def test_dispatcher_run_minted_before_payloads_reads_as_none() -> None:
     )
     event = decode_event("tasktrail.RunMinted", f"run:t1|{DAY}|1", old, 7)
     assert isinstance(event, RunMinted) and event.payload is None
+
+
+# ─── scheduled runs fired late are flagged catch-up ────────────────────────────────
+
+
+def test_dispatcher_scheduled_run_fired_late_is_flagged_catch_up(
+    runs: Scheduler, clock: ManualClock, sqlite_url: str
+) -> None:
+    on_time = runs.submit("job", id="on-time")
+    late = runs.submit("job", id="late")
+    runs.schedule_run(on_time, clock.now)
+    runs.schedule_run(late, clock.now - 30 * MINUTE)  # its time passed half an hour ago
+    fired = runs.dispatch_due().fired
+    assert [runs.run(r).catch_up for r in fired] == [False, True]
+    manual = runs.mint_run(runs.submit("job", id="manual"))
+    assert runs.run(manual).catch_up is False  # only scheduled runs catch up
+    rows = {row["task_id"]: row["catch_up"] for row in replay(sqlite_url).ledger}
+    assert rows == {"on-time": 0, "late": 1, "manual": 0}
+    assert runs.run(fired[1]).to_dict()["catch_up"] is True

@@ -27,7 +27,7 @@ from .identity import client_job_id, local_day
 from .ledger import Ledger, ledger_of
 from .outcomes import emit_run
 from .reading import today
-from .schedule import scheduled_at
+from .schedule import fired_late, scheduled_at
 from .settings import RunSettings
 from .state import RunState
 
@@ -238,6 +238,7 @@ def mint(
     else:
         admit_scheduled(draft, ctx, task_id, settings, slot_free=slot_free)
     attempt = 1 + len(ledger_of(draft.world).runs_of(task_id, current))
+    scheduled_for = scheduled_at(draft, task_id)
     return emit_run(
         draft,
         RunMinted(
@@ -248,8 +249,9 @@ def mint(
             tz=settings.tz,
             trigger=trigger,
             client_job_id=client_job_id(task_id, settings.tz, current, attempt),
-            scheduled_for=scheduled_at(draft, task_id),
+            scheduled_for=scheduled_for,
             retry_after=ctx.now + settings.dispatch_wall_ms,
             payload=payload,
+            catch_up=fired_late(trigger, scheduled_for, ctx.now),
         ),
     )

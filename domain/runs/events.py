@@ -55,7 +55,8 @@ class RunMinted(RunEvent):
 
     Version 2 added ``payload``: the host's per-run data (opaque JSON, the
     dispatcher's session, message era and number), handed to the executor with
-    every submit. Runs minted before read as ``None``.
+    every submit; and ``catch_up``: a scheduled run fired after its scheduled
+    time. Runs minted before read as ``None`` and ``False``.
     """
 
     class_version: ClassVar[int] = 2
@@ -66,11 +67,13 @@ class RunMinted(RunEvent):
     scheduled_for: float | None = None
     retry_after: float
     payload: Any = None
+    catch_up: bool = False
 
     @staticmethod
     def upcast_v1_v2(payload: dict[str, Any]) -> None:
-        """A run minted before version 2 carried no per-run payload."""
+        """A run minted before version 2 carried no per-run payload nor catch-up flag."""
         payload["payload"] = None
+        payload["catch_up"] = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

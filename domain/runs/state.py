@@ -74,6 +74,8 @@ class RunState:
     """How many events made this state: the stream version."""
     payload: Any = None
     """The host's per-run data (opaque JSON), handed to the executor with each submit."""
+    catch_up: bool = False
+    """A scheduled run fired after its scheduled time (a catch-up)."""
 
     @property
     def live(self) -> bool:
@@ -103,6 +105,7 @@ class RunState:
             "last_known_status": self.last_known_status,
             "completed_at": self.completed_at,
             "payload": self.payload,
+            "catch_up": True if self.catch_up else None,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         if self.error is not None:
@@ -148,6 +151,7 @@ def evolve_run(state: RunState | None, event: RunEvent) -> RunState:
             updated_at=event.at,
             events=1,
             payload=event.payload,
+            catch_up=event.catch_up,
         )
     current = _require(state, event, *LIVE_RUN_STATUSES)
     next_state = _apply(current, event)
