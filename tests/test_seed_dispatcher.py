@@ -4,6 +4,7 @@ when it breaks. The rules they hold are written down in docs/seed-fidelity.md.""
 
 from __future__ import annotations
 
+import time
 from dataclasses import fields
 from typing import Any
 
@@ -263,3 +264,21 @@ def test_dispatcher_scheduled_run_fired_late_is_flagged_catch_up(
     rows = {row["task_id"]: row["catch_up"] for row in replay(sqlite_url).ledger}
     assert rows == {"on-time": 0, "late": 1, "manual": 0}
     assert runs.run(fired[1]).to_dict()["catch_up"] is True
+
+
+# ─── a dispatch tick has a wall-time budget ────────────────────────────────────────
+
+
+def test_dispatcher_dispatch_tick_stops_once_its_wall_budget_is_spent(
+    runs: Scheduler, executor: InMemoryExecutor, clock: ManualClock
+) -> None:
+    runs.configure_runs(settings=RunSettings(per_tick=5, dispatch_wall_s=0.01))
+    executor.on_submit = lambda request: time.sleep(0.03)  # a slow executor
+    for n in range(3):
+        runs.schedule_run(runs.submit("job", id=f"t{n}"), clock.now)
+    first = runs.dispatch_due()
+    assert (len(first.minted), first.reason) == (1, "tick_budget")
+    second = runs.dispatch_due()  # the next tick goes on where this one stopped
+    assert second.minted == [f"t1|{DAY}|1"]
+    runs.configure_runs(settings=RunSettings(per_tick=5, dispatch_wall_s=None))
+    assert runs.dispatch_due().minted == [f"t2|{DAY}|1"]

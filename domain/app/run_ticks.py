@@ -52,7 +52,7 @@ class DispatchReport:
     """Why it stopped early or fired nothing: the gate's ``durable_jobs_off``,
     ``admissions_closed``, ``maintenance_drain_active``; ``cap_off``, ``cap_reached``,
     ``dispatch_slots_busy``, ``task_running``, ``admissions_closed`` (a submit the
-    executor refused for a drain)."""
+    executor refused for a drain), ``tick_budget`` (its wall-time budget was spent)."""
 
 
 @dataclass
@@ -123,6 +123,8 @@ class RunTicks:
     def _dispatch_due(self, report: DispatchReport) -> None:
         runtime = self._runs_runtime()
         settings = self.run_settings
+        wall = settings.dispatch_wall_s
+        deadline = time.monotonic() + wall if wall is not None else None
         ctx = self._context()
         draft = Draft(self.world)
         report.reason = dispatch_blocked(draft, ctx, settings)
@@ -130,6 +132,9 @@ class RunTicks:
             return
         for task_id in due_tasks(draft, ctx, settings):
             if len(report.fired) >= settings.per_tick:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                report.reason = "tick_budget"  # the rest waits for the next tick
                 break
             if not runtime.slots.try_acquire("background", settings.per_tick):
                 report.reason = "dispatch_slots_busy"

@@ -188,6 +188,7 @@ class RunSettingsChanged(TaskEvent):
     job_lost_ms: float
     catch_up_ms: float
     reconcile_wall_s: float | None
+    dispatch_wall_s: float | None = 25.0
 
     def stream_id(self) -> str:
         """The one stream of the run settings."""

@@ -49,6 +49,9 @@ class RunSettings:
     catch_up_ms: float = 10_800_000
     reconcile_wall_s: float | None = 40.0
     """Wall-time budget of one :meth:`reconcile` (application layer only); ``None``: none."""
+    dispatch_wall_s: float | None = 25.0
+    """Wall-time budget of one :meth:`dispatch_due` (application layer only): no run is
+    minted once it is spent (the dispatcher's dispatch wall); ``None``: none."""
 
     def __post_init__(self) -> None:
         try:
@@ -66,8 +69,9 @@ class RunSettings:
             "catch_up_ms",
         ):
             _check_ms(name, getattr(self, name))
-        if self.reconcile_wall_s is not None:
-            _check_ms("reconcile_wall_s", self.reconcile_wall_s)
+        for name in ("reconcile_wall_s", "dispatch_wall_s"):
+            if getattr(self, name) is not None:
+                _check_ms(name, getattr(self, name))
 
 
 def _check_int(name: str, value: object, *, minimum: int) -> None:
