@@ -28,6 +28,7 @@ from .runs.gate import DispatchGate, OpenGate, SwitchedGate
 from .runs.identity import client_job_id, local_day
 from .runs.ledger import Ledger, ledger_of
 from .runs.memory_executor import InMemoryExecutor
+from .runs.outcomes import SubmitFailed
 from .runs.reading import UnknownRun
 from .runs.settings import RunSettings
 from .runs.state import RunState
@@ -99,6 +100,7 @@ __all__ = [
     "StaleCompletion",
     "Store",
     "StoreError",
+    "SubmitFailed",
     "SubmitRequest",
     "SwitchedGate",
     "TaskDefinition",

@@ -23,6 +23,7 @@ from tasktrail.domain.runs.admission import AdmissionRefused
 from tasktrail.domain.runs.events import RunMinted, RunSettingsChanged
 from tasktrail.domain.runs.gate import SwitchedGate
 from tasktrail.domain.runs.memory_executor import InMemoryExecutor
+from tasktrail.domain.runs.outcomes import SubmitFailed
 from tasktrail.domain.runs.settings import run_settings_of
 from tasktrail.domain.store.transcoder import decode_event
 from tasktrail.domain.turns.events import TurnSettingsChanged
@@ -282,3 +283,36 @@ def test_dispatcher_dispatch_tick_stops_once_its_wall_budget_is_spent(
     assert second.minted == [f"t1|{DAY}|1"]
     runs.configure_runs(settings=RunSettings(per_tick=5, dispatch_wall_s=None))
     assert runs.dispatch_due().minted == [f"t2|{DAY}|1"]
+
+
+# ─── mint_run(..., raise_on_submit_error=True): the seed's throw to the caller ─────
+
+
+@pytest.mark.parametrize(
+    ("fault", "code", "status", "attempts"),
+    [
+        ("identity_conflict", "identity_conflict", "failed", 0),
+        ("drain", "admissions_closed", "dispatching", 0),
+        ("transient", "submit_failed", "dispatching", 1),
+        ("fence", "submit_failed", "dispatching", 1),
+    ],
+)
+def test_dispatcher_submit_error_raised_to_the_caller_after_it_is_recorded(
+    runs: Scheduler, executor: InMemoryExecutor, fault: str, code: str, status: str, attempts: int
+) -> None:
+    task = runs.submit("job", id="t1")
+    executor.fail_next_submit(fault, adopt_finds_job=False)  # type: ignore[arg-type]
+    with pytest.raises(SubmitFailed) as raised:
+        runs.mint_run(task, raise_on_submit_error=True)
+    assert (raised.value.code, raised.value.run_id) == (code, f"t1|{DAY}|1")
+    run = runs.run(raised.value.run_id)  # recorded before it was raised
+    assert (run.status, run.submit_attempts, run.last_submit_error) == (status, attempts, fault)
+
+
+def test_dispatcher_submit_error_is_not_raised_by_default(
+    runs: Scheduler, executor: InMemoryExecutor
+) -> None:
+    executor.fail_next_submit("transient")
+    run_id = runs.mint_run(runs.submit("job", id="t1"))
+    assert runs.run(run_id).last_submit_error == "transient"
+    assert runs.mint_run(runs.submit("job", id="t2"), raise_on_submit_error=True) == f"t2|{DAY}|1"

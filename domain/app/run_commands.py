@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from ..errors import ConflictError, InvalidArgument, Refused, RuleViolation
 from ..runs import reading
 from ..runs.admission import AdmissionRefused, mint
-from ..runs.events import TRIGGERS, Trigger
+from ..runs.events import SUBMIT_ERROR_CLASSES, TRIGGERS, Trigger
 from ..runs.executor import (
     DrainError,
     Executor,
@@ -33,7 +33,7 @@ from ..runs.executor import (
 from ..runs.gate import DispatchGate, GateCode, OpenGate, gate_refusal
 from ..runs.identity import run_stream_id
 from ..runs.ledger import Ledger, ledger_of
-from ..runs.outcomes import record_submit_failed, record_taken
+from ..runs.outcomes import SubmitFailed, record_submit_failed, record_taken
 from ..runs.reading import UnknownRun
 from ..runs.schedule import set_schedule
 from ..runs.settings import RunSettings, change_run_settings, run_settings_of
@@ -224,6 +224,7 @@ class RunCommands(RunTicks):
         trigger: Trigger = "manual",
         *,
         payload: Any = None,
+        raise_on_submit_error: bool = False,
     ) -> str:
         """Admit, mint and submit a run of the task for today; returns the run id.
 
@@ -235,7 +236,11 @@ class RunCommands(RunTicks):
         names the rule) and append nothing; the host's gate is asked first
         (``durable_jobs_off``, ``admissions_closed``, ``maintenance_drain_active``).
         ``day``, if given, must be today in the configured zone. A submit that fails
-        is recorded on the run (see :meth:`run`), not raised; reconcile redrives it.
+        is recorded on the run (see :meth:`run`) and not raised, reconcile redrives
+        it; with ``raise_on_submit_error=True`` it is raised too, after it was
+        recorded, as :class:`~..runs.outcomes.SubmitFailed` (the dispatcher's
+        throw-to-caller: ``identity_conflict``, ``admissions_closed``,
+        ``submit_failed``).
         """
         self._require_executor()
         if trigger not in TRIGGERS:
@@ -249,7 +254,9 @@ class RunCommands(RunTicks):
         slot_free = runtime.slots.try_acquire(kind, limit)
         try:
             run = self._mint(task_id, trigger, slot_free=slot_free, day=day, payload=payload)
-            self._adopt_or_submit(run.run_id)
+            outcome = self._adopt_or_submit(run.run_id)
+            if raise_on_submit_error and outcome in SUBMIT_ERROR_CLASSES:
+                raise SubmitFailed(run.run_id, outcome, task_id=task_id)
             return run.run_id
         finally:
             if slot_free:
