@@ -19,7 +19,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock
 from ..errors import InvalidArgument
-from ..turns import checks, cleanup, deadlines, delivery, engine, folds, liveness, wakeups
+from ..turns import (
+    checks,
+    cleanup,
+    deadlines,
+    delivery,
+    engine,
+    folds,
+    liveness,
+    task_pass,
+    wakeups,
+)
 from ..turns import rules as turn_rules
 from ..turns.delivery import DeliveryDecision
 from ..turns.engine import Maintenance
@@ -234,7 +244,7 @@ class TurnCommands:
         are handed to the busy Turn through ``runtime.steer`` and only then recorded
         (``steered``); a hand-off that raises records nothing."""
         dispatch: WakeupDispatch = self._decide_turn(wakeups.dispatch_wakeup, task_id)
-        return engine.hand_off(self, self.turn_settings, runtime, task_id, dispatch)
+        return task_pass.hand_off(self, self.turn_settings, runtime, task_id, dispatch)
 
     def pending_wakeup(self, task_id: str) -> WakeupState | None:
         """The task's pending Leader wakeup, or ``None``."""

@@ -39,8 +39,8 @@ The modules, from the bottom up: :mod:`.state` (the states events fold into),
 :mod:`.settings`, :mod:`.refusals`, :mod:`.events` and :mod:`.pass_events`;
 :mod:`.folds` (every fold, and the world index passes read); :mod:`.checks`
 (what the rules share) and the rule modules above; then the pass itself:
-:mod:`.keys`, :mod:`.scope`, :mod:`.runtime`, :mod:`.report`, :mod:`.engine`
-and :mod:`.deadlines`.
+:mod:`.keys`, :mod:`.scope`, :mod:`.runtime`, :mod:`.report`, :mod:`.host`,
+:mod:`.task_pass`, :mod:`.engine` and :mod:`.deadlines`.
 
 This file imports nothing: ``tasks.state`` imports :mod:`.state`, and loading
 more here would import ``tasks`` back while it is half loaded.

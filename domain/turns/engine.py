@@ -2,84 +2,24 @@
 defer the tasks of projects under maintenance (deferred, never failed), then run the
 per-task pass of each other task in a worker thread, serialized per task (a lock per
 task, across passes too) and concurrent across tasks up to the bound (default 4, at
-most 32). A per-task pass drains the task's runtime events (if that fails, the task
-is blocked for the pass), then does its cleanup obligations, deliveries, due
-completions then liveness, and the Leader wakeup; a blocked or failed per-task pass
-is recorded and its retry armed. Every decision is an event, each carrying the
-``pass_id``. :class:`PassHost` states what a pass uses of the scheduler it runs for.
+most 32). The per-task pass is :mod:`.task_pass`; :class:`~.host.PassHost` states
+what a pass uses of the scheduler it runs for. Every decision is an event, each
+carrying the ``pass_id``.
 """
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
-from dataclasses import replace
-from typing import Any, Protocol, TypeVar
 
-from ..clock import Clock
-from ..world import World
-from .checks import active_turn
-from .cleanup import cleanup_state, require_cleanups, settle_cleanup
-from .delivery import deliver_turn, deliveries_due
-from .liveness import fold_turns
-from .pass_decisions import (
-    defer_task,
-    finish_pass,
-    record_task_failure,
-    record_task_success,
-    start_pass,
-)
-from .report import ControllerPassReport, TaskOutcome
+from .host import PassHost
+from .pass_decisions import defer_task, finish_pass, start_pass
+from .report import ControllerPassReport
 from .runtime import Runtime
 from .scope import plan
-from .settings import TurnSettings, check_concurrency
-from .state import LEADER, TurnState
-from .wakeups import WakeupDispatch, dispatch_wakeup, record_steered
-
-T = TypeVar("T")
-
-
-class PassHost(Protocol):
-    """What a controller pass uses of the scheduler it runs for (its Turn commands):
-    the world, clock and Turn settings, whether it is closing, its decision cycle,
-    the lock that serializes decisions and the per-task locks."""
-
-    @property
-    def world(self) -> World:
-        """The scheduler's world, which the pass plans from and reads."""
-        ...
-
-    @property
-    def clock(self) -> Clock:
-        """The scheduler clock."""
-        ...
-
-    @property
-    def closing(self) -> bool:
-        """Whether the scheduler is closing: no more per-task passes start."""
-        ...
-
-    @property
-    def turn_settings(self) -> TurnSettings:
-        """The windows and limits in force."""
-        ...
-
-    @property
-    def _lock(self) -> AbstractContextManager[Any]:
-        """The lock decisions are serialized under."""
-        ...
-
-    def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run one decision through the scheduler's decision cycle."""
-        ...
-
-    def _task_lock(self, task_id: str) -> AbstractContextManager[Any]:
-        """The lock that serializes the per-task passes of one task."""
-        ...
-
+from .settings import check_concurrency
+from .task_pass import TaskPass
 
 Maintenance = Collection[str] | Callable[[str], bool]
 
@@ -130,7 +70,7 @@ def run_pass(
         else:
             work.append(task_id)
     if work:
-        worker = _TaskPass(host, settings, pass_id, runtime, report)
+        worker = TaskPass(host, settings, pass_id, runtime, report)
         with ThreadPoolExecutor(
             max_workers=min(bound, len(work)), thread_name_prefix="tasktrail-pass"
         ) as pool:
@@ -145,174 +85,3 @@ def run_pass(
     if not host.closing:
         host._decide(finish_pass, pass_id, {t: report.outcomes.get(t, "skipped") for t in tasks})
     return report
-
-
-class _TaskPass:
-    """The per-task pass, run in a worker thread under the task's lock."""
-
-    def __init__(
-        self,
-        host: PassHost,
-        settings: TurnSettings,
-        pass_id: str,
-        runtime: Runtime | None,
-        report: ControllerPassReport,
-    ) -> None:
-        self.host = host
-        self.settings = settings
-        self.pass_id = pass_id
-        self.runtime = runtime
-        self.report = report
-        self._report_lock = threading.Lock()
-
-    def run(self, task_id: str, roles: set[str] | None, keys: tuple[str, ...]) -> TaskOutcome:
-        host = self.host
-        with host._task_lock(task_id):
-            if host.closing:
-                return "skipped"
-            # Tasks whose runtime events failed are blocked for the pass.
-            if self.runtime is not None:
-                try:
-                    self.runtime.drain(host, task_id)
-                except Exception as error:
-                    return self._failure(task_id, keys, error, blocked=True)
-            try:
-                self._work(task_id, roles)
-                host._decide(record_task_success, self.pass_id, task_id)
-            except Exception as error:
-                if host.closing:
-                    return "skipped"
-                return self._failure(task_id, keys, error, blocked=False)
-            return "done"
-
-    def _failure(
-        self, task_id: str, keys: tuple[str, ...], error: Exception, *, blocked: bool
-    ) -> TaskOutcome:
-        message = _describe(error)
-        retry_at: float | None = None
-        try:
-            retry_at = self.host._decide(
-                record_task_failure,
-                self.settings,
-                self.pass_id,
-                task_id,
-                keys,
-                message,
-                blocked=blocked,
-            )
-        except Exception as recording:
-            # The store refused the record too (closing, gone): the report still says why.
-            message = f"{message} (not recorded: {_describe(recording)})"
-        with self._report_lock:
-            self.report.errors[task_id] = message
-            self.report.retries[task_id] = retry_at
-        return "blocked" if blocked else "failed"
-
-    def _ended(self, task_id: str, role: str, how: str) -> None:
-        with self._report_lock:
-            self.report.turns.setdefault(task_id, {})[role] = how
-
-    def _work(self, task_id: str, roles: set[str] | None) -> None:
-        host, settings, pass_id, runtime = self.host, self.settings, self.pass_id, self.runtime
-        # Runtime-cleanup obligations of a completed task's roles.
-        host._decide(require_cleanups, settings, task_id, roles, pass_id=pass_id)
-        state = cleanup_state(host.world, task_id)
-        if runtime is not None and state is not None:
-            for role in state.open_roles():
-                if roles is not None and role not in roles:
-                    continue
-                try:
-                    cleaned = runtime.cleanup(task_id, role)
-                except Exception as error:
-                    host._decide(
-                        settle_cleanup,
-                        settings,
-                        task_id,
-                        role,
-                        error=_describe(error),
-                        pass_id=pass_id,
-                    )
-                    continue
-                if cleaned:
-                    host._decide(settle_cleanup, settings, task_id, role, pass_id=pass_id)
-        # Deliveries of active Turns; delivery-uncertain ones are exempt from exit liveness.
-        unsettled: set[str] = set()
-        if runtime is not None:
-            for turn in deliveries_due(host.world.get(task_id), host.clock(), roles):
-                self._deliver(task_id, turn, unsettled)
-        # Due completions, then liveness: a completion meeting an exit or stall wins.
-        ended = host._decide(
-            fold_turns, settings, task_id, roles, unsettled=unsettled, pass_id=pass_id
-        )
-        for role, how in ended.items():
-            self._ended(task_id, role, how)
-        # The Leader wakeup, once the Leader's Turns are settled for this pass.
-        if roles is None or LEADER in roles:
-            wakeup = host._decide(dispatch_wakeup, settings, task_id, pass_id=pass_id)
-            wakeup = hand_off(host, settings, runtime, task_id, wakeup, pass_id=pass_id)
-            if wakeup.status != "none":
-                with self._report_lock:
-                    self.report.wakeups[task_id] = wakeup.status
-            # A dispatched wakeup is a delivered Leader input (yui): its Turn is handed
-            # to the runtime in this same pass, not left for the next one.
-            if wakeup.status == "dispatched" and runtime is not None:
-                leader = active_turn(host.world.get(task_id), LEADER)
-                if leader is not None and leader.turn_id == wakeup.turn_id:
-                    self._deliver(task_id, leader, unsettled)
-
-    def _deliver(self, task_id: str, turn: TurnState, unsettled: set[str]) -> None:
-        """Hand one Turn to the runtime and record what came of it (after it happened)."""
-        assert self.runtime is not None
-        outcome = self.runtime.deliver(task_id, turn.role, turn.turn_id, turn.delivery_attempts)
-        if outcome is None:
-            return
-        decision = self.host._decide(
-            deliver_turn,
-            self.settings,
-            task_id,
-            turn.role,
-            turn.turn_id,
-            outcome,
-            pass_id=self.pass_id,
-        )
-        if outcome == "delivery-uncertain":
-            unsettled.add(turn.turn_id)
-        if decision.status in ("failed", "completed"):
-            self._ended(task_id, turn.role, decision.status)
-
-
-def hand_off(
-    host: PassHost,
-    settings: TurnSettings,
-    runtime: Runtime | None,
-    task_id: str,
-    dispatch: WakeupDispatch,
-    *,
-    pass_id: str | None = None,
-) -> WakeupDispatch:
-    """A forced wakeup (status ``force``): hand its reasons to the busy Leader Turn
-    (``Runtime.steer``), then record that it happened; other dispatches pass through.
-
-    Perform, then record: a hand-off that raises records nothing, so the wakeup
-    stays pending and is handed off again (by the task-pass retry, or the next pass);
-    a crash between the two hands it off again after recovery.
-    """
-    if dispatch.status != "force":
-        return dispatch
-    assert dispatch.turn_id is not None
-    if runtime is not None:
-        runtime.steer(task_id, dispatch.turn_id, dispatch.reasons)
-    recorded = host._decide(
-        record_steered,
-        settings,
-        task_id,
-        dispatch.turn_id,
-        dispatch.request_count,
-        pass_id=pass_id,
-    )
-    return replace(dispatch, status="steered" if recorded else "busy")
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
