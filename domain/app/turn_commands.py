@@ -33,6 +33,7 @@ from ..turns import (
 from ..turns import rules as turn_rules
 from ..turns.delivery import DeliveryDecision
 from ..turns.engine import Maintenance
+from ..turns.queue import PassQueue
 from ..turns.refusals import StaleCompletion
 from ..turns.report import ControllerPassReport
 from ..turns.rules import CompletionStatus
@@ -281,6 +282,43 @@ class TurnCommands:
         return engine.run_pass(
             self, scope, runtime=runtime, concurrency=concurrency, maintenance=maintenance
         )
+
+    @property
+    def pass_queue(self) -> PassQueue:
+        """The passes requested with :meth:`request_pass` and not run yet."""
+        with self._lock:
+            queue: PassQueue | None = getattr(self, "_pass_queue", None)
+            if queue is None:
+                queue = self._pass_queue = PassQueue()
+            return queue
+
+    def request_pass(self, scope: str | Iterable[str] = "full") -> None:
+        """Ask for a controller pass of ``scope`` (``"full"`` or dirty keys), run by the
+        next :meth:`pump`. Requests coalesce as in yui: dirty keys into one dirty pass;
+        a full pass takes over every dirty key queued (and a dirty pass running now
+        skips the tasks it has not started). A malformed key raises
+        :class:`~.errors.InvalidArgument` and queues nothing."""
+        self.pass_queue.request(scope if isinstance(scope, str) else list(scope))
+
+    def pump(
+        self,
+        *,
+        runtime: Runtime | None = None,
+        concurrency: int | None = None,
+        maintenance: Maintenance = (),
+    ) -> list[ControllerPassReport]:
+        """Run the requested passes until none is left; returns their reports."""
+        reports = []
+        while not self.closing:
+            scope = self.pass_queue.take()
+            if scope is None:
+                break
+            reports.append(
+                self.controller_pass(
+                    scope, runtime=runtime, concurrency=concurrency, maintenance=maintenance
+                )
+            )
+        return reports
 
     def task_pass_retry(self, task_id: str) -> TaskPassRetry | None:
         """The task's armed task-pass retry, or ``None``."""

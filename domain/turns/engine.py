@@ -70,7 +70,8 @@ def run_pass(
         else:
             work.append(task_id)
     if work:
-        worker = TaskPass(host, settings, pass_id, runtime, report)
+        taken_over = frozenset(the_plan.retried) if the_plan.scope == "full" else frozenset()
+        worker = TaskPass(host, settings, pass_id, runtime, report, taken_over)
         with ThreadPoolExecutor(
             max_workers=min(bound, len(work)), thread_name_prefix="tasktrail-pass"
         ) as pool:

@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..clock import Clock
 from ..world import World
+from .queue import PassQueue
 from .settings import TurnSettings
 
 T = TypeVar("T")
@@ -49,6 +50,11 @@ class PassHost(Protocol):
 
     def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run one decision through the scheduler's decision cycle."""
+        ...
+
+    @property
+    def pass_queue(self) -> PassQueue:
+        """The passes requested and not run yet (a dirty pass yields to a full one)."""
         ...
 
     def _task_lock(self, task_id: str) -> AbstractContextManager[Any]:

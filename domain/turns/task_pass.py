@@ -34,18 +34,22 @@ class TaskPass:
         pass_id: str,
         runtime: Runtime | None,
         report: ControllerPassReport,
+        taken_over: frozenset[str] = frozenset(),
     ) -> None:
         self.host = host
         self.settings = settings
         self.pass_id = pass_id
         self.runtime = runtime
         self.report = report
+        self.taken_over = taken_over
+        """Tasks whose armed task-pass retry this (full) pass took over."""
         self._report_lock = threading.Lock()
 
     def run(self, task_id: str, roles: set[str] | None, keys: tuple[str, ...]) -> TaskOutcome:
         host = self.host
         with host._task_lock(task_id):
-            if host.closing:
+            # A full pass requested meanwhile takes over the dirty work not started yet.
+            if host.closing or (self.report.scope == "dirty" and host.pass_queue.full):
                 return "skipped"
             # Tasks whose runtime events failed are blocked for the pass.
             if self.runtime is not None:
@@ -76,6 +80,7 @@ class TaskPass:
                 keys,
                 message,
                 blocked=blocked,
+                taken_over=task_id in self.taken_over,
             )
         except Exception as recording:
             # The store refused the record too (closing, gone): the report still says why.
