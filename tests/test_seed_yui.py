@@ -23,7 +23,12 @@ from tasktrail.domain import (
     TaskEvent,
     next_deadline,
 )
-from tasktrail.domain.turns.events import TurnDelivered, TurnSettingsChanged, WakeupDispatched
+from tasktrail.domain.turns.events import (
+    TurnDelivered,
+    TurnSettingsChanged,
+    WakeupDispatched,
+    WakeupDropped,
+)
 from tasktrail.domain.turns.keys import role_key, task_key
 from tasktrail.domain.turns.pass_events import PassStarted, TaskPassRetryScheduled
 from tasktrail.domain.turns.runtime import Runtime
@@ -388,3 +393,40 @@ def test_yui_dirty_pass_yields_its_unstarted_tasks_to_a_requested_full_pass(
     assert (dirty.done, dirty.having("skipped")) == (["t1"], ["t2"])
     (full,) = scheduler.pump(runtime=FailingDelivery())
     assert full.scope == "full" and "t2" in full.done
+
+
+# ─── a Leader wake fence pauses wakeup dispatch (seed 001) ─────────────────────────
+
+
+class Fenced(Delivering):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fence = True
+
+    def leader_wake_fenced(self) -> bool:
+        return self.fence
+
+
+def test_yui_leader_wake_fence_pauses_wakeup_dispatch(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    task = scheduler.submit("job", id="t1")
+    ended = scheduler.submit("leaf", id="ended")
+    for task_id in (task, ended):
+        scheduler.request_wakeup(task_id, "mail")
+    scheduler.reserve(ended)
+    scheduler.finish(ended, "completed")
+    clock.advance(FORCE)
+    runtime = Fenced()
+    head = scheduler.store.head()
+    report = scheduler.controller_pass(runtime=runtime)
+    assert report.wakeups == {task: "fenced", ended: "fenced"}  # not even dropped
+    assert of_type(scheduler, WakeupDispatched) == [] and of_type(scheduler, WakeupDropped) == []
+    assert scheduler.active_turn(task, LEADER) is None
+    assert set(scheduler.pending_wakeups()) == {task, ended}
+    assert scheduler.store.head() > head  # the pass itself is recorded, nothing else
+    runtime.fence = False
+    assert scheduler.controller_pass(runtime=runtime).wakeups == {
+        task: "dispatched",
+        ended: "dropped",
+    }

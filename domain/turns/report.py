@@ -30,7 +30,8 @@ class ControllerPassReport:
     retried: list[str] = field(default_factory=list)
     """Tasks a due task-pass retry brought into this pass."""
     wakeups: dict[str, str] = field(default_factory=dict)
-    """What the wakeup step did per task (``dispatched``, ``steered``, ``dropped``, ``busy``...)."""
+    """What the wakeup step did per task (``dispatched``, ``steered``, ``dropped``, ``busy``,
+    ``fenced``...)."""
     turns: dict[str, dict[str, str]] = field(default_factory=dict)
     """Turns the pass ended, task -> role -> ``completed``/``exited``/``stalled``/``failed``."""
 

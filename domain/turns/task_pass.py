@@ -21,7 +21,7 @@ from .report import ControllerPassReport, TaskOutcome
 from .runtime import Runtime
 from .settings import TurnSettings
 from .state import LEADER, TurnState
-from .wakeups import WakeupDispatch, dispatch_wakeup, record_steered
+from .wakeups import WakeupDispatch, dispatch_wakeup, pending_wakeup, record_steered
 
 
 class TaskPass:
@@ -130,17 +130,28 @@ class TaskPass:
             self._ended(task_id, role, how)
         # The Leader wakeup, once the Leader's Turns are settled for this pass.
         if roles is None or LEADER in roles:
-            wakeup = host._decide(dispatch_wakeup, settings, task_id, pass_id=pass_id)
-            wakeup = hand_off(host, settings, runtime, task_id, wakeup, pass_id=pass_id)
-            if wakeup.status != "none":
+            self._wakeup(task_id, unsettled)
+
+    def _wakeup(self, task_id: str, unsettled: set[str]) -> None:
+        host, settings, pass_id, runtime = self.host, self.settings, self.pass_id, self.runtime
+        # wakeups.fence (yui): while the host's Leader wake fence is up, no wakeup is
+        # dispatched (nor dropped): they wait, pending, for a pass after it is down.
+        if runtime is not None and runtime.leader_wake_fenced():
+            if pending_wakeup(host.world, task_id) is not None:
                 with self._report_lock:
-                    self.report.wakeups[task_id] = wakeup.status
-            # A dispatched wakeup is a delivered Leader input (yui): its Turn is handed
-            # to the runtime in this same pass, not left for the next one.
-            if wakeup.status == "dispatched" and runtime is not None:
-                leader = active_turn(host.world.get(task_id), LEADER)
-                if leader is not None and leader.turn_id == wakeup.turn_id:
-                    self._deliver(task_id, leader, unsettled)
+                    self.report.wakeups[task_id] = "fenced"
+            return
+        wakeup = host._decide(dispatch_wakeup, settings, task_id, pass_id=pass_id)
+        wakeup = hand_off(host, settings, runtime, task_id, wakeup, pass_id=pass_id)
+        if wakeup.status != "none":
+            with self._report_lock:
+                self.report.wakeups[task_id] = wakeup.status
+        # A dispatched wakeup is a delivered Leader input (yui): its Turn is handed
+        # to the runtime in this same pass, not left for the next one.
+        if wakeup.status == "dispatched" and runtime is not None:
+            leader = active_turn(host.world.get(task_id), LEADER)
+            if leader is not None and leader.turn_id == wakeup.turn_id:
+                self._deliver(task_id, leader, unsettled)
 
     def _deliver(self, task_id: str, turn: TurnState, unsettled: set[str]) -> None:
         """Hand one Turn to the runtime and record what came of it (after it happened)."""
