@@ -121,16 +121,19 @@ class ReadModel:
     def next_wakeup_deadline(self, now: float | None = None) -> dict[str, Any] | None:
         """The earliest wakeup deadline across all tasks: the aggregation deadline,
         or, once it has passed (at ``now``, the scheduler clock) while the task's
-        Leader is busy, the force deadline (yui answers the aggregation end first).
+        Leader is busy, its re-signal or the force deadline (yui answers the
+        aggregation end first).
         Without ``now`` every wakeup answers its aggregation deadline."""
         rows = self.db.execute(
-            "SELECT w.task_id, w.aggregation_deadline, w.force_deadline, t.task_id IS NOT NULL "
-            "FROM pending_wakeups w LEFT JOIN active_turns t "
+            "SELECT w.task_id, w.aggregation_deadline, w.force_deadline, w.resignal_at, "
+            "t.task_id IS NOT NULL FROM pending_wakeups w LEFT JOIN active_turns t "
             "ON t.task_id = w.task_id AND t.role = 'leader'"
         ).fetchall()
         best: dict[str, Any] | None = None
-        for task_id, aggregation_at, force_at, busy in rows:
-            deadline, window = choose_deadline(aggregation_at, force_at, bool(busy), now)
+        for task_id, aggregation_at, force_at, resignal_at, busy in rows:
+            deadline, window = choose_deadline(
+                aggregation_at, force_at, bool(busy), now, resignal_at
+            )
             if best is None or (deadline, task_id) < (best["deadline"], best["task_id"]):
                 best = {"task_id": task_id, "deadline": deadline, "window": window}
         return best

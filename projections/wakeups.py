@@ -1,7 +1,8 @@
 """Pending Leader wakeups: per task, the first request, every reason, the deadlines.
 
 ``aggregation_deadline`` is when the wakeup is due while the Leader is idle;
-``force_deadline`` when it is dispatched even though the Leader is busy. Both
+``force_deadline`` when it is dispatched even though the Leader is busy;
+``resignal_at`` when a pass that found the Leader busy signals it again. The first two
 come from the Turn settings the log recorded (``configure_turns``; the documented
 defaults until then), as the scheduler decided with them, and move when they change;
 ``ReadModel.next_wakeup_deadline(now)`` picks the one that applies from the live
@@ -38,6 +39,7 @@ class PendingWakeups(Projection):
                 "last_requested_at": float,
                 "aggregation_deadline": float,
                 "force_deadline": float,
+                "resignal_at": float,
             },
             pk="task_id",
             indexes=[("aggregation_deadline",), ("force_deadline",)],
@@ -83,5 +85,6 @@ class PendingWakeups(Projection):
                 "last_requested_at": wakeup.last_requested_at,
                 "aggregation_deadline": first + settings.aggregation_window_ms,
                 "force_deadline": first + settings.force_window_ms,
+                "resignal_at": wakeup.resignal_at,
             },
         )

@@ -28,6 +28,7 @@ from tasktrail.domain.turns.events import (
     TurnSettingsChanged,
     WakeupDispatched,
     WakeupDropped,
+    WakeupFoundBusy,
 )
 from tasktrail.domain.turns.keys import role_key, task_key
 from tasktrail.domain.turns.pass_events import PassStarted, TaskPassRetryScheduled
@@ -199,7 +200,8 @@ def test_yui_forced_wakeup_records_only_what_it_handed_off(
 def test_yui_busy_leader_wakeup_deadline_is_the_aggregation_end_first(
     scheduler: Scheduler, clock: ManualClock, tmp_path: Path
 ) -> None:
-    scheduler.configure_turns(stall_window_ms=FORCE * 4)
+    # One delivery retry: the busy Leader is not signalled again (that is tested below).
+    scheduler.configure_turns(stall_window_ms=FORCE * 4, delivery_retry_limit=1)
     task = scheduler.submit("job", id="t1")
     busy = scheduler.start_turn(task, LEADER)
     scheduler.deliver_turn(task, LEADER, busy, "delivered")
@@ -303,6 +305,7 @@ def test_yui_replay_equals_live_under_any_turn_settings(
                     "last_requested_at": w.last_requested_at,
                     "aggregation_deadline": w.first_requested_at + aggregation,
                     "force_deadline": w.first_requested_at + aggregation + extra,
+                    "resignal_at": w.resignal_at,
                 }
                 for w in s.pending_wakeups().values()
             }
@@ -430,3 +433,59 @@ def test_yui_leader_wake_fence_pauses_wakeup_dispatch(
         task: "dispatched",
         ended: "dropped",
     }
+
+
+# ─── a wake that finds the Leader busy is re-signalled with the delivery backoff ───
+
+
+def test_yui_busy_leader_wake_is_resignalled_with_the_delivery_backoff(
+    scheduler: Scheduler, clock: ManualClock, tmp_path: Path
+) -> None:
+    scheduler.configure_turns(stall_window_ms=FORCE * 4, delivery_retry_limit=6)
+    task = scheduler.submit("job", id="t1")
+    busy = scheduler.start_turn(task, LEADER)
+    scheduler.deliver_turn(task, LEADER, busy, "delivered")
+    first_at = clock.now
+    scheduler.request_wakeup(task, "mail")
+    clock.set(first_at + AGGREGATION)
+    gaps = []
+    for _ in range(6):
+        assert scheduler.controller_pass().wakeups == {task: "busy"}
+        due = scheduler.next_turn_deadline()
+        assert due is not None
+        gaps.append(due - clock.now)
+        clock.set(due)
+    # min(2000, 250 * 2**min(attempt, 3)) between re-signals, six found-busy in all (the
+    # delivery retry limit); after the last only the force end is left.
+    assert gaps[:5] == [250, 500, 1000, 2000, 2000]
+    assert clock.now == first_at + FORCE
+    found = of_type(scheduler, WakeupFoundBusy)
+    assert [(f.attempt, f.turn_id, f.cause) for f in found][:2] == [
+        (0, busy, "wakeups.resignal"),
+        (1, busy, "wakeups.resignal"),
+    ]
+    assert len(found) == 6 and found[-1].resignal_at is None
+    with Projector(scheduler.store, tmp_path / "views.db") as projector:
+        projector.catch_up()
+        assert ReadModel(projector).next_wakeup_deadline(now=clock.now) == {
+            "task_id": task,
+            "deadline": first_at + FORCE,
+            "window": "force",
+        }
+    scheduler.complete_turn(task, LEADER, busy)
+    assert scheduler.controller_pass().wakeups == {task: "dispatched"}
+    assert len(of_type(scheduler, WakeupFoundBusy)) == 6
+
+
+def test_yui_busy_resignal_is_not_recorded_before_it_is_due(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    task = scheduler.submit("job", id="t1")
+    busy = scheduler.start_turn(task, LEADER)
+    scheduler.deliver_turn(task, LEADER, busy, "delivered")
+    scheduler.request_wakeup(task, "mail")
+    clock.advance(AGGREGATION)
+    scheduler.controller_pass()
+    clock.advance(100)  # before the re-signal (at +250)
+    scheduler.controller_pass()
+    assert len(of_type(scheduler, WakeupFoundBusy)) == 1

@@ -195,6 +195,17 @@ class WakeupDispatched(WakeupEvent):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class WakeupFoundBusy(WakeupEvent):
+    """A pass found the Leader busy with Turn ``turn_id`` (``attempt`` earlier times):
+    the wakeup is signalled again at ``resignal_at`` with the delivery backoff
+    (``None``: the delivery retry limit is used up; the force window remains)."""
+
+    turn_id: str
+    attempt: int
+    resignal_at: float | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WakeupDropped(WakeupEvent):
     """The wakeup was dropped: its task has decided its outcome or ended."""
 
@@ -281,6 +292,7 @@ TURN_EVENT_TYPES: tuple[type[TaskEvent], ...] = (
     WakeupRequested,
     WakeupAggregated,
     WakeupDispatched,
+    WakeupFoundBusy,
     WakeupDropped,
     RuntimeCleanupRequired,
     RuntimeCleanupFailed,

@@ -39,6 +39,7 @@ from .events import (
     WakeupDispatched,
     WakeupDropped,
     WakeupEvent,
+    WakeupFoundBusy,
     WakeupRequested,
 )
 from .pass_events import (
@@ -221,7 +222,7 @@ def _observation_dropped(state: TaskState, event: TurnObservationDropped) -> Tas
 # ─── folds: wakeup and cleanup streams ──────────────────────────────────────
 
 
-@evolves_stream(WakeupRequested, WakeupAggregated, WakeupDispatched, WakeupDropped)
+@evolves_stream(WakeupRequested, WakeupAggregated, WakeupFoundBusy, WakeupDispatched, WakeupDropped)
 def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
     if isinstance(event, WakeupRequested):
         if state is not None:
@@ -237,6 +238,10 @@ def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
             request_count=state.request_count + 1,
             last_requested_at=event.at,
         )
+    if isinstance(event, WakeupFoundBusy):
+        if state is None:
+            raise InvalidTransition(f"task {event.task_id}: wakeup found busy with none pending")
+        return replace(state, busy_attempts=event.attempt + 1, resignal_at=event.resignal_at)
     if isinstance(event, WakeupDispatched) and state is None:
         raise InvalidTransition(f"task {event.task_id}: wakeup dispatched with none pending")
     return None  # dispatched or dropped: nothing pending any more

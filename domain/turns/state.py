@@ -130,23 +130,32 @@ class RoleState:
 @dataclass(frozen=True, slots=True)
 class WakeupState:
     """A task's pending Leader wakeup: every reason in first-request order, the
-    first request's time (kept) and the last one's."""
+    first request's time (kept) and the last one's; how often a pass found the
+    Leader busy, and when it is signalled again (``None``: not before the force
+    window)."""
 
     task_id: str
     reasons: tuple[str, ...]
     request_count: int
     first_requested_at: float
     last_requested_at: float
+    busy_attempts: int = 0
+    resignal_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The wakeup as plain data."""
-        return {
+        out: dict[str, Any] = {
             "task_id": self.task_id,
             "reasons": list(self.reasons),
             "request_count": self.request_count,
             "first_requested_at": self.first_requested_at,
             "last_requested_at": self.last_requested_at,
         }
+        if self.busy_attempts:
+            out["busy_attempts"] = self.busy_attempts
+        if self.resignal_at is not None:
+            out["resignal_at"] = self.resignal_at
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """The pending Leader wakeup, one per task on ``wakeup:<task id>``: a request creates
 it or aggregates into it (``wakeups.aggregate``: reasons appended once each, the first
 time kept); once its aggregation window has passed it starts a Leader Turn
-(``wakeups.dispatch``), or, while the Leader stays busy past the force window, its
-reasons are steered into the busy Turn (``wakeups.force``, recorded by
+(``wakeups.dispatch``), or, finding the Leader busy, is signalled again with the
+delivery backoff (``wakeups.resignal``); while the Leader stays busy past the force
+window, its reasons are steered into the busy Turn (``wakeups.force``, recorded by
 :func:`record_steered` only once the hand-off happened); a wakeup of a task that
 decided its outcome is dropped (``wakeups.task_done``).
 """
@@ -23,12 +24,13 @@ from .events import (
     WakeupAggregated,
     WakeupDispatched,
     WakeupDropped,
+    WakeupFoundBusy,
     WakeupRequested,
     wakeup_stream_id,
 )
 from .refusals import TurnRuleViolation
 from .rules import _fold_due_completion
-from .settings import TurnSettings
+from .settings import TurnSettings, retry_delay_ms
 from .state import LEADER, WakeupState, turn_id_for
 
 
@@ -70,19 +72,26 @@ def pending_wakeup(source: Draft | World, task_id: str) -> WakeupState | None:
     return state
 
 
-DeadlineWindow = Literal["aggregation", "force"]
+DeadlineWindow = Literal["aggregation", "force", "resignal"]
 
 
 def choose_deadline(
-    aggregation_at: float, force_at: float, leader_busy: bool, now: float | None
+    aggregation_at: float,
+    force_at: float,
+    leader_busy: bool,
+    now: float | None,
+    resignal_at: float | None = None,
 ) -> tuple[float, DeadlineWindow]:
-    """Which of a wakeup's deadlines is next, and which window it ends: the
-    aggregation end, or, once that has passed (``now``; ``None``: not known) with
-    the Leader still busy, the force end. The read models ask this too."""
+    """Which of a wakeup's deadlines is next, and what it is: the aggregation end,
+    or, once that has passed (``now``; ``None``: not known) with the Leader still
+    busy, the next re-signal or the force end, whichever comes first. The read
+    models ask this too."""
     # wakeups.deadline (yui): the aggregation end is answered first, busy Leader or not;
-    # the force end only while the Leader stays busy after it.
+    # then, while the Leader stays busy, its re-signal, and the force end.
     if not leader_busy or now is None or now < aggregation_at:
         return aggregation_at, "aggregation"
+    if resignal_at is not None and resignal_at < force_at:
+        return resignal_at, "resignal"
     return force_at, "force"
 
 
@@ -92,7 +101,11 @@ def wakeup_deadline(
     """When the wakeup is next due (see :func:`choose_deadline`)."""
     first = wakeup.first_requested_at
     return choose_deadline(
-        first + settings.aggregation_window_ms, first + settings.force_window_ms, leader_busy, now
+        first + settings.aggregation_window_ms,
+        first + settings.force_window_ms,
+        leader_busy,
+        now,
+        wakeup.resignal_at,
     )[0]
 
 
@@ -174,6 +187,7 @@ def dispatch_wakeup(
     }
     if busy is not None:
         if waited < settings.force_window_ms:
+            _resignal(draft, ctx, settings, wakeup, busy.turn_id, pass_id)
             return WakeupDispatch("busy", busy.turn_id, wakeup.reasons)
         # wakeups.force: past the force window a busy Leader gets the reasons steered in;
         # the hand-off is an external effect, recorded by record_steered once it happened.
@@ -196,6 +210,37 @@ def dispatch_wakeup(
         )
     )
     return WakeupDispatch("dispatched", turn_id, wakeup.reasons)
+
+
+def _resignal(
+    draft: Draft,
+    ctx: Context,
+    settings: TurnSettings,
+    wakeup: WakeupState,
+    turn_id: str,
+    pass_id: str | None,
+) -> None:
+    attempt = wakeup.busy_attempts
+    due = attempt == 0 or (wakeup.resignal_at is not None and wakeup.resignal_at <= ctx.now)
+    if not due or attempt >= settings.delivery_retry_limit:
+        return
+    # wakeups.resignal (yui): a wake that found the Leader busy is signalled again after
+    # the delivery backoff, min(2000, base * 2**min(attempt, 3)) ms, up to the delivery
+    # retry limit; after that only the force window is left.
+    last = attempt + 1 >= settings.delivery_retry_limit
+    draft.emit_stream(
+        WakeupFoundBusy(
+            task_id=wakeup.task_id,
+            at=ctx.now,
+            turn_id=turn_id,
+            attempt=attempt,
+            resignal_at=None
+            if last
+            else ctx.now + retry_delay_ms(settings.delivery_retry_base_ms, attempt),
+            cause="wakeups.resignal",
+            pass_id=pass_id,
+        )
+    )
 
 
 def record_steered(
