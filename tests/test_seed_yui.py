@@ -489,3 +489,45 @@ def test_yui_busy_resignal_is_not_recorded_before_it_is_due(
     clock.advance(100)  # before the re-signal (at +250)
     scheduler.controller_pass()
     assert len(of_type(scheduler, WakeupFoundBusy)) == 1
+
+
+# ─── Turns held by writer-attached / delivery-uncertain are offered again (001) ────
+
+
+class Scripted(Runtime):
+    """Answers each delivery with the next outcome of ``outcomes``."""
+
+    def __init__(self, *outcomes: str) -> None:
+        self.outcomes = list(outcomes)
+        self.offered: list[tuple[str, int]] = []
+
+    def deliver(self, task_id: str, role: str, turn_id: str, attempt: int) -> Any:
+        self.offered.append((turn_id, attempt))
+        return self.outcomes.pop(0)
+
+
+@pytest.mark.parametrize("held", ["writer-attached", "delivery-uncertain"])
+def test_yui_held_turn_is_offered_for_delivery_again_by_a_later_pass(
+    scheduler: Scheduler, held: str
+) -> None:
+    task = scheduler.submit("job", id="t1")
+    turn = scheduler.start_turn(task, "worker")
+    runtime = Scripted(held, held, "delivered")
+    first = scheduler.controller_pass(runtime=runtime)
+    assert runtime.offered == [(turn, 0)]  # offered once in the pass that held it
+    state = scheduler.active_turn(task, "worker")
+    assert state is not None and state.delivery_held and state.held_by_pass == first.pass_id
+    scheduler.controller_pass([role_key(task, "worker")], runtime=runtime)
+    scheduler.controller_pass([role_key(task, "worker")], runtime=runtime)
+    assert runtime.offered == [(turn, 0)] * 3
+    assert scheduler.active_turn(task, "worker").status == "delivered"  # type: ignore[union-attr]
+
+
+def test_yui_turn_held_by_a_command_is_offered_by_the_next_pass(scheduler: Scheduler) -> None:
+    task = scheduler.submit("job", id="t1")
+    turn = scheduler.start_turn(task, "worker")
+    scheduler.deliver_turn(task, "worker", turn, "writer-attached")
+    assert scheduler.next_turn_deadline() is not None  # the stall window only, not now
+    runtime = Scripted("delivered")
+    scheduler.controller_pass(runtime=runtime)
+    assert runtime.offered == [(turn, 0)]

@@ -151,7 +151,14 @@ def _retry_scheduled(state: TaskState, event: TurnDeliveryRetryScheduled) -> Tas
 
 @evolves(TurnDeliveryHeld)
 def _delivery_held(state: TaskState, event: TurnDeliveryHeld) -> TaskState:
-    return _update(state, event, delivery_outcome=event.outcome, retry_at=None, delivery_held=True)
+    return _update(
+        state,
+        event,
+        delivery_outcome=event.outcome,
+        retry_at=None,
+        delivery_held=True,
+        held_by_pass=event.pass_id,
+    )
 
 
 @evolves(TurnDeliveryFailed)

@@ -60,6 +60,9 @@ class TurnState:
     """Retryable delivery outcomes recorded so far."""
     retry_at: float | None = None
     delivery_held: bool = False
+    held_by_pass: str | None = None
+    """The pass that recorded the hold (``None``: a command did): later passes offer
+    the Turn for delivery again."""
     completion_due_at: float | None = None
     exit_observed_at: float | None = None
     stall_observed_at: float | None = None
@@ -75,11 +78,14 @@ class TurnState:
         """Whether a reported completion is due (``due_at <= now``)."""
         return self.completion_due_at is not None and self.completion_due_at <= now
 
-    def delivery_due(self, now: float) -> bool:
-        """Whether a pass should try to deliver it now: ``started``, not held, and
-        never tried or its retry is due."""
-        if self.status != "started" or self.delivery_held:
+    def delivery_due(self, now: float, pass_id: str | None = None) -> bool:
+        """Whether pass ``pass_id`` should try to deliver it now: ``started``, and never
+        tried, its retry due, or held (``writer-attached``, ``delivery-uncertain``) by
+        another pass or a command (yui offers those again in every later pass)."""
+        if self.status != "started":
             return False
+        if self.delivery_held:
+            return pass_id is not None and pass_id != self.held_by_pass
         return self.delivery_outcome is None or (self.retry_at is not None and self.retry_at <= now)
 
     def to_dict(self) -> dict[str, Any]:

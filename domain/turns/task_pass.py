@@ -120,7 +120,7 @@ class TaskPass:
         # Deliveries of active Turns; delivery-uncertain ones are exempt from exit liveness.
         unsettled: set[str] = set()
         if runtime is not None:
-            for turn in deliveries_due(host.world.get(task_id), host.clock(), roles):
+            for turn in deliveries_due(host.world.get(task_id), host.clock(), roles, pass_id):
                 self._deliver(task_id, turn, unsettled)
         # Due completions, then liveness: a completion meeting an exit or stall wins.
         ended = host._decide(
