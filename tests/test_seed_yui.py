@@ -24,6 +24,7 @@ from tasktrail.domain import (
     next_deadline,
 )
 from tasktrail.domain.turns.events import (
+    RuntimeCleanupRequired,
     TurnDelivered,
     TurnSettingsChanged,
     WakeupDispatched,
@@ -32,6 +33,7 @@ from tasktrail.domain.turns.events import (
 )
 from tasktrail.domain.turns.keys import role_key, task_key
 from tasktrail.domain.turns.pass_events import PassStarted, TaskPassRetryScheduled
+from tasktrail.domain.turns.refusals import TurnRuleViolation
 from tasktrail.domain.turns.runtime import Runtime
 from tasktrail.domain.turns.settings import TurnSettings, turn_settings_of
 from tasktrail.domain.turns.state import LEADER
@@ -531,3 +533,59 @@ def test_yui_turn_held_by_a_command_is_offered_by_the_next_pass(scheduler: Sched
     runtime = Scripted("delivered")
     scheduler.controller_pass(runtime=runtime)
     assert runtime.offered == [(turn, 0)]
+
+
+# ─── stopping idle roles of a live task (seed 001, stopTaskRoleSessions) ───────────
+
+
+class Cleaning(Delivering):
+    """Cleans up role runtimes; those of ``fails`` raise."""
+
+    def __init__(self, *fails: str) -> None:
+        super().__init__()
+        self.fails = set(fails)
+        self.cleaned: list[tuple[str, str]] = []
+
+    def cleanup(self, task_id: str, role: str) -> bool:
+        if role in self.fails:
+            raise OSError(f"the {role} session would not stop")
+        self.cleaned.append((task_id, role))
+        return True
+
+
+def _idle_role(scheduler: Scheduler, task: str, role: str) -> None:
+    turn = scheduler.start_turn(task, role)
+    scheduler.complete_turn(task, role, turn)
+
+
+def test_yui_stopping_idle_roles_gives_each_a_cleanup_obligation(scheduler: Scheduler) -> None:
+    task = scheduler.submit("job", id="t1")
+    _idle_role(scheduler, task, "worker")
+    busy = scheduler.start_turn(task, LEADER)
+    head = scheduler.store.head()
+    for roles, rule in (
+        ([LEADER], "cleanup.role_active"),
+        (["worker", LEADER], "cleanup.role_active"),
+        (["ghost"], "cleanup.no_role"),
+    ):
+        with pytest.raises(TurnRuleViolation) as refused:
+            scheduler.stop_roles(task, roles)
+        assert refused.value.rule == rule
+    assert scheduler.store.head() == head  # refused whole: nothing, not even for worker
+    assert scheduler.stop_roles(task, ["worker"]) == ["worker"]
+    assert scheduler.stop_roles(task, ["worker"]) == []  # already open
+    (required,) = of_type(scheduler, RuntimeCleanupRequired)
+    assert (required.role, required.cause) == ("worker", "cleanup.role_stopped")
+    runtime = Cleaning()
+    scheduler.controller_pass(runtime=runtime)
+    assert runtime.cleaned == [(task, "worker")]
+    obligations = scheduler.cleanup_obligations(task)
+    assert obligations is not None and obligations.open_roles() == []
+    # Stopped again after a new Turn: a new obligation; the task completing owes one too.
+    _idle_role(scheduler, task, "worker")
+    assert scheduler.stop_roles(task, ["worker"]) == ["worker"]
+    scheduler.complete_turn(task, LEADER, busy)
+    scheduler.reserve(task)
+    scheduler.finish(task, "completed")
+    scheduler.controller_pass(runtime=runtime)
+    assert runtime.cleaned == [(task, "worker"), (task, "worker"), (task, LEADER)]

@@ -14,7 +14,7 @@ Settings (windows and limits, :class:`~.turns.TurnSettings`) are
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock
@@ -221,6 +221,16 @@ class TurnCommands:
         (``failed``). Refused (``cleanup.no_obligation``) without an open one."""
         status: str = self._decide_turn(cleanup.settle_cleanup, task_id, role, error=error)
         return status
+
+    def stop_roles(self, task_id: str, roles: Sequence[str]) -> list[str]:
+        """Stop idle roles of a live task: each gets a runtime-cleanup obligation, which
+        the next pass over the task settles through ``Runtime.cleanup``. Refused
+        (``cleanup.role_active``), appending nothing, while one of them has an active
+        Turn. Returns the roles that got an obligation now."""
+        stopped: list[str] = self._decide_turn(
+            cleanup.stop_roles, task_id, list(roles) if not isinstance(roles, str) else roles
+        )
+        return stopped
 
     def cleanup_obligations(self, task_id: str) -> CleanupState | None:
         """The cleanup obligations of the task's roles (``None`` if none were required)."""

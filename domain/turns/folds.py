@@ -259,11 +259,11 @@ def _cleanup(state: CleanupState | None, event: Any) -> CleanupState:
     current = state if state is not None else CleanupState(event.task_id)
     obligation = current.obligations.get(event.role)
     if isinstance(event, RuntimeCleanupRequired):
-        if obligation is not None:
+        if obligation is not None and obligation.open:
             raise InvalidTransition(
-                f"task {event.task_id}: a second cleanup obligation for role {event.role!r}"
+                f"task {event.task_id}: a second open cleanup obligation for role {event.role!r}"
             )
-        obligation = Obligation(event.role, event.at)
+        obligation = Obligation(event.role, event.at)  # a settled one is replaced
     elif obligation is None or not obligation.open:
         raise InvalidTransition(
             f"task {event.task_id}: {type(event).__name__} without an open obligation of "

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..errors import InvalidArgument
 from ..world import World
-from .cleanup import cleanup_state, completed
+from .cleanup import cleanup_state, completed, roles_owing_cleanup
 from .folds import task_pass_retries
 from .keys import DirtyKey, natural_key, parse_key, role_key, task_key
 
@@ -106,8 +106,6 @@ def _tasks_with_turn_work(world: World) -> list[str]:
                 out.append(task_id)
                 continue
             # A completed terminal task has work while a role still lacks its obligation.
-            state = cleanup_state(world, task_id)
-            known = state.obligations if state is not None else {}
-            if any(role not in known for role in task.roles):
+            if roles_owing_cleanup(task, cleanup_state(world, task_id)):
                 out.append(task_id)
     return out
