@@ -24,6 +24,7 @@ from tasktrail.domain import (
     next_deadline,
 )
 from tasktrail.domain.turns.events import (
+    RuntimeCleanupFailed,
     RuntimeCleanupRequired,
     TurnDelivered,
     TurnSettingsChanged,
@@ -589,3 +590,43 @@ def test_yui_stopping_idle_roles_gives_each_a_cleanup_obligation(scheduler: Sche
     scheduler.finish(task, "completed")
     scheduler.controller_pass(runtime=runtime)
     assert runtime.cleaned == [(task, "worker"), (task, "worker"), (task, LEADER)]
+
+
+# ─── a failed cleanup leaves its role out of the rest of the pass (seed 000) ───────
+
+
+def test_yui_failed_cleanup_leaves_the_role_out_of_the_rest_of_the_pass(
+    scheduler: Scheduler,
+) -> None:
+    task = scheduler.submit("job", id="t1")
+    _idle_role(scheduler, task, "worker")
+    scheduler.stop_roles(task, ["worker"])
+    turn = scheduler.start_turn(task, "worker")  # a new Turn while the cleanup is open
+    scheduler.start_turn(task, "reviewer")
+    scheduler.observe_exit(task, "worker", turn)
+    runtime = Cleaning("worker")
+    report = scheduler.controller_pass(runtime=runtime)
+    assert report.done == [task]
+    assert [role for _, role, _ in runtime.delivered] == ["reviewer"]  # not the worker
+    assert report.turns == {}  # its exit is not judged in this pass either
+    assert scheduler.active_turn(task, "worker") is not None
+    runtime.fails.clear()
+    again = scheduler.controller_pass(runtime=runtime)
+    assert again.turns == {task: {"worker": "exited"}}
+
+
+def test_yui_failed_leader_cleanup_holds_back_the_tasks_wakeups(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    task = scheduler.submit("job", id="t1")
+    _idle_role(scheduler, task, LEADER)
+    scheduler.stop_roles(task, [LEADER])
+    scheduler.request_wakeup(task, "mail")
+    clock.advance(AGGREGATION)
+    runtime = Cleaning(LEADER)
+    assert scheduler.controller_pass(runtime=runtime).wakeups == {task: "held"}
+    assert scheduler.active_turn(task, LEADER) is None and scheduler.pending_wakeup(task)
+    (failed,) = of_type(scheduler, RuntimeCleanupFailed)
+    assert failed.role == LEADER and "would not stop" in failed.error
+    runtime.fails.clear()
+    assert scheduler.controller_pass(runtime=runtime).wakeups == {task: "dispatched"}

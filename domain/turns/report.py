@@ -31,7 +31,7 @@ class ControllerPassReport:
     """Tasks a due task-pass retry brought into this pass."""
     wakeups: dict[str, str] = field(default_factory=dict)
     """What the wakeup step did per task (``dispatched``, ``steered``, ``dropped``, ``busy``,
-    ``fenced``...)."""
+    ``fenced``, ``held`` by a failed Leader cleanup...)."""
     turns: dict[str, dict[str, str]] = field(default_factory=dict)
     """Turns the pass ended, task -> role -> ``completed``/``exited``/``stalled``/``failed``."""
 

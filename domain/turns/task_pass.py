@@ -96,27 +96,14 @@ class TaskPass:
 
     def _work(self, task_id: str, roles: set[str] | None) -> None:
         host, settings, pass_id, runtime = self.host, self.settings, self.pass_id, self.runtime
-        # Runtime-cleanup obligations of a completed task's roles.
-        host._decide(require_cleanups, settings, task_id, roles, pass_id=pass_id)
-        state = cleanup_state(host.world, task_id)
-        if runtime is not None and state is not None:
-            for role in state.open_roles():
-                if roles is not None and role not in roles:
-                    continue
-                try:
-                    cleaned = runtime.cleanup(task_id, role)
-                except Exception as error:
-                    host._decide(
-                        settle_cleanup,
-                        settings,
-                        task_id,
-                        role,
-                        error=_describe(error),
-                        pass_id=pass_id,
-                    )
-                    continue
-                if cleaned:
-                    host._decide(settle_cleanup, settings, task_id, role, pass_id=pass_id)
+        wakes = roles is None or LEADER in roles  # the Leader's role is in scope
+        failed = self._cleanups(task_id, roles)
+        if failed:
+            # cleanup.failed_excludes (yui): a role whose cleanup failed is left out of the
+            # rest of this pass; a failed Leader cleanup holds back the task's wakeups.
+            task = host.world.get(task_id)
+            every = roles if roles is not None else set(task.roles if task is not None else ())
+            roles = every - failed
         # Deliveries of active Turns; delivery-uncertain ones are exempt from exit liveness.
         unsettled: set[str] = set()
         if runtime is not None:
@@ -129,8 +116,36 @@ class TaskPass:
         for role, how in ended.items():
             self._ended(task_id, role, how)
         # The Leader wakeup, once the Leader's Turns are settled for this pass.
-        if roles is None or LEADER in roles:
+        if LEADER in failed:
+            if pending_wakeup(host.world, task_id) is not None:
+                with self._report_lock:
+                    self.report.wakeups[task_id] = "held"
+        elif wakes:
             self._wakeup(task_id, unsettled)
+
+    def _cleanups(self, task_id: str, roles: set[str] | None) -> set[str]:
+        """The task's runtime-cleanup obligations: required (a completed task's roles),
+        then attempted through the runtime. Returns the roles whose cleanup failed."""
+        host, settings, pass_id, runtime = self.host, self.settings, self.pass_id, self.runtime
+        host._decide(require_cleanups, settings, task_id, roles, pass_id=pass_id)
+        state = cleanup_state(host.world, task_id)
+        failed: set[str] = set()
+        if runtime is None or state is None:
+            return failed
+        for role in state.open_roles():
+            if roles is not None and role not in roles:
+                continue
+            try:
+                cleaned = runtime.cleanup(task_id, role)
+            except Exception as error:
+                host._decide(
+                    settle_cleanup, settings, task_id, role, error=_describe(error), pass_id=pass_id
+                )
+                failed.add(role)
+                continue
+            if cleaned:
+                host._decide(settle_cleanup, settings, task_id, role, pass_id=pass_id)
+        return failed
 
     def _wakeup(self, task_id: str, unsettled: set[str]) -> None:
         host, settings, pass_id, runtime = self.host, self.settings, self.pass_id, self.runtime
