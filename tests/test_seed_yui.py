@@ -27,7 +27,9 @@ from tasktrail.domain.turns.events import (
     RuntimeCleanupFailed,
     RuntimeCleanupRequired,
     TurnDelivered,
+    TurnEvent,
     TurnSettingsChanged,
+    TurnStallDiagnosed,
     WakeupDispatched,
     WakeupDropped,
     WakeupFoundBusy,
@@ -44,6 +46,7 @@ from tasktrail.replay import replay
 AGGREGATION = TurnSettings().aggregation_window_ms
 FORCE = TurnSettings().force_window_ms
 STALL = TurnSettings().stall_window_ms
+DIAGNOSTIC = TurnSettings().diagnostic_after_ms
 
 
 def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
@@ -79,8 +82,8 @@ def test_yui_dispatched_wakeup_turn_is_delivered_in_the_same_pass(
     assert turn is not None and turn.status == "delivered"
     (delivered,) = of_type(scheduler, TurnDelivered)
     assert (delivered.turn_id, delivered.pass_id) == ("leader.1", report.pass_id)
-    # Nothing is left for a later pass but the stall window.
-    assert scheduler.next_turn_deadline() == clock.now + STALL
+    # Nothing is left for a later pass but the stall diagnostic (then the stall window).
+    assert scheduler.next_turn_deadline() == clock.now + DIAGNOSTIC
 
 
 def test_yui_undelivered_turn_is_due_now(scheduler: Scheduler, clock: ManualClock) -> None:
@@ -92,7 +95,7 @@ def test_yui_undelivered_turn_is_due_now(scheduler: Scheduler, clock: ManualCloc
     assert scheduler.next_turn_deadline() == started_at
     scheduler.controller_pass(runtime=Delivering())
     assert scheduler.active_turn(task, "worker").status == "delivered"  # type: ignore[union-attr]
-    assert scheduler.next_turn_deadline() == clock.now + STALL
+    assert scheduler.next_turn_deadline() == clock.now + DIAGNOSTIC
     scheduler.complete_turn(task, "worker", turn)
     assert scheduler.next_turn_deadline() is None
 
@@ -630,3 +633,62 @@ def test_yui_failed_leader_cleanup_holds_back_the_tasks_wakeups(
     assert failed.role == LEADER and "would not stop" in failed.error
     runtime.fails.clear()
     assert scheduler.controller_pass(runtime=runtime).wakeups == {task: "dispatched"}
+
+
+# ─── a stall diagnostic before a Turn is declared stalled (seed 001) ───────────────
+
+
+class Diagnosing(Delivering):
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+
+    def diagnose_stall(self, task_id: str, role: str, turn_id: str) -> str | None:
+        self.asked.append(turn_id)
+        return f"{turn_id}: no output, process alive"
+
+
+def test_yui_stall_diagnostic_comes_before_the_stall(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    scheduler.configure_turns(stall_window_ms=60_000, stall_diagnostic_ms=20_000)
+    task = scheduler.submit("job", id="t1")
+    turn = scheduler.start_turn(task, "worker")
+    runtime = Diagnosing()
+    scheduler.controller_pass(runtime=runtime)  # delivered: progress now
+    progress_at = clock.now
+    assert scheduler.next_turn_deadline() == progress_at + 20_000
+    clock.advance(20_000)
+    report = scheduler.controller_pass(runtime=runtime)
+    assert report.diagnosed == {task: {"worker": f"{turn}: no output, process alive"}}
+    assert report.turns == {} and scheduler.active_turn(task, "worker") is not None
+    assert scheduler.next_turn_deadline() == progress_at + 60_000
+    scheduler.controller_pass(runtime=runtime)  # diagnosed once per stretch without progress
+    assert runtime.asked == [turn]
+    clock.set(progress_at + 60_000)
+    assert scheduler.controller_pass(runtime=runtime).turns == {task: {"worker": "stalled"}}
+    kinds = [type(e).__name__ for e in of_type(scheduler, TurnEvent) if e.turn_id == turn]
+    assert kinds.index("TurnStallDiagnosed") < kinds.index("TurnStalled")
+    (diagnosed,) = of_type(scheduler, TurnStallDiagnosed)
+    assert (diagnosed.progress_at, diagnosed.cause) == (progress_at, "turns.stall_diagnostic")
+
+
+def test_yui_late_pass_diagnoses_then_stalls_and_progress_restarts_the_diagnostic(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    scheduler.configure_turns(stall_window_ms=60_000)  # diagnostic: half of it
+    task = scheduler.submit("job", id="t1")
+    first = scheduler.start_turn(task, "worker")
+    scheduler.deliver_turn(task, "worker", first, "delivered")
+    clock.advance(30_000)
+    scheduler.controller_pass()
+    clock.advance(10_000)
+    scheduler.progress_turn(task, "worker", first)  # progress answers the diagnostic
+    turn = scheduler.active_turn(task, "worker")
+    assert turn is not None and not turn.stall_diagnosed
+    assert scheduler.next_turn_deadline() == clock.now + 30_000
+    clock.advance(90_000)  # the next pass only comes after the whole stall window
+    report = scheduler.controller_pass()
+    assert report.diagnosed == {task: {"worker": None}}
+    assert report.turns == {task: {"worker": "stalled"}}
+    assert len(of_type(scheduler, TurnStallDiagnosed)) == 2

@@ -16,9 +16,10 @@ from .wakeups import wakeup_deadline
 def next_deadline(world: World, settings: TurnSettings, now: float | None = None) -> float | None:
     """The earliest time a controller pass has Turn work: an undelivered Turn never
     tried (due since it started), a delivery retry, a completion coming due, a stall
-    window ending, a wakeup's aggregation or force window, a task-pass retry. A time
-    in the past means: due now. ``now`` (the scheduler clock) tells whether a busy
-    Leader's wakeup is past its aggregation end; without it, the aggregation end."""
+    diagnostic or stall window ending, a wakeup's aggregation, re-signal or force
+    time, a task-pass retry. A time in the past means: due now. ``now`` (the
+    scheduler clock) tells whether a busy Leader's wakeup is past its aggregation
+    end; without it, the aggregation end."""
     times: list[float] = []
     for task in list(world.tasks.values()):
         if task.status == "terminal":
@@ -36,7 +37,10 @@ def next_deadline(world: World, settings: TurnSettings, now: float | None = None
                     times.append(turn.retry_at)
             if turn.completion_due_at is not None:
                 times.append(turn.completion_due_at)
-            times.append(turn.progress_at + settings.stall_window_ms)
+            idle = (
+                settings.stall_window_ms if turn.stall_diagnosed else settings.diagnostic_after_ms
+            )
+            times.append(turn.progress_at + idle)
     for task_id, wakeup in pending_wakeups(world).items():
         busy = active_turn(world.get(task_id), LEADER) is not None
         times.append(wakeup_deadline(wakeup, busy, settings, now))

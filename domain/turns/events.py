@@ -129,6 +129,16 @@ class TurnStallObserved(TurnEvent):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TurnStallDiagnosed(TurnEvent):
+    """The Turn showed no progress since ``progress_at`` for the stall diagnostic
+    window: a stall candidate, diagnosed before it may be declared stalled;
+    ``diagnostic`` is what the runtime said of it, if anything."""
+
+    progress_at: float
+    diagnostic: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TurnExited(TurnEvent):
     """A pass judged an exit observation: the Turn ended ``exited``."""
 
@@ -267,6 +277,7 @@ class TurnSettingsChanged(TaskEvent):
     task_pass_retry_base_ms: float
     task_pass_retry_limit: int
     task_concurrency: int
+    stall_diagnostic_ms: float | None = None
 
     def stream_id(self) -> str:
         """The one stream of the Turn settings."""
@@ -286,6 +297,7 @@ TURN_EVENT_TYPES: tuple[type[TaskEvent], ...] = (
     TurnFailed,
     TurnExitObserved,
     TurnStallObserved,
+    TurnStallDiagnosed,
     TurnExited,
     TurnStalled,
     TurnObservationDropped,

@@ -32,6 +32,7 @@ from .events import (
     TurnObservationDropped,
     TurnProgressed,
     TurnSettingsChanged,
+    TurnStallDiagnosed,
     TurnStalled,
     TurnStallObserved,
     TurnStarted,
@@ -209,6 +210,11 @@ def _exit_observed(state: TaskState, event: TurnExitObserved) -> TaskState:
 @evolves(TurnStallObserved)
 def _stall_observed(state: TaskState, event: TurnStallObserved) -> TaskState:
     return _update(state, event, stall_observed_at=event.at)
+
+
+@evolves(TurnStallDiagnosed)
+def _stall_diagnosed(state: TaskState, event: TurnStallDiagnosed) -> TaskState:
+    return _update(state, event, stall_diagnosed_at=event.at)
 
 
 @evolves(TurnExited)

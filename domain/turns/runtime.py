@@ -34,6 +34,12 @@ class Runtime:
     def steer(self, task_id: str, turn_id: str, reasons: tuple[str, ...]) -> None:
         """Inject a forced wakeup's reasons into the busy Leader Turn ``turn_id``."""
 
+    def diagnose_stall(self, task_id: str, role: str, turn_id: str) -> str | None:
+        """Say what is known of a Turn that shows no progress (its process, its last
+        output): recorded as its stall diagnostic before it may be declared stalled.
+        ``None``: nothing to say (the diagnostic is recorded all the same)."""
+        return None
+
     def leader_wake_fenced(self) -> bool:
         """Whether the host's Leader wake fence is up: while it is, a pass dispatches
         no Leader wakeup (they stay pending). Asked at each task's wakeup step."""

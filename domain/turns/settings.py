@@ -42,7 +42,10 @@ class TurnSettings:
     stall window (30 min) is ``stalled``. Delivery retries back off from 250 ms
     and give up after 60 retries (about two minutes of trying); a failed
     per-task pass is retried twice (after 250 and 500 ms). A controller pass
-    runs up to 4 per-task passes at once (at most 32).
+    runs up to 4 per-task passes at once (at most 32). A Turn with no progress
+    for ``stall_diagnostic_ms`` (``None``: half the stall window; the seed's own
+    constant is not in its diff) gets a stall diagnostic, which comes before it is
+    declared stalled.
     """
 
     aggregation_window_ms: float = 60_000
@@ -53,6 +56,14 @@ class TurnSettings:
     task_pass_retry_base_ms: float = 250
     task_pass_retry_limit: int = 2
     task_concurrency: int = 4
+    stall_diagnostic_ms: float | None = None
+
+    @property
+    def diagnostic_after_ms(self) -> float:
+        """How long a Turn shows no progress before its stall diagnostic."""
+        if self.stall_diagnostic_ms is None:
+            return self.stall_window_ms / 2
+        return self.stall_diagnostic_ms
 
     def __post_init__(self) -> None:
         for name in (
@@ -74,6 +85,16 @@ class TurnSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(f"{name} must be a positive int, not {value!r}")
+        diagnostic = self.stall_diagnostic_ms
+        if diagnostic is not None and (
+            isinstance(diagnostic, bool)
+            or not isinstance(diagnostic, int | float)
+            or not 0 < diagnostic <= self.stall_window_ms
+        ):
+            raise InvalidArgument(
+                f"stall_diagnostic_ms must be a number of ms above 0 and at most "
+                f"stall_window_ms ({self.stall_window_ms}), or None, not {diagnostic!r}"
+            )
         if self.force_window_ms < self.aggregation_window_ms:
             raise InvalidArgument(
                 f"force_window_ms ({self.force_window_ms}) must be at least "

@@ -66,6 +66,8 @@ class TurnState:
     completion_due_at: float | None = None
     exit_observed_at: float | None = None
     stall_observed_at: float | None = None
+    stall_diagnosed_at: float | None = None
+    """When a stall diagnostic was recorded (it stands until the Turn shows progress)."""
     ended_at: float | None = None
     end_reason: str | None = None
 
@@ -73,6 +75,11 @@ class TurnState:
     def active(self) -> bool:
         """``started`` or ``delivered``: the role's one open Turn."""
         return self.status in ACTIVE_TURN_STATUSES
+
+    @property
+    def stall_diagnosed(self) -> bool:
+        """Whether a stall diagnostic was recorded since the Turn last showed progress."""
+        return self.stall_diagnosed_at is not None and self.stall_diagnosed_at >= self.progress_at
 
     def completion_due(self, now: float) -> bool:
         """Whether a reported completion is due (``due_at <= now``)."""
@@ -107,6 +114,7 @@ class TurnState:
             "completion_due_at": self.completion_due_at,
             "exit_observed_at": self.exit_observed_at,
             "stall_observed_at": self.stall_observed_at,
+            "stall_diagnosed_at": self.stall_diagnosed_at,
             "ended_at": self.ended_at,
             "end_reason": self.end_reason,
         }

@@ -15,7 +15,7 @@ from .checks import active_turn
 from .cleanup import cleanup_state, require_cleanups, settle_cleanup
 from .delivery import deliver_turn, deliveries_due
 from .host import PassHost
-from .liveness import fold_turns
+from .liveness import fold_turns, record_stall_diagnostic, stall_candidates
 from .pass_decisions import record_task_failure, record_task_success
 from .report import ControllerPassReport, TaskOutcome
 from .runtime import Runtime
@@ -109,6 +109,21 @@ class TaskPass:
         if runtime is not None:
             for turn in deliveries_due(host.world.get(task_id), host.clock(), roles, pass_id):
                 self._deliver(task_id, turn, unsettled)
+        # Stall diagnostics come before the stall window may declare a Turn stalled;
+        # the runtime is asked first, then what it said is recorded.
+        for turn in stall_candidates(host.world.get(task_id), host.clock(), settings, roles):
+            said = runtime.diagnose_stall(task_id, turn.role, turn.turn_id) if runtime else None
+            if host._decide(
+                record_stall_diagnostic,
+                settings,
+                task_id,
+                turn.role,
+                turn.turn_id,
+                said,
+                pass_id=pass_id,
+            ):
+                with self._report_lock:
+                    self.report.diagnosed.setdefault(task_id, {})[turn.role] = said
         # Due completions, then liveness: a completion meeting an exit or stall wins.
         ended = host._decide(
             fold_turns, settings, task_id, roles, unsettled=unsettled, pass_id=pass_id
