@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition
+from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition, Worker
 from tasktrail.domain.tasks.events import AbortMarked
 from tasktrail.domain.telemetry import live as telemetry
 from tasktrail.projections.trace import rebuild
@@ -177,3 +177,50 @@ def test_pi_durable_active_tasks_move_with_the_configured_meter(
     reopened.run_until_idle()
     assert _active(reader) == {"job": 0}
     reopened.close()
+
+
+# ─── a failed migration is tried again once a new definition is registered ────────
+
+
+def _failing_migrate(task: Any) -> str:
+    raise ValueError("cannot read the v1 memos")
+
+
+def test_pi_durable_failed_migration_is_retried_under_a_newly_registered_definition(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    registry = Registry([TaskDefinition("job", 1, {"start": finishing()})])
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    old = s.submit("job")
+    registry.register(TaskDefinition("job", 2, {"start": finishing()}, migrate=_failing_migrate))
+    s.run_pass()
+    assert s.blocked_reason(old) == "migration_failed"
+    assert s.failed_migrations == {old}
+    assert s.run_pass().reserved == []  # the same definition is not tried again
+    # No retry(): registering a new definition is enough.
+    registry.register(
+        TaskDefinition("job", 2, {"start": finishing(), "v2": finishing()}, migrate=lambda t: "v2")
+    )
+    assert s.blocked_reason(old) is None and s.failed_migrations == frozenset()
+    assert s.run_pass().reserved == [old]
+    task = s.task(old)
+    assert (task.version, task.status, task.outcome.status) == (2, "terminal", "completed")  # type: ignore[union-attr]
+    s.close()
+
+
+def test_pi_durable_migration_failed_is_reported_once_per_definition(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    registry = Registry([TaskDefinition("job", 1, {"start": finishing()})])
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    old = s.submit("job")
+    reports: list[tuple[str, str]] = []
+    worker = Worker(s, on_migration_failed=lambda task_id, why: reports.append((task_id, why)))
+    registry.register(TaskDefinition("job", 2, {"start": finishing()}, migrate=_failing_migrate))
+    worker.tick()
+    worker.tick()
+    assert reports == [(old, "migration_failed")]
+    registry.register(TaskDefinition("job", 3, {"start": finishing()}, migrate=_failing_migrate))
+    worker.tick()  # the new definition's migration fails too: that is news
+    assert reports == [(old, "migration_failed")] * 2
+    s.close()

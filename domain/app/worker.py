@@ -90,7 +90,8 @@ class Worker:
         self._last_wake: dict[str, Any] | None = None
         self._blocked: dict[str, str] = {}
         self._reported_parked: set[str] = set()
-        self._reported_migrations: set[str] = set()
+        self._reported_migrations: dict[str, Any] = {}
+        """Each task reported for a failed migration, with the definition it failed under."""
 
     # ─── one cycle ──────────────────────────────────────────────────────────
 
@@ -223,7 +224,9 @@ class Worker:
                 log.info("parked %s at the restart limit", task_id)
                 self._call(self.on_parked, task_id, "restart_limit")
         for task_id in s.failed_migrations:
-            if task_id not in self._reported_migrations:
-                self._reported_migrations.add(task_id)
+            # Reported once per definition: a newer one that fails too is news.
+            definition = s._failed_migrations.get(task_id)
+            if self._reported_migrations.get(task_id) is not definition:
+                self._reported_migrations[task_id] = definition
                 log.info("migration failed for %s", task_id)
                 self._call(self.on_migration_failed, task_id, "migration_failed")
