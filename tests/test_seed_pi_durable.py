@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from conftest import finishing
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -223,4 +224,55 @@ def test_pi_durable_migration_failed_is_reported_once_per_definition(
     registry.register(TaskDefinition("job", 3, {"start": finishing()}, migrate=_failing_migrate))
     worker.tick()  # the new definition's migration fails too: that is news
     assert reports == [(old, "migration_failed")] * 2
+    s.close()
+
+
+# ─── reports to the host: parked, migration failed, outdated definition ────────────
+
+
+def test_pi_durable_host_hears_of_a_task_parked_at_the_restart_limit(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="w", restart_limit=1)
+    task = s.submit("job")
+    s.reserve(task)
+    s.store.close()  # a crash mid-phase
+    reopened = Scheduler.open(
+        sqlite_url, clock=clock, registry=registry, worker="w", restart_limit=1
+    )
+    parked: list[tuple[str, str]] = []
+    worker = Worker(reopened, on_parked=lambda task_id, why: parked.append((task_id, why)))
+    worker.tick()
+    worker.tick()
+    assert parked == [(task, "restart_limit")]  # once
+    reopened.close()
+
+
+@pytest.mark.parametrize("change", ["replaced_definition", "missing_definition"])
+def test_pi_durable_host_hears_of_a_task_running_under_an_outdated_definition(
+    sqlite_url: str, clock: ManualClock, change: str
+) -> None:
+    registry = Registry()
+    ran: list[str] = []
+
+    def plan(inv: Any) -> str:
+        ran.append("plan v1")
+        if change == "replaced_definition":
+            registry.register(TaskDefinition("job", 2, {"plan": finishing(), "write": finishing()}))
+        else:
+            registry.unregister("job")
+        return "write"
+
+    def write(inv: Any) -> None:
+        ran.append("write v1")
+        inv.finish("completed")
+
+    registry.register(TaskDefinition("job", 1, {"plan": plan, "write": write}))
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    task = s.submit("job")
+    heard: list[tuple[str, str]] = []
+    Worker(s, on_outdated=lambda task_id, why: heard.append((task_id, why))).tick()
+    # The invocation keeps the definition it started with, and the host hears of it.
+    assert ran == ["plan v1", "write v1"] and s.task(task).status == "terminal"
+    assert heard == [(task, change)]
     s.close()

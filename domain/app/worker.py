@@ -60,8 +60,11 @@ class Worker:
 
     ``on_wake({active, at})`` is called when :meth:`~.Scheduler.wake` changes;
     ``on_parked(task_id, reason)``, ``on_blocked(task_id, reason)`` (when a task's
-    blocked reason changes) and ``on_migration_failed(task_id, reason)`` report to
-    the host as the seed scheduler does. Callbacks that raise are logged, never
+    blocked reason changes), ``on_migration_failed(task_id, reason)`` (once per
+    definition whose migration failed) and ``on_outdated(task_id, reason)`` (a task
+    keeps running under the definition its invocation started with:
+    ``missing_definition`` or ``replaced_definition``) report to the host as the
+    seed scheduler does. Callbacks that raise are logged, never
     fatal.
     """
 
@@ -75,6 +78,7 @@ class Worker:
         on_parked: TaskCallback | None = None,
         on_blocked: TaskCallback | None = None,
         on_migration_failed: TaskCallback | None = None,
+        on_outdated: TaskCallback | None = None,
     ) -> None:
         if not poll_ms > 0:
             raise ValueError(f"poll_ms must be > 0, not {poll_ms!r}")
@@ -85,6 +89,7 @@ class Worker:
         self.on_parked = on_parked
         self.on_blocked = on_blocked
         self.on_migration_failed = on_migration_failed
+        self.on_outdated = on_outdated
         self.ticks = 0
         self._stop = threading.Event()
         self._last_wake: dict[str, Any] | None = None
@@ -110,6 +115,9 @@ class Worker:
         for task_id in phases.ended:
             log.info("ended %s", task_id)
         self._report_blocked(phases.blocked)
+        for task_id, reason in phases.outdated.items():
+            log.info("%s keeps running under its old definition (%s)", task_id, reason)
+            self._call(self.on_outdated, task_id, reason)
         turn_due = s.next_turn_deadline() if self.runtime is not None else None
         if turn_due is not None and turn_due <= s.now():
             # Only when Turn work is due: every pass is recorded as events.
