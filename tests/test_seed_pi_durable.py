@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition, Worker
 from tasktrail.domain.tasks.events import AbortMarked
 from tasktrail.domain.telemetry import live as telemetry
-from tasktrail.projections.trace import rebuild
+from tasktrail.projections.trace import rebuild, to_otlp_json
 
 
 def abandoned(scheduler: Scheduler) -> list[str]:
@@ -275,4 +275,52 @@ def test_pi_durable_host_hears_of_a_task_running_under_an_outdated_definition(
     # The invocation keeps the definition it started with, and the host hears of it.
     assert ran == ["plan v1", "write v1"] and s.task(task).status == "terminal"
     assert heard == [(task, change)]
+    s.close()
+
+
+# ─── span links from a task's later phase spans to its first ──────────────────────
+
+
+def _links(span: Any) -> list[tuple[int, int]]:
+    return [(link.context.trace_id, link.context.span_id) for link in span.links]
+
+
+def test_pi_durable_later_phase_spans_link_to_the_first(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    def plan(inv: Any) -> None:
+        inv.sleep(inv.now() + 1_000, then="write")
+
+    registry = Registry(
+        [
+            TaskDefinition(
+                "doc", 1, {"plan": plan, "write": lambda inv: "publish", "publish": finishing()}
+            )
+        ]
+    )
+    s, exporter = _traced(sqlite_url, clock, registry)
+    task = s.submit("doc")
+    s.run_until_idle()
+    s.close()  # asleep; another process takes it up
+    clock.advance(1_000)
+    s, later_exporter = _traced(sqlite_url, clock, registry)
+    s.run_until_idle()  # a new invocation, in a new process: reserved after the sleep
+    spans = [
+        span
+        for span in (*exporter.get_finished_spans(), *later_exporter.get_finished_spans())
+        if span.name == "tasktrail.phase"
+    ]
+    assert [span.attributes["phase"] for span in spans] == ["plan", "write", "publish"]
+    first = spans[0].context
+    assert list(spans[0].links) == []
+    for later in spans[1:]:
+        (link,) = later.links
+        assert (link.context.trace_id, link.context.span_id) == (first.trace_id, first.span_id)
+    # History links the same way, and the OTLP JSON carries the links.
+    rebuilt = [span for span in rebuild(s.store, task) if span.name == "tasktrail.phase"]
+    assert [_links(span) for span in rebuilt] == [_links(span) for span in spans]
+    rows = to_otlp_json(rebuilt)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert [row.get("links") for row in rows][1] == [
+        {"traceId": f"{first.trace_id:032x}", "spanId": f"{first.span_id:016x}"}
+    ]
     s.close()

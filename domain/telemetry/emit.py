@@ -84,6 +84,7 @@ def emit(tracer: trace.Tracer, span: PhaseSpan) -> None:
             context=parent,
             kind=SpanKind.INTERNAL,
             attributes=span.attributes,
+            links=[trace.Link(context) for context in span.links],
             start_time=span.start_ns,
         )
     for point in span.events:

@@ -79,6 +79,9 @@ class PhaseSpan:
     end_at: float
     attributes: dict[str, AttributeValue]
     events: tuple[SpanEvent, ...] = ()
+    links: tuple[SpanContext, ...] = ()
+    """The task's first phase span, from each of its later ones (pi-durable links an
+    invocation's spans to where the task began)."""
     error: str | None = None
     """The error status description (faulted, failed, orphaned, interrupted), if any."""
     ok: bool = False
@@ -112,6 +115,7 @@ class _Open:
     trace_id: int
     span_id: int
     parent: SpanContext | None
+    links: tuple[SpanContext, ...] = ()
     events: list[SpanEvent] = field(default_factory=list)
 
 
@@ -281,6 +285,15 @@ class PhaseFold:
     ) -> None:
         trace_id, parent = self.trace_of(task, lookup)
         checkpoint = task.checkpoint
+        links: tuple[SpanContext, ...] = ()
+        first = task.started_version
+        if first is not None and first != version:
+            # A later phase span links to the task's first one (same trace, derived id).
+            flags = parent.trace_flags if parent is not None else _ROOT_FLAGS
+            first_span = SpanContext(
+                trace_id, span_id_for(task, first), is_remote=False, trace_flags=flags
+            )
+            links = (first_span,)
         self.open[task.id] = _Open(
             task_id=task.id,
             kind=task.kind,
@@ -292,6 +305,7 @@ class PhaseFold:
             trace_id=trace_id,
             span_id=span_id_for(task, version),
             parent=parent,
+            links=links,
         )
 
     def _close(
@@ -329,6 +343,7 @@ class PhaseFold:
             end_at=at,
             attributes=attributes,
             events=tuple(current.events),
+            links=current.links,
             error=error[:MAX_STATUS_MESSAGE] if error is not None else None,
             ok=ok and error is None,
         )
