@@ -21,6 +21,7 @@ from tasktrail.domain import (
     Scheduler,
     TaskDefinition,
     TaskEvent,
+    Worker,
     next_deadline,
 )
 from tasktrail.domain.turns.events import (
@@ -692,3 +693,25 @@ def test_yui_late_pass_diagnoses_then_stalls_and_progress_restarts_the_diagnosti
     assert report.diagnosed == {task: {"worker": None}}
     assert report.turns == {task: {"worker": "stalled"}}
     assert len(of_type(scheduler, TurnStallDiagnosed)) == 2
+
+
+def test_yui_worker_retries_a_pass_it_could_not_resolve_with_the_delivery_backoff(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    task = scheduler.submit("crew", id="t1", phase="lead")  # no phases here to run
+    scheduler.request_wakeup(task, "mail")
+    clock.advance(AGGREGATION)
+    runtime = Fenced()
+    worker = Worker(scheduler, runtime=runtime)
+    for _ in range(5):  # the fence holds the wakeup: not a pass at every tick
+        worker.tick()
+    assert len(of_type(scheduler, PassStarted)) == 1
+    assert worker.next_deadline() == clock.now + 250
+    clock.advance(250)
+    worker.tick()
+    assert len(of_type(scheduler, PassStarted)) == 2
+    assert worker.next_deadline() == clock.now + 500  # backing off, as yui's timers do
+    runtime.fence = False
+    clock.advance(500)
+    worker.tick()
+    assert scheduler.active_turn(task, LEADER) is not None

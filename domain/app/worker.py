@@ -16,6 +16,7 @@ Every decision a tick takes is logged at INFO on the ``tasktrail.worker`` logger
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ..turns.runtime import Runtime
+from ..turns.settings import retry_delay_ms
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -95,6 +97,9 @@ class Worker:
         self._last_wake: dict[str, Any] | None = None
         self._blocked: dict[str, str] = {}
         self._reported_parked: set[str] = set()
+        self._turn_retry_at = -math.inf
+        """No controller pass before this (a pass could not move the Turn deadline)."""
+        self._turn_stuck = 0
         self._reported_migrations: dict[str, Any] = {}
         """Each task reported for a failed migration, with the definition it failed under."""
 
@@ -119,10 +124,11 @@ class Worker:
             log.info("%s keeps running under its old definition (%s)", task_id, reason)
             self._call(self.on_outdated, task_id, reason)
         turn_due = s.next_turn_deadline() if self.runtime is not None else None
-        if turn_due is not None and turn_due <= s.now():
+        if turn_due is not None and turn_due <= s.now() and s.now() >= self._turn_retry_at:
             # Only when Turn work is due: every pass is recorded as events.
             passed = s.controller_pass("full", runtime=self.runtime)
             report.passed = len(passed.tasks)
+            self._turn_backoff(turn_due)
         if s._runs_runtime().executor is not None:
             dispatched = s.dispatch_due()
             report.dispatched = len(dispatched.minted)
@@ -143,9 +149,25 @@ class Worker:
         s = self.scheduler
         candidates = [s.wake().get("at"), s.next_heartbeat()]
         if self.runtime is not None:
-            candidates.append(s.next_turn_deadline())
+            turn_due = s.next_turn_deadline()
+            if turn_due is not None:
+                candidates.append(max(turn_due, self._turn_retry_at))
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
+
+    def _turn_backoff(self, due: float) -> None:
+        """A pass that could not move the Turn deadline it ran for (a fenced wakeup, a
+        Turn the runtime does not deliver) is run again after the delivery backoff, as
+        yui's retry timers do, not at every poll; one that moved it resets it."""
+        s = self.scheduler
+        after = s.next_turn_deadline()
+        if after is not None and after <= due:
+            delay = retry_delay_ms(s.turn_settings.delivery_retry_base_ms, self._turn_stuck)
+            self._turn_retry_at = s.now() + delay
+            self._turn_stuck += 1
+        else:
+            self._turn_retry_at = -math.inf
+            self._turn_stuck = 0
 
     # ─── the loop ───────────────────────────────────────────────────────────
 
