@@ -24,9 +24,11 @@ from .errors import (
 )
 from .runs.admission import AdmissionRefused
 from .runs.executor import CancelResult, Executor, JobSnapshot, SubmitRequest
+from .runs.gate import DispatchGate, OpenGate, SwitchedGate
 from .runs.identity import client_job_id, local_day
 from .runs.ledger import Ledger, ledger_of
 from .runs.memory_executor import InMemoryExecutor
+from .runs.outcomes import SubmitFailed
 from .runs.reading import UnknownRun
 from .runs.settings import RunSettings
 from .runs.state import RunState
@@ -68,6 +70,7 @@ __all__ = [
     "ConflictError",
     "ControllerPassReport",
     "CorruptEvent",
+    "DispatchGate",
     "DispatchReport",
     "Draft",
     "Executor",
@@ -82,6 +85,7 @@ __all__ = [
     "Ledger",
     "ManualClock",
     "NewerEventVersion",
+    "OpenGate",
     "Outcome",
     "PassReport",
     "ReconcileReport",
@@ -96,7 +100,9 @@ __all__ = [
     "StaleCompletion",
     "Store",
     "StoreError",
+    "SubmitFailed",
     "SubmitRequest",
+    "SwitchedGate",
     "TaskDefinition",
     "TaskEvent",
     "TaskState",

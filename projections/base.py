@@ -39,6 +39,12 @@ class TableSpec:
         table = db.table(self.name)
         if not table.exists():
             table.create(self.columns, pk=self.pk, not_null=_pk_columns(self.pk))
+        else:
+            # A read-model file an earlier release wrote: add the columns added since.
+            have = table.columns_dict
+            for column, kind in self.columns.items():
+                if column not in have:
+                    table.add_column(column, kind)
         present = {row[1] for row in db.execute(f"PRAGMA table_xinfo([{self.name}])")}
         for column in self.times:
             if iso_column(column) not in present:

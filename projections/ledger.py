@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from tasktrail.domain import TaskEvent, World
 from tasktrail.domain.runs.events import RunEvent
 from tasktrail.domain.runs.ledger import ledger_of
@@ -35,6 +37,8 @@ def run_row(run: RunState) -> dict[str, Any]:
         "error_message": run.error.message if run.error is not None else None,
         "completed_at": run.completed_at,
         "updated_at": run.updated_at,
+        "payload": orjson.dumps(run.payload).decode() if run.payload is not None else None,
+        "catch_up": int(run.catch_up),
     }
 
 
@@ -65,6 +69,8 @@ class Ledgers(Projection):
                 "error_message": str,
                 "completed_at": float,
                 "updated_at": float,
+                "payload": str,
+                "catch_up": int,
             },
             pk="run_id",
             indexes=[("task_id", "day", "attempt"), ("day", "status"), ("status",)],

@@ -15,10 +15,11 @@ import sqlite_utils
 
 from tasktrail.domain import Registry, TaskState, blocked_reason
 from tasktrail.domain.tasks.state import Checkpoint
+from tasktrail.domain.turns.wakeups import choose_deadline
 
 from .projector import Projector
 
-JSON_COLUMNS = ("project_ids", "waiting_on", "memos", "detail", "reasons")
+JSON_COLUMNS = ("project_ids", "waiting_on", "memos", "detail", "reasons", "payload")
 
 
 def _decode(row: dict[str, Any]) -> dict[str, Any]:
@@ -117,18 +118,25 @@ class ReadModel:
         """Every pending Leader wakeup, earliest first request first."""
         return self._rows("SELECT * FROM pending_wakeups ORDER BY first_requested_at, task_id")
 
-    def next_wakeup_deadline(self) -> dict[str, Any] | None:
-        """The earliest wakeup deadline across all tasks: the aggregation deadline
-        while the task's Leader is idle, the force deadline while it is busy."""
-        rows = self._rows(
-            "SELECT w.task_id, CASE WHEN t.task_id IS NULL THEN w.aggregation_deadline "
-            "ELSE w.force_deadline END AS deadline, "
-            "CASE WHEN t.task_id IS NULL THEN 'aggregation' ELSE 'force' END AS window "
-            "FROM pending_wakeups w LEFT JOIN active_turns t "
-            "ON t.task_id = w.task_id AND t.role = 'leader' "
-            "ORDER BY deadline, w.task_id LIMIT 1"
-        )
-        return rows[0] if rows else None
+    def next_wakeup_deadline(self, now: float | None = None) -> dict[str, Any] | None:
+        """The earliest wakeup deadline across all tasks: the aggregation deadline,
+        or, once it has passed (at ``now``, the scheduler clock) while the task's
+        Leader is busy, its re-signal or the force deadline (yui answers the
+        aggregation end first).
+        Without ``now`` every wakeup answers its aggregation deadline."""
+        rows = self.db.execute(
+            "SELECT w.task_id, w.aggregation_deadline, w.force_deadline, w.resignal_at, "
+            "t.task_id IS NOT NULL FROM pending_wakeups w LEFT JOIN active_turns t "
+            "ON t.task_id = w.task_id AND t.role = 'leader'"
+        ).fetchall()
+        best: dict[str, Any] | None = None
+        for task_id, aggregation_at, force_at, resignal_at, busy in rows:
+            deadline, window = choose_deadline(
+                aggregation_at, force_at, bool(busy), now, resignal_at
+            )
+            if best is None or (deadline, task_id) < (best["deadline"], best["task_id"]):
+                best = {"task_id": task_id, "deadline": deadline, "window": window}
+        return best
 
     def runs(self, task_id: str | None = None, day: str | None = None) -> list[dict[str, Any]]:
         """Dispatch runs of a task, of a day, or of both, in day, task, attempt order."""

@@ -187,6 +187,11 @@ def _span(span: ReadableSpan) -> dict[str, Any]:
         "status": {"code": _STATUS_CODE[span.status.status_code.name]},
         "flags": int(context.trace_flags),
     }
+    if span.links:
+        row["links"] = [
+            {"traceId": f"{link.context.trace_id:032x}", "spanId": f"{link.context.span_id:016x}"}
+            for link in span.links
+        ]
     trace_state = context.trace_state.to_header() if context.trace_state else ""
     if trace_state:
         row["traceState"] = trace_state

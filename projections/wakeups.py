@@ -1,10 +1,12 @@
 """Pending Leader wakeups: per task, the first request, every reason, the deadlines.
 
 ``aggregation_deadline`` is when the wakeup is due while the Leader is idle;
-``force_deadline`` when it is dispatched even though the Leader is busy. Both
-come from the projection's :class:`~tasktrail.domain.turns.settings.TurnSettings` (the
-documented defaults unless given); ``ReadModel.next_wakeup_deadline()`` picks
-the one that applies from the live mirror's ``active_turns``.
+``force_deadline`` when it is dispatched even though the Leader is busy;
+``resignal_at`` when a pass that found the Leader busy signals it again. The first two
+come from the Turn settings the log recorded (``configure_turns``; the documented
+defaults until then), as the scheduler decided with them, and move when they change;
+``ReadModel.next_wakeup_deadline(now)`` picks the one that applies from the live
+mirror's ``active_turns``.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from typing import Any
 import orjson
 
 from tasktrail.domain import TaskEvent, World
-from tasktrail.domain.turns.events import WakeupEvent
+from tasktrail.domain.turns.events import TurnSettingsChanged, WakeupEvent
 from tasktrail.domain.turns.folds import pending_wakeups
-from tasktrail.domain.turns.settings import DEFAULT_TURN_SETTINGS, TurnSettings
+from tasktrail.domain.turns.settings import TurnSettings, turn_settings_of
 
 from .base import Changes, Projection, TableSpec
 
@@ -37,6 +39,7 @@ class PendingWakeups(Projection):
                 "last_requested_at": float,
                 "aggregation_deadline": float,
                 "force_deadline": float,
+                "resignal_at": float,
             },
             pk="task_id",
             indexes=[("aggregation_deadline",), ("force_deadline",)],
@@ -49,8 +52,10 @@ class PendingWakeups(Projection):
         ),
     )
 
-    def __init__(self, settings: TurnSettings = DEFAULT_TURN_SETTINGS) -> None:
+    def __init__(self, settings: TurnSettings | None = None) -> None:
         self.settings = settings
+        """Fixed settings to compute deadlines with; ``None`` (the default): those the
+        log recorded, as the scheduler decided with them."""
 
     def apply(
         self,
@@ -61,23 +66,31 @@ class PendingWakeups(Projection):
         after: Any,
         world: World,
     ) -> None:
-        if not isinstance(event, WakeupEvent):
-            return
-        wakeup = pending_wakeups(world).get(event.task_id)
+        if isinstance(event, TurnSettingsChanged):
+            # The windows changed: every pending wakeup's deadlines move with them.
+            for task_id in pending_wakeups(world):
+                self._row(changes, world, task_id)
+        elif isinstance(event, WakeupEvent):
+            self._row(changes, world, event.task_id)
+
+    def _row(self, changes: Changes, world: World, task_id: str) -> None:
+        wakeup = pending_wakeups(world).get(task_id)
         if wakeup is None:
-            changes.delete("pending_wakeups", event.task_id)
+            changes.delete("pending_wakeups", task_id)
             return
+        settings = self.settings if self.settings is not None else turn_settings_of(world)
         first = wakeup.first_requested_at
         changes.upsert(
             "pending_wakeups",
-            event.task_id,
+            task_id,
             {
-                "task_id": event.task_id,
+                "task_id": task_id,
                 "reasons": orjson.dumps(list(wakeup.reasons)).decode(),
                 "request_count": wakeup.request_count,
                 "first_requested_at": first,
                 "last_requested_at": wakeup.last_requested_at,
-                "aggregation_deadline": first + self.settings.aggregation_window_ms,
-                "force_deadline": first + self.settings.force_window_ms,
+                "aggregation_deadline": first + settings.aggregation_window_ms,
+                "force_deadline": first + settings.force_window_ms,
+                "resignal_at": wakeup.resignal_at,
             },
         )

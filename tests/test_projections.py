@@ -234,7 +234,13 @@ def test_pending_wakeups_and_active_turns(tmp_path: Path, registry: Registry) ->
         projector.catch_up()
         assert [w["task_id"] for w in model.pending_wakeups()] == ["b"]
         assert {t["task_id"] for t in model.active_turns()} == {"a", "b"}
-        assert model.next_wakeup_deadline() == {
+        # b's Leader is busy, but its aggregation end (100_015 + 60_000) comes first.
+        assert model.next_wakeup_deadline(now=clock.now) == {
+            "task_id": "b",
+            "deadline": 160_015,
+            "window": "aggregation",
+        }
+        assert model.next_wakeup_deadline(now=160_015) == {
             "task_id": "b",
             "deadline": 100_015 + 600_000,
             "window": "force",

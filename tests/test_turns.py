@@ -214,7 +214,8 @@ def test_turn_delivery_uncertain_is_exempt_from_exit_in_that_pass(
     first = scheduler.controller_pass(runtime=Uncertain())
     assert first.turns == {}
     assert scheduler.active_turn(task, "worker") is not None
-    second = scheduler.controller_pass(runtime=Uncertain())  # held: no new delivery
+    # A later pass offers the held Turn again (yui); answered otherwise, the exit stands.
+    second = scheduler.controller_pass(runtime=Runtime())
     assert second.turns == {task: {"worker": "exited"}}
 
 

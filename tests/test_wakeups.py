@@ -108,11 +108,13 @@ def test_wakeup_waits_for_a_busy_leader_up_to_the_force_window(
     scheduler.configure_turns(stall_window_ms=FORCE * 2)
     task = scheduler.submit("job", id="t1")
     busy = scheduler.start_turn(task, LEADER)
+    scheduler.deliver_turn(task, LEADER, busy, "delivered")  # else it is due now
     first_at = clock.now
     scheduler.request_wakeup(task, "review-done")
     clock.set(first_at + AGGREGATION)
     assert scheduler.controller_pass().wakeups == {task: "busy"}
-    assert scheduler.next_turn_deadline() == first_at + FORCE
+    # Found busy: signalled again after the delivery backoff (yui), up to the force window.
+    assert scheduler.next_turn_deadline() == first_at + AGGREGATION + 250
     clock.set(first_at + FORCE - 1)
     assert scheduler.controller_pass().wakeups == {task: "busy"}
     clock.set(first_at + FORCE)

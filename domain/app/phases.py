@@ -37,6 +37,10 @@ class PassReport:
     reserved: list[str] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)
     blocked: dict[str, str] = field(default_factory=dict)
+    outdated: dict[str, str] = field(default_factory=dict)
+    """Tasks that kept running under the definition their invocation started with
+    after the registry changed it: ``missing_definition`` (unregistered) or
+    ``replaced_definition`` (pi-durable's ``task_outdated`` report)."""
 
     @property
     def progressed(self) -> bool:
@@ -124,7 +128,7 @@ class PhaseCommands:
                 report.ended.append(task_id)
                 continue
             report.reserved.append(task_id)
-            self._run(task_id, mode)
+            self._run(task_id, mode, report)
             if not self.world.tasks[task_id].live:
                 report.ended.append(task_id)
             self._heartbeat_if_due()  # a long pass still recovers lost workers in time
@@ -146,7 +150,7 @@ class PhaseCommands:
                 break
         return reports
 
-    def _run(self, task_id: str, mode: Mode) -> None:
+    def _run(self, task_id: str, mode: Mode, report: PassReport) -> None:
         invocation = self._invocations[task_id]
         task = self.world.tasks[task_id]
         definition = self.registry.get(task.kind)
@@ -154,19 +158,27 @@ class PhaseCommands:
             if mode == "abort":
                 self._run_abort(invocation, definition)
             else:
-                self._run_phases(invocation, definition)
+                self._run_phases(invocation, definition, report)
         finally:
             invocation.ended = True
             if self._invocations.get(task_id) is invocation:
                 del self._invocations[task_id]
 
-    def _run_phases(self, invocation: Invocation, definition: Any) -> None:
+    def _run_phases(self, invocation: Invocation, definition: Any, report: PassReport) -> None:
         task_id = invocation.task_id
+        noticed = definition
         for _ in range(MAX_PHASE_STEPS):
             task = self.world.tasks[task_id]
             # 1. Not running, 2. closing, 3. abort-marked: the invocation ends.
             if task.status != "running" or self.closing or task.abort_requested:
                 return
+            # An invocation keeps the definition it started with; a registry change
+            # meanwhile is reported once per definition it changed to (pi-durable).
+            current = self.registry.get(task.kind)
+            if current is not definition and current is not noticed:
+                noticed = current
+                why = "missing_definition" if current is None else "replaced_definition"
+                report.outdated[task_id] = why
             assert task.checkpoint is not None
             handler = definition.phases.get(task.checkpoint.phase) if definition else None
             if handler is None:

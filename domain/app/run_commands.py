@@ -14,30 +14,32 @@ are :class:`~..runs.settings.RunSettings` defaults and there is no executor.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import ConflictError, InvalidArgument, Refused, RuleViolation
 from ..runs import reading
-from ..runs.admission import mint
-from ..runs.events import TRIGGERS, Trigger
+from ..runs.admission import AdmissionRefused, mint
+from ..runs.events import SUBMIT_ERROR_CLASSES, TRIGGERS, Trigger
 from ..runs.executor import (
+    DrainError,
     Executor,
     JobSnapshot,
     OrphanFenceError,
     SubmitRequest,
     classify_submit_error,
 )
+from ..runs.gate import DispatchGate, GateCode, OpenGate, gate_refusal
 from ..runs.identity import run_stream_id
 from ..runs.ledger import Ledger, ledger_of
-from ..runs.outcomes import record_submit_failed, record_taken
+from ..runs.outcomes import SubmitFailed, record_submit_failed, record_taken
 from ..runs.reading import UnknownRun
 from ..runs.schedule import set_schedule
-from ..runs.settings import RunSettings
+from ..runs.settings import RunSettings, change_run_settings, run_settings_of
 from ..runs.slots import DispatchSlots
 from ..runs.state import RunState
-from ..world import World
+from ..world import Draft, World
 from .executor_calls import quietly
 from .run_ticks import RunTicks
 
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
     from ..tasks.state import TaskState
 
 T = TypeVar("T")
+RunPayload = Callable[[str, Trigger], Any]
+"""``payload(task_id, trigger)``: the host's per-run data (JSON) for a run being minted."""
 SubmitOutcome = Literal[
     "submitted", "adopted", "identity_conflict", "adopt", "fence", "drain", "transient", "stale"
 ]
@@ -58,10 +62,12 @@ error class, or ``stale`` (the run had ended meanwhile)."""
 
 @dataclass
 class RunRuntime:
-    """Process-local dispatch state: settings, executor, slots, submits in flight, cursor."""
+    """Process-local dispatch state: executor, slots, submits in flight, cursor (the
+    settings are in the log)."""
 
-    settings: RunSettings = field(default_factory=RunSettings)
     executor: Executor | None = None
+    gate: DispatchGate = field(default_factory=OpenGate)
+    payload: RunPayload | None = None
     slots: DispatchSlots = field(default_factory=DispatchSlots)
     submit_live: set[str] = field(default_factory=set)
     reconcile_cursor: int = 0
@@ -92,21 +98,63 @@ class RunCommands(RunTicks):
         return runtime
 
     def configure_runs(
-        self, *, executor: Executor | None = None, settings: RunSettings | None = None
+        self,
+        *,
+        executor: Executor | None = None,
+        settings: RunSettings | None = None,
+        gate: DispatchGate | None = None,
+        payload: RunPayload | None = None,
     ) -> None:
-        """Set the executor runs are handed to and/or the ledger's settings."""
-        runtime = self._runs_runtime()
-        if executor is not None:
-            runtime.executor = executor
+        """Set the executor runs are handed to, the ledger's settings, the host's
+        dispatch gate (durable jobs on, admissions open, no maintenance drain: see
+        :mod:`..runs.gate`; by default always open) and/or ``payload(task_id,
+        trigger)``, which gives each run minted without one its per-run payload
+        (opaque JSON: the dispatcher's session, message era and number).
+
+        Settings decide, so they are recorded (a ``RunSettingsChanged`` event, only
+        when they differ from those in force): a replay decides with them, and every
+        worker of a fleet on the store uses them.
+        """
         if settings is not None:
             if not isinstance(settings, RunSettings):
                 raise TypeError(f"settings must be RunSettings, not {type(settings).__name__}")
-            runtime.settings = settings
+            self._decide(change_run_settings, settings)
+        if executor is not None:
+            self._runs_runtime().executor = executor
+        if gate is not None:
+            self._runs_runtime().gate = gate
+        if payload is not None:
+            if not callable(payload):
+                raise InvalidArgument(
+                    f"payload must be a function (task_id, trigger), not {payload!r}"
+                )
+            self._runs_runtime().payload = payload
+
+    def _gate_lease(self, *, reconcile: bool = False) -> Callable[[], None]:
+        """Ask the host's gate before minting (a reconcile asks about a drain only);
+        returns the dispatch lease's release, or raises
+        :class:`~..runs.admission.AdmissionRefused` with the gate's code."""
+        gate = self._runs_runtime().gate
+        durable = True if reconcile else bool(gate.durable_jobs_enabled())
+        admitting = True if reconcile else bool(gate.admissions_open())
+        release: Callable[[], None] | None = None
+        draining = False
+        if durable and admitting:
+            try:
+                release = gate.acquire_dispatch_lease()
+            except DrainError:
+                draining = True
+        code = gate_refusal(durable, admitting, draining)
+        if code is None:
+            assert release is not None  # asked only when it decides nothing else
+            return release
+        raise AdmissionRefused(code, _GATE_REASONS[code])
 
     @property
     def run_settings(self) -> RunSettings:
-        """The run ledger's settings."""
-        return self._runs_runtime().settings
+        """The run ledger's settings in force: the last recorded with
+        :meth:`configure_runs` (by any writer of the store), else the defaults."""
+        return run_settings_of(self.world)
 
     @property
     def ledger(self) -> Ledger:
@@ -131,6 +179,15 @@ class RunCommands(RunTicks):
             for run in self.ledger.runs.values()
             if run.task_id == task_id and (day is None or run.day == day)
         ]
+
+    def live_runs(self, where: Mapping[str, Any] | None = None) -> list[RunState]:
+        """The live runs (dispatching or running), ledger order; with ``where``, those
+        whose payload holds each of its keys with that value (``where={"era": e}``
+        lists the live reservations of a message era, as the dispatcher does)."""
+        if where is not None and not isinstance(where, Mapping):
+            raise InvalidArgument(f"where must be a mapping of payload keys, not {where!r}")
+        self.refresh()
+        return self.ledger.live_reservations(where)
 
     def run_history(self, run_id: str) -> list[TaskEvent]:
         """Every event of one run, oldest first, as stored."""
@@ -160,13 +217,30 @@ class RunCommands(RunTicks):
             raise Refused("no executor to hand runs to; call configure_runs(executor=...)")
         return executor
 
-    def mint_run(self, task_id: str, day: str | None = None, trigger: Trigger = "manual") -> str:
+    def mint_run(
+        self,
+        task_id: str,
+        day: str | None = None,
+        trigger: Trigger = "manual",
+        *,
+        payload: Any = None,
+        raise_on_submit_error: bool = False,
+    ) -> str:
         """Admit, mint and submit a run of the task for today; returns the run id.
 
+        ``payload`` is the host's per-run data (opaque JSON, at most 64 KiB),
+        recorded on the run and handed to the executor with every submit (without
+        one, the ``payload`` function given to :meth:`configure_runs` is asked).
+
         Admission refusals raise :class:`~.run_rules.AdmissionRefused` (``code``
-        names the rule) and append nothing. ``day``, if given, must be today in
-        the configured zone. A submit that fails is recorded on the run (see
-        :meth:`run`), not raised; reconcile redrives it.
+        names the rule) and append nothing; the host's gate is asked first
+        (``durable_jobs_off``, ``admissions_closed``, ``maintenance_drain_active``).
+        ``day``, if given, must be today in the configured zone. A submit that fails
+        is recorded on the run (see :meth:`run`) and not raised, reconcile redrives
+        it; with ``raise_on_submit_error=True`` it is raised too, after it was
+        recorded, as :class:`~..runs.outcomes.SubmitFailed` (the dispatcher's
+        throw-to-caller: ``identity_conflict``, ``admissions_closed``,
+        ``submit_failed``).
         """
         self._require_executor()
         if trigger not in TRIGGERS:
@@ -175,29 +249,41 @@ class RunCommands(RunTicks):
             )
         runtime = self._runs_runtime()
         kind: Literal["manual", "background"] = "manual" if trigger == "manual" else "background"
-        limit = 1 if kind == "manual" else runtime.settings.per_tick
+        limit = 1 if kind == "manual" else self.run_settings.per_tick
+        release = self._gate_lease()  # before minting: a refusal uses no attempt
         slot_free = runtime.slots.try_acquire(kind, limit)
         try:
-            run = self._mint(task_id, trigger, slot_free=slot_free, day=day)
-            self._adopt_or_submit(run.run_id)
+            run = self._mint(task_id, trigger, slot_free=slot_free, day=day, payload=payload)
+            outcome = self._adopt_or_submit(run.run_id)
+            if raise_on_submit_error and outcome in SUBMIT_ERROR_CLASSES:
+                raise SubmitFailed(run.run_id, outcome, task_id=task_id)
             return run.run_id
         finally:
             if slot_free:
                 runtime.slots.release(kind)
+            release()
 
     def _mint(
-        self, task_id: str, trigger: Trigger, *, slot_free: bool, day: str | None
+        self,
+        task_id: str,
+        trigger: Trigger,
+        *,
+        slot_free: bool,
+        day: str | None,
+        payload: Any = None,
     ) -> RunState:
-        settings = self.run_settings
+        hook = self._runs_runtime().payload
+        if payload is None and hook is not None:
+            payload = hook(task_id, trigger)
         for attempt in range(2):
             try:
                 return self._decide(
-                    mint,
+                    _minting,
                     task_id,
                     trigger=trigger,
-                    settings=settings,
                     slot_free=slot_free,
                     day=day,
+                    payload=payload,
                 )
             except ConflictError:
                 # Another writer minted this attempt first; deciding again sees its run.
@@ -226,7 +312,7 @@ class RunCommands(RunTicks):
                 retry_after_ms = (
                     error.retry_after_ms
                     if isinstance(error, OrphanFenceError)
-                    else runtime.settings.submit_spacing_ms
+                    else self.run_settings.submit_spacing_ms
                 )
                 try:
                     recorded = self._decide(
@@ -265,7 +351,21 @@ class RunCommands(RunTicks):
             attempt=run.attempt,
             trigger=run.trigger,
             tz=run.tz,
+            payload=run.payload,
         )
+
+
+_GATE_REASONS: dict[GateCode, str] = {
+    "durable_jobs_off": "durable jobs are off; turn them on to run a task",
+    "admissions_closed": "the executor admits no jobs now (maintenance); try again in a moment",
+    "maintenance_drain_active": "a maintenance drain is active; try again once it is over",
+}
+
+
+def _minting(draft: Draft, ctx: Context, task_id: str, **options: Any) -> RunState:
+    """:func:`~..runs.admission.mint` with the settings in force in the world it
+    decides on (folded fresh: another writer may have changed them)."""
+    return mint(draft, ctx, task_id, settings=run_settings_of(draft), **options)
 
 
 def _message(error: BaseException) -> str:

@@ -31,6 +31,7 @@ from .executor_calls import cancel, quietly
 
 if TYPE_CHECKING:
     from ..runs.ledger import Ledger
+    from ..runs.settings import RunSettings
     from ..tasks.context import Context
     from .run_commands import RunRuntime, SubmitOutcome
 
@@ -48,8 +49,10 @@ class DispatchReport:
     submit_errors: dict[str, str] = field(default_factory=dict)
     """Run id -> submit error class, for minted runs not taken."""
     reason: str | None = None
-    """Why it stopped early or fired nothing: ``cap_off``, ``cap_reached``,
-    ``dispatch_slots_busy``, ``task_running``, ``admissions_closed`` (a drain)."""
+    """Why it stopped early or fired nothing: the gate's ``durable_jobs_off``,
+    ``admissions_closed``, ``maintenance_drain_active``; ``cap_off``, ``cap_reached``,
+    ``dispatch_slots_busy``, ``task_running``, ``admissions_closed`` (a submit the
+    executor refused for a drain), ``tick_budget`` (its wall-time budget was spent)."""
 
 
 @dataclass
@@ -60,6 +63,8 @@ class ReconcileReport:
     outcomes: dict[str, str] = field(default_factory=dict)
     """Run id -> ``done``, ``failed:<code>``, ``orphaned``, ``superseded[:<code>]``,
     ``running`` (taken by a redrive), or ``unchanged``."""
+    reason: str | None = None
+    """Why it visited nothing: ``maintenance_drain_active`` (the gate's drain)."""
 
 
 class RunTicks:
@@ -74,12 +79,21 @@ class RunTicks:
         def _runs_runtime(self) -> RunRuntime: ...
         def _require_executor(self) -> Executor: ...
         def _mint(
-            self, task_id: str, trigger: Trigger, *, slot_free: bool, day: str | None
+            self,
+            task_id: str,
+            trigger: Trigger,
+            *,
+            slot_free: bool,
+            day: str | None,
+            payload: Any = None,
         ) -> RunState: ...
         def _adopt_or_submit(self, run_id: str) -> SubmitOutcome: ...
+        def _gate_lease(self, *, reconcile: bool = False) -> Callable[[], None]: ...
         def run(self, run_id: str) -> RunState: ...
         @property
         def ledger(self) -> Ledger: ...
+        @property
+        def run_settings(self) -> RunSettings: ...
 
     # ─── scheduled dispatch ─────────────────────────────────────────────────
 
@@ -95,15 +109,32 @@ class RunTicks:
         report = DispatchReport()
         self._require_executor()
         self.refresh()
+        try:
+            release = self._gate_lease()
+        except AdmissionRefused as refused:
+            report.reason = refused.code  # the gate: nothing minted, no attempt used
+            return report
+        try:
+            self._dispatch_due(report)
+        finally:
+            release()
+        return report
+
+    def _dispatch_due(self, report: DispatchReport) -> None:
         runtime = self._runs_runtime()
-        settings = runtime.settings
+        settings = self.run_settings
+        wall = settings.dispatch_wall_s
+        deadline = time.monotonic() + wall if wall is not None else None
         ctx = self._context()
         draft = Draft(self.world)
         report.reason = dispatch_blocked(draft, ctx, settings)
         if report.reason is not None:
-            return report
+            return
         for task_id in due_tasks(draft, ctx, settings):
             if len(report.fired) >= settings.per_tick:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                report.reason = "tick_budget"  # the rest waits for the next tick
                 break
             if not runtime.slots.try_acquire("background", settings.per_tick):
                 report.reason = "dispatch_slots_busy"
@@ -128,7 +159,6 @@ class RunTicks:
                     break
             finally:
                 runtime.slots.release("background")
-        return report
 
     # ─── reconcile ──────────────────────────────────────────────────────────
 
@@ -145,8 +175,20 @@ class RunTicks:
         report = ReconcileReport()
         self._require_executor()
         self.refresh()
+        try:
+            release = self._gate_lease(reconcile=True)
+        except AdmissionRefused as refused:
+            report.reason = refused.code  # reconcile skips while maintenance drains
+            return report
+        try:
+            self._reconcile(report)
+        finally:
+            release()
+        return report
+
+    def _reconcile(self, report: ReconcileReport) -> None:
         runtime = self._runs_runtime()
-        settings = runtime.settings
+        settings = self.run_settings
         live = list(self.ledger.live)
         start = runtime.reconcile_cursor % len(live) if live else 0
         ordered = live[start:] + live[:start]
@@ -162,11 +204,10 @@ class RunTicks:
             report.visited.append(run_id)
             report.outcomes[run_id] = _outcome(before, self.run(run_id))
         runtime.reconcile_cursor += settings.reconcile_per_tick
-        return report
 
     def _reconcile_one(self, run_id: str) -> None:
         runtime = self._runs_runtime()
-        settings = runtime.settings
+        settings = self.run_settings
         run = self.run(run_id)
         if run.status == "dispatching":
             step = self._decide(

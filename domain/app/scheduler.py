@@ -25,7 +25,7 @@ from ..errors import ConflictError, InvalidArgument, RuleViolation, UnknownTask
 from ..store.event_view import ensure_event_view
 from ..store.store import Durability, Store, open_store
 from ..tasks import decide
-from ..tasks.definitions import BlockedReason, Registry, blocked_reason
+from ..tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
 from ..tasks.events import TaskEvent
 from ..tasks.invocation import Invocation
 from ..tasks.state import TaskState
@@ -81,7 +81,8 @@ class Scheduler(
         self.closing = False
         self._closed = False
         self._invocations: dict[str, Invocation] = {}
-        self._failed_migrations: set[str] = set()
+        self._failed_migrations: dict[str, TaskDefinition] = {}
+        """Each task whose migration failed here, with the definition it failed under."""
         self._resumed: set[str] = set()
         self._lock = threading.RLock()
         """Serializes decisions: controller passes decide from several threads."""
@@ -135,6 +136,7 @@ class Scheduler(
             scheduler.refresh()
             scheduler._resumed = set(scheduler.world.live)
             scheduler._warn_if_name_is_live()
+            telemetry.opened(scheduler)  # the live tasks it loaded count as active
             scheduler._lease_optional = True  # a read-only store still opens for reading
             scheduler._renew_lease(force=True)
             scheduler._lease_optional = scheduler._renewed_at is None
@@ -167,6 +169,7 @@ class Scheduler(
         self.closing = True
         self._closed = True
         self._flush_batch()  # closed inside a batch: what it decided is appended first
+        telemetry.closed(self)  # what this process counted as active, it takes back
         try:
             self._release_lease()
         finally:
@@ -210,8 +213,14 @@ class Scheduler(
 
     @property
     def failed_migrations(self) -> frozenset[str]:
-        """Tasks whose migration to a newer definition failed here (rule 13)."""
-        return frozenset(self._failed_migrations)
+        """Tasks whose migration to the newer definition registered now failed here
+        (rule 13); registering another definition of its kind tries it again."""
+        return frozenset(
+            task_id
+            for task_id, definition in self._failed_migrations.items()
+            if (task := self.world.get(task_id)) is not None
+            and self.registry.get(task.kind) is definition
+        )
 
     def blocked_reason(self, task_id: str) -> BlockedReason | None:
         """Rule 13: why the task cannot run here, or ``None``."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import InvalidArgument, LeaseLost, Refused, RuleViolation
 from ..tasks import decide
-from ..tasks.definitions import Registry, definition_fit
+from ..tasks.definitions import Registry, TaskDefinition, definition_fit
 from ..tasks.events import Mode, OutcomeStatus, Policy
 from ..tasks.invocation import _MISSING, Invocation
 from ..tasks.state import TaskState
@@ -27,7 +27,7 @@ class TaskCommands:
 
     registry: Registry
     _invocations: dict[str, Invocation]
-    _failed_migrations: set[str]
+    _failed_migrations: dict[str, TaskDefinition]
     _resumed: set[str]
 
     if TYPE_CHECKING:
@@ -60,7 +60,10 @@ class TaskCommands:
 
         ``version`` and ``phase`` default to the registered definition's
         version and first phase. ``owner`` makes it owned work of that task
-        (rules 5 and 6).
+        (rules 5 and 6). ``abandon_on_restart``: the task does not outlive this
+        process; every later open of a scheduler on the store (after a crash or a
+        clean close) gives it a ``restart`` abort mark, whatever its status, so it
+        runs its abort handler instead of resuming (as pi-durable does).
         """
         definition = self.registry.get(kind) if isinstance(kind, str) else None
         if version is None:
@@ -105,7 +108,7 @@ class TaskCommands:
             decide.reserve,
             task_id,
             registry=self.registry,
-            failed_migrations=frozenset(self._failed_migrations),
+            failed_migrations=dict(self._failed_migrations),
             migrated_phase=migrated_phase,
         )
         if mode is not None:
@@ -170,7 +173,7 @@ class TaskCommands:
 
     def retry(self, task_id: str) -> bool:
         """Unpark a task parked at the restart limit (rule 9); returns whether it was parked."""
-        self._failed_migrations.discard(_task_id(task_id))
+        self._failed_migrations.pop(_task_id(task_id), None)
         parked: bool = self._decide(decide.retry, task_id)
         return parked
 
@@ -181,14 +184,15 @@ class TaskCommands:
             return None
         if definition_fit(task, definition, self._failed_migrations) != "migrate":
             return None
+        self._failed_migrations.pop(task_id, None)  # a new definition: tried afresh
         try:
             phase = definition.migrate(task)
         except Exception:
             # Blocked as migration_failed until retry() or a new definition.
-            self._failed_migrations.add(task_id)
+            self._failed_migrations[task_id] = definition
             return None
         if phase is not None and (not isinstance(phase, str) or not phase):
-            self._failed_migrations.add(task_id)
+            self._failed_migrations[task_id] = definition
             return None
         return phase
 

@@ -14,24 +14,34 @@ Settings (windows and limits, :class:`~.turns.TurnSettings`) are
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock
 from ..errors import InvalidArgument
-from ..turns import checks, cleanup, deadlines, delivery, engine, folds, liveness, wakeups
+from ..turns import (
+    checks,
+    cleanup,
+    deadlines,
+    delivery,
+    engine,
+    folds,
+    liveness,
+    task_pass,
+    wakeups,
+)
 from ..turns import rules as turn_rules
 from ..turns.delivery import DeliveryDecision
 from ..turns.engine import Maintenance
+from ..turns.queue import PassQueue
 from ..turns.refusals import StaleCompletion
 from ..turns.report import ControllerPassReport
 from ..turns.rules import CompletionStatus
 from ..turns.runtime import Runtime
-from ..turns.settings import DEFAULT_TURN_SETTINGS, TurnSettings
+from ..turns.settings import TurnSettings, change_turn_settings, turn_settings_of
 from ..turns.state import CleanupState, RoleState, TaskPassRetry, TurnState, WakeupState
 from ..turns.wakeups import WakeupDispatch, WakeupRequestStatus
-from ..world import World
+from ..world import Draft, World
 
 if TYPE_CHECKING:
     from ..tasks.context import Context
@@ -64,28 +74,33 @@ class TurnCommands:
 
     @property
     def turn_settings(self) -> TurnSettings:
-        """The windows and limits in force (:data:`~.turns.DEFAULT_TURN_SETTINGS` unless
-        configured)."""
-        settings: TurnSettings = getattr(self, "_turn_settings", DEFAULT_TURN_SETTINGS)
-        return settings
+        """The windows and limits in force: the last recorded with
+        :meth:`configure_turns` (by any writer of the store), else
+        :data:`~.turns.DEFAULT_TURN_SETTINGS`."""
+        return turn_settings_of(self.world)
 
     @turn_settings.setter
     def turn_settings(self, settings: TurnSettings) -> None:
         if not isinstance(settings, TurnSettings):
             raise InvalidArgument(f"turn_settings must be a TurnSettings, not {settings!r}")
-        self._turn_settings = settings
+        self.configure_turns(settings)
 
     def configure_turns(self, settings: TurnSettings | None = None, **changes: Any) -> TurnSettings:
         """Set the Turn settings: a whole :class:`~.turns.TurnSettings`, or changes to
         the current ones (``configure_turns(aggregation_window_ms=5_000)``). Returns
-        the settings now in force."""
-        base = settings if settings is not None else self.turn_settings
-        try:
-            updated = replace(base, **changes) if changes else base
-        except TypeError as error:
-            raise InvalidArgument(f"unknown Turn setting: {error}") from None
-        self.turn_settings = updated
+        the settings now in force.
+
+        They decide, so they are recorded (a ``TurnSettingsChanged`` event, only when
+        they differ from those in force): replay and the read models then decide with
+        them, and every worker of a fleet on the store uses them.
+        """
+        updated: TurnSettings = self._decide(change_turn_settings, settings, changes)
         return updated
+
+    def _decide_turn(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a rule of :mod:`..turns` with the settings in force when it decides."""
+        result: T = self._decide(_with_settings, fn, *args, **kwargs)
+        return result
 
     # ─── Turns ──────────────────────────────────────────────────────────────
 
@@ -96,8 +111,8 @@ class TurnCommands:
         task that holds (``turns.outcome_decided``) or reached (rule 4) its outcome.
         A due completion of the role's Turn is folded first.
         """
-        turn_id: str = self._decide(
-            turn_rules.start_turn, self.turn_settings, task_id, role, reasons=tuple(reasons)
+        turn_id: str = self._decide_turn(
+            turn_rules.start_turn, task_id, role, reasons=tuple(reasons)
         )
         return turn_id
 
@@ -111,14 +126,14 @@ class TurnCommands:
         end the Turn ``failed``; ``writer-attached``/``delivery-uncertain`` hold it
         (not retried).
         """
-        decision: DeliveryDecision = self._decide(
-            delivery.deliver_turn, self.turn_settings, task_id, role, turn_id, outcome
+        decision: DeliveryDecision = self._decide_turn(
+            delivery.deliver_turn, task_id, role, turn_id, outcome
         )
         return decision
 
     def progress_turn(self, task_id: str, role: str, turn_id: str) -> None:
         """The active Turn made progress: its stall window starts again."""
-        self._decide(turn_rules.progress_turn, self.turn_settings, task_id, role, turn_id)
+        self._decide_turn(turn_rules.progress_turn, task_id, role, turn_id)
 
     def complete_turn(
         self,
@@ -140,9 +155,8 @@ class TurnCommands:
         terminal task nothing can be recorded: :class:`~.errors.RuleViolation`
         (rule 4), nothing appended.
         """
-        status: CompletionStatus = self._decide(
+        status: CompletionStatus = self._decide_turn(
             turn_rules.complete_turn,
-            self.turn_settings,
             task_id,
             role,
             turn_id,
@@ -165,9 +179,8 @@ class TurnCommands:
     ) -> None:
         """End the active Turn ``failed``. Refused while a completion of it is due
         (``turns.completion_wins``): the completion is folded first."""
-        self._decide(
+        self._decide_turn(
             turn_rules.fail_turn,
-            self.turn_settings,
             task_id,
             role,
             turn_id,
@@ -180,18 +193,14 @@ class TurnCommands:
         the role's active Turn). The next pass over the task judges it: the Turn
         ends ``exited``, unless a due completion wins first. Returns ``observed``,
         or ``dropped`` (recorded) when the named Turn is no longer active."""
-        status: str = self._decide(
-            liveness.observe, self.turn_settings, task_id, role, "exit", turn_id
-        )
+        status: str = self._decide_turn(liveness.observe, task_id, role, "exit", turn_id)
         return status
 
     def observe_stall(self, task_id: str, role: str, turn_id: str | None = None) -> str:
         """Record that the runtime saw the Turn stuck; the next pass ends it ``stalled``
         unless a due completion wins first. (A pass also ends a Turn ``stalled`` on
         its own once it shows no progress for the stall window.)"""
-        status: str = self._decide(
-            liveness.observe, self.turn_settings, task_id, role, "stall", turn_id
-        )
+        status: str = self._decide_turn(liveness.observe, task_id, role, "stall", turn_id)
         return status
 
     def roles(self, task_id: str) -> dict[str, RoleState]:
@@ -210,10 +219,18 @@ class TurnCommands:
         """Settle the runtime-cleanup obligation of a completed task's role
         (``settled``), or record a failed attempt, ``error``, that leaves it open
         (``failed``). Refused (``cleanup.no_obligation``) without an open one."""
-        status: str = self._decide(
-            cleanup.settle_cleanup, self.turn_settings, task_id, role, error=error
-        )
+        status: str = self._decide_turn(cleanup.settle_cleanup, task_id, role, error=error)
         return status
+
+    def stop_roles(self, task_id: str, roles: Sequence[str]) -> list[str]:
+        """Stop idle roles of a live task: each gets a runtime-cleanup obligation, which
+        the next pass over the task settles through ``Runtime.cleanup``. Refused
+        (``cleanup.role_active``), appending nothing, while one of them has an active
+        Turn. Returns the roles that got an obligation now."""
+        stopped: list[str] = self._decide_turn(
+            cleanup.stop_roles, task_id, list(roles) if not isinstance(roles, str) else roles
+        )
+        return stopped
 
     def cleanup_obligations(self, task_id: str) -> CleanupState | None:
         """The cleanup obligations of the task's roles (``None`` if none were required)."""
@@ -228,19 +245,17 @@ class TurnCommands:
         first time now), ``aggregated`` (the reason joins the pending one, first
         time kept) or ``dropped`` (the task decided its outcome; on a terminal
         task nothing is recorded)."""
-        status: WakeupRequestStatus = self._decide(
-            wakeups.request_wakeup, self.turn_settings, task_id, reason
-        )
+        status: WakeupRequestStatus = self._decide_turn(wakeups.request_wakeup, task_id, reason)
         return status
 
-    def dispatch_wakeup(self, task_id: str) -> WakeupDispatch:
+    def dispatch_wakeup(self, task_id: str, *, runtime: Runtime | None = None) -> WakeupDispatch:
         """The wakeup step of a pass, for one task: dispatch its pending wakeup if
-        the aggregation window passed and the Leader is idle (or the force window
-        passed while it is busy: steered), drop it if the task decided its outcome."""
-        dispatch: WakeupDispatch = self._decide(
-            wakeups.dispatch_wakeup, self.turn_settings, task_id
-        )
-        return dispatch
+        the aggregation window passed and the Leader is idle, drop it if the task
+        decided its outcome. Past the force window with the Leader busy, its reasons
+        are handed to the busy Turn through ``runtime.steer`` and only then recorded
+        (``steered``); a hand-off that raises records nothing."""
+        dispatch: WakeupDispatch = self._decide_turn(wakeups.dispatch_wakeup, task_id)
+        return task_pass.hand_off(self, self.turn_settings, runtime, task_id, dispatch)
 
     def pending_wakeup(self, task_id: str) -> WakeupState | None:
         """The task's pending Leader wakeup, or ``None``."""
@@ -278,6 +293,43 @@ class TurnCommands:
             self, scope, runtime=runtime, concurrency=concurrency, maintenance=maintenance
         )
 
+    @property
+    def pass_queue(self) -> PassQueue:
+        """The passes requested with :meth:`request_pass` and not run yet."""
+        with self._lock:
+            queue: PassQueue | None = getattr(self, "_pass_queue", None)
+            if queue is None:
+                queue = self._pass_queue = PassQueue()
+            return queue
+
+    def request_pass(self, scope: str | Iterable[str] = "full") -> None:
+        """Ask for a controller pass of ``scope`` (``"full"`` or dirty keys), run by the
+        next :meth:`pump`. Requests coalesce as in yui: dirty keys into one dirty pass;
+        a full pass takes over every dirty key queued (and a dirty pass running now
+        skips the tasks it has not started). A malformed key raises
+        :class:`~.errors.InvalidArgument` and queues nothing."""
+        self.pass_queue.request(scope if isinstance(scope, str) else list(scope))
+
+    def pump(
+        self,
+        *,
+        runtime: Runtime | None = None,
+        concurrency: int | None = None,
+        maintenance: Maintenance = (),
+    ) -> list[ControllerPassReport]:
+        """Run the requested passes until none is left; returns their reports."""
+        reports = []
+        while not self.closing:
+            scope = self.pass_queue.take()
+            if scope is None:
+                break
+            reports.append(
+                self.controller_pass(
+                    scope, runtime=runtime, concurrency=concurrency, maintenance=maintenance
+                )
+            )
+        return reports
+
     def task_pass_retry(self, task_id: str) -> TaskPassRetry | None:
         """The task's armed task-pass retry, or ``None``."""
         with self._lock:
@@ -286,7 +338,7 @@ class TurnCommands:
     def next_turn_deadline(self) -> float | None:
         """The earliest time a controller pass has Turn work (a past time: due now)."""
         with self._lock:
-            return deadlines.next_deadline(self.world, self.turn_settings)
+            return deadlines.next_deadline(self.world, self.turn_settings, self.clock())
 
     def _task_lock(self, task_id: str) -> threading.RLock:
         """The lock that serializes per-task passes of one task, across passes."""
@@ -299,3 +351,11 @@ class TurnCommands:
             if lock is None:
                 lock = locks[task_id] = threading.RLock()
             return lock
+
+
+def _with_settings(
+    draft: Draft, ctx: Context, fn: Callable[..., T], *args: Any, **kwargs: Any
+) -> T:
+    """A Turn rule, given the settings in force in the world it decides on (folded
+    fresh: another writer may have changed them)."""
+    return fn(draft, ctx, turn_settings_of(draft), *args, **kwargs)

@@ -16,6 +16,7 @@ Every decision a tick takes is logged at INFO on the ``tasktrail.worker`` logger
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..tasks.definitions import blocked_reason
 from ..turns.runtime import Runtime
+from ..turns.settings import retry_delay_ms
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -61,8 +63,11 @@ class Worker:
 
     ``on_wake({active, at})`` is called when :meth:`~.Scheduler.wake` changes;
     ``on_parked(task_id, reason)``, ``on_blocked(task_id, reason)`` (when a task's
-    blocked reason changes) and ``on_migration_failed(task_id, reason)`` report to
-    the host as the seed scheduler does. Callbacks that raise are logged, never
+    blocked reason changes), ``on_migration_failed(task_id, reason)`` (once per
+    definition whose migration failed) and ``on_outdated(task_id, reason)`` (a task
+    keeps running under the definition its invocation started with:
+    ``missing_definition`` or ``replaced_definition``) report to the host as the
+    seed scheduler does. Callbacks that raise are logged, never
     fatal.
     """
 
@@ -76,6 +81,7 @@ class Worker:
         on_parked: TaskCallback | None = None,
         on_blocked: TaskCallback | None = None,
         on_migration_failed: TaskCallback | None = None,
+        on_outdated: TaskCallback | None = None,
     ) -> None:
         if not poll_ms > 0:
             raise ValueError(f"poll_ms must be > 0, not {poll_ms!r}")
@@ -86,12 +92,17 @@ class Worker:
         self.on_parked = on_parked
         self.on_blocked = on_blocked
         self.on_migration_failed = on_migration_failed
+        self.on_outdated = on_outdated
         self.ticks = 0
         self._stop = threading.Event()
         self._last_wake: dict[str, Any] | None = None
         self._blocked: dict[str, str] = {}
         self._reported_parked: set[str] = set()
-        self._reported_migrations: set[str] = set()
+        self._turn_retry_at = -math.inf
+        """No controller pass before this (a pass could not move the Turn deadline)."""
+        self._turn_stuck = 0
+        self._reported_migrations: dict[str, Any] = {}
+        """Each task reported for a failed migration, with the definition it failed under."""
 
     # ─── one cycle ──────────────────────────────────────────────────────────
 
@@ -110,11 +121,15 @@ class Worker:
         for task_id in phases.ended:
             log.info("ended %s", task_id)
         self._report_blocked()
+        for task_id, reason in phases.outdated.items():
+            log.info("%s keeps running under its old definition (%s)", task_id, reason)
+            self._call(self.on_outdated, task_id, reason)
         turn_due = s.next_turn_deadline() if self.runtime is not None else None
-        if turn_due is not None and turn_due <= s.now():
+        if turn_due is not None and turn_due <= s.now() and s.now() >= self._turn_retry_at:
             # Only when Turn work is due: every pass is recorded as events.
             passed = s.controller_pass("full", runtime=self.runtime)
             report.passed = len(passed.tasks)
+            self._turn_backoff(turn_due)
         if s._runs_runtime().executor is not None:
             dispatched = s.dispatch_due()
             report.dispatched = len(dispatched.minted)
@@ -135,9 +150,25 @@ class Worker:
         s = self.scheduler
         candidates = [s.wake().get("at"), s.next_heartbeat()]
         if self.runtime is not None:
-            candidates.append(s.next_turn_deadline())
+            turn_due = s.next_turn_deadline()
+            if turn_due is not None:
+                candidates.append(max(turn_due, self._turn_retry_at))
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
+
+    def _turn_backoff(self, due: float) -> None:
+        """A pass that could not move the Turn deadline it ran for (a fenced wakeup, a
+        Turn the runtime does not deliver) is run again after the delivery backoff, as
+        yui's retry timers do, not at every poll; one that moved it resets it."""
+        s = self.scheduler
+        after = s.next_turn_deadline()
+        if after is not None and after <= due:
+            delay = retry_delay_ms(s.turn_settings.delivery_retry_base_ms, self._turn_stuck)
+            self._turn_retry_at = s.now() + delay
+            self._turn_stuck += 1
+        else:
+            self._turn_retry_at = -math.inf
+            self._turn_stuck = 0
 
     # ─── the loop ───────────────────────────────────────────────────────────
 
@@ -251,7 +282,9 @@ class Worker:
                 log.info("parked %s at the restart limit", task_id)
                 self._call(self.on_parked, task_id, "restart_limit")
         for task_id in s.failed_migrations:
-            if task_id not in self._reported_migrations:
-                self._reported_migrations.add(task_id)
+            # Reported once per definition: a newer one that fails too is news.
+            definition = s._failed_migrations.get(task_id)
+            if self._reported_migrations.get(task_id) is not definition:
+                self._reported_migrations[task_id] = definition
                 log.info("migration failed for %s", task_id)
                 self._call(self.on_migration_failed, task_id, "migration_failed")

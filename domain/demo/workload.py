@@ -37,6 +37,7 @@ from ..clock import ManualClock
 from ..tasks.definitions import Registry, TaskDefinition
 from ..tasks.describe import describe, format_at
 from ..tasks.invocation import Invocation
+from ..telemetry import live as telemetry
 from . import scenarios as demo_scenarios
 from .timing import demo_tracer, timed, traced
 
@@ -214,8 +215,10 @@ def run_demo(
                     break
             break
         except SimulatedCrash:
-            # The process dies mid-phase: no close(), the store is simply dropped.
+            # The process dies mid-phase: no close(), the store is simply dropped. Its
+            # metrics die with it (here they share the meter with the next "process").
             scheduler.store.close()
+            telemetry.closed(scheduler)
             log(f"crash {crash_round + 1}: process dropped mid-phase at {format_at(clock.now)}")
             clock.advance(5_000)  # the process manager restarts it a few seconds later
             scheduler = traced(

@@ -15,23 +15,26 @@ branch that applies it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import InvalidArgument, Refused, RuleViolation
 from ..tasks.context import Context
 from ..tasks.state import TaskState
-from ..tasks.validation import require_task
+from ..tasks.validation import json_value, require_task
 from ..world import Draft
 from .events import TRIGGERS, RunMinted, Trigger
 from .identity import client_job_id, local_day
 from .ledger import Ledger, ledger_of
 from .outcomes import emit_run
 from .reading import today
-from .schedule import scheduled_at
+from .schedule import fired_late, scheduled_at
 from .settings import RunSettings
 from .state import RunState
 
 AdmissionCode = Literal[
+    "durable_jobs_off",
+    "admissions_closed",
+    "maintenance_drain_active",
     "task_running",
     "task_ended",
     "scheduled_future",
@@ -45,10 +48,11 @@ AdmissionCode = Literal[
 
 
 class AdmissionRefused(Refused):
-    """A run was not minted; ``code`` names the rule (``task_running``,
-    ``runs_exhausted``, ``run_spacing``, ``cap_off``, ``cap_reached``,
-    ``submit_exhausted``, ``dispatch_slots_busy``, ``scheduled_future``,
-    ``task_ended``). Nothing was appended."""
+    """A run was not minted; ``code`` names the rule (the gate's
+    ``durable_jobs_off``, ``admissions_closed``, ``maintenance_drain_active``;
+    ``task_running``, ``runs_exhausted``, ``run_spacing``, ``cap_off``,
+    ``cap_reached``, ``submit_exhausted``, ``dispatch_slots_busy``,
+    ``scheduled_future``, ``task_ended``). Nothing was appended."""
 
     def __init__(self, code: AdmissionCode, reason: str, *, task_id: str | None = None) -> None:
         self.code: AdmissionCode = code
@@ -214,8 +218,10 @@ def mint(
     settings: RunSettings,
     slot_free: bool,
     day: str | None = None,
+    payload: Any = None,
 ) -> RunState:
-    """Admit and mint a run: ``dispatching``, attempt 1 + the task's runs that day."""
+    """Admit and mint a run: ``dispatching``, attempt 1 + the task's runs that day,
+    carrying the host's ``payload`` (JSON)."""
     if ctx.closing:
         raise RuleViolation(2, "the scheduler is closing; open it again to dispatch")
     if trigger not in TRIGGERS:
@@ -226,11 +232,13 @@ def mint(
             f"a run is minted for today ({current} in {settings.tz}), not {day!r}",
             task_id=task_id if isinstance(task_id, str) else None,
         )
+    payload = json_value(payload, "a run's payload", task_id if isinstance(task_id, str) else None)
     if trigger == "manual":
         admit_manual(draft, ctx, task_id, settings, slot_free=slot_free)
     else:
         admit_scheduled(draft, ctx, task_id, settings, slot_free=slot_free)
     attempt = 1 + len(ledger_of(draft.world).runs_of(task_id, current))
+    scheduled_for = scheduled_at(draft, task_id)
     return emit_run(
         draft,
         RunMinted(
@@ -241,7 +249,9 @@ def mint(
             tz=settings.tz,
             trigger=trigger,
             client_job_id=client_job_id(task_id, settings.tz, current, attempt),
-            scheduled_for=scheduled_at(draft, task_id),
+            scheduled_for=scheduled_for,
             retry_after=ctx.now + settings.dispatch_wall_ms,
+            payload=payload,
+            catch_up=fired_late(trigger, scheduled_for, ctx.now),
         ),
     )

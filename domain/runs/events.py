@@ -13,7 +13,7 @@ of them as readable from a log.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from ..tasks.events import TaskEvent, register_event
 from .identity import run_identity, run_stream_id, schedule_stream_id
@@ -51,13 +51,29 @@ class RunEvent(TaskEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunMinted(RunEvent):
-    """A run was minted, ``dispatching``; it is first redriven at ``retry_after``."""
+    """A run was minted, ``dispatching``; it is first redriven at ``retry_after``.
+
+    Version 2 added ``payload``: the host's per-run data (opaque JSON, the
+    dispatcher's session, message era and number), handed to the executor with
+    every submit; and ``catch_up``: a scheduled run fired after its scheduled
+    time. Runs minted before read as ``None`` and ``False``.
+    """
+
+    class_version: ClassVar[int] = 2
 
     tz: str
     trigger: Trigger
     client_job_id: str
     scheduled_for: float | None = None
     retry_after: float
+    payload: Any = None
+    catch_up: bool = False
+
+    @staticmethod
+    def upcast_v1_v2(payload: dict[str, Any]) -> None:
+        """A run minted before version 2 carried no per-run payload nor catch-up flag."""
+        payload["payload"] = None
+        payload["catch_up"] = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -148,6 +164,37 @@ class ScheduleSet(TaskEvent):
         return schedule_stream_id(self.task_id)
 
 
+RUN_SETTINGS_STREAM = "settings:runs"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunSettingsChanged(TaskEvent):
+    """The run ledger's settings in force from now on, whole (``configure_runs``):
+    the zone, limits and windows its rules decide by, so that a replay decides as
+    the live scheduler did. ``task_id`` is empty (scheduler-wide); the fields are
+    :class:`~.settings.RunSettings`'."""
+
+    task_stream: ClassVar[bool] = False
+
+    tz: str
+    runs_per_day: int
+    submit_attempts: int
+    submit_spacing_ms: float
+    run_spacing_ms: float
+    per_tick: int
+    reconcile_per_tick: int
+    cap_per_day: int
+    dispatch_wall_ms: float
+    job_lost_ms: float
+    catch_up_ms: float
+    reconcile_wall_s: float | None
+    dispatch_wall_s: float | None = 25.0
+
+    def stream_id(self) -> str:
+        """The one stream of the run settings."""
+        return RUN_SETTINGS_STREAM
+
+
 RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = (
     RunMinted,
     RunSubmitted,
@@ -159,5 +206,5 @@ RUN_EVENT_TYPES: tuple[type[RunEvent], ...] = (
     RunOrphaned,
     RunSuperseded,
 )
-for _cls in (*RUN_EVENT_TYPES, ScheduleSet):
+for _cls in (*RUN_EVENT_TYPES, ScheduleSet, RunSettingsChanged):
     register_event(_cls)

@@ -10,7 +10,7 @@ executor for tests and the demo.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from .events import SubmitErrorClass, Trigger
 
@@ -41,6 +41,8 @@ class SubmitRequest:
     trigger: Trigger
     tz: str
     generation: int = GENERATION
+    payload: Any = None
+    """The host's per-run data recorded on the run (opaque JSON)."""
 
 
 @dataclass(frozen=True, slots=True)

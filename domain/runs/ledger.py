@@ -10,6 +10,7 @@ every :class:`~..world.World`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -64,6 +65,22 @@ class Ledger:
         """How many runs (every task, every status) the day has."""
         counts = self.per_day.get(day)
         return counts.runs if counts is not None else 0
+
+    def live_reservations(self, where: Mapping[str, Any] | None = None) -> list[RunState]:
+        """The live runs (dispatching or running), in ledger order, whose payload holds
+        every key of ``where`` with its value (the dispatcher lists its live
+        reservations by message era this way); ``None``: every live run."""
+        runs = [self.runs[run_id] for run_id in self.live]
+        if not where:
+            return runs
+        return [
+            run
+            for run in runs
+            if isinstance(run.payload, dict)
+            and all(
+                key in run.payload and run.payload[key] == value for key, value in where.items()
+            )
+        ]
 
     def rows(self) -> list[dict[str, Any]]:
         """Every run as plain data, ledger order."""

@@ -12,8 +12,9 @@ branch that applies it.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Literal, TypedDict
 
+from ..errors import Refused
 from ..tasks.context import Context
 from ..world import Draft
 from .events import (
@@ -143,3 +144,40 @@ def record_submit_failed(
     if error_class == "identity_conflict":
         state = fail(draft, ctx, run, "identity_conflict", message)
     return state
+
+
+SubmitFailureCode = Literal["identity_conflict", "admissions_closed", "submit_failed"]
+
+
+def submit_failure_code(error_class: SubmitErrorClass) -> SubmitFailureCode:
+    """The code the dispatcher throws to its caller for a submit that failed."""
+    # runs.submit_failed (dispatcher): an identity conflict is its own code, a drain
+    # closes admissions, anything else is a failed submit.
+    if error_class == "identity_conflict":
+        return "identity_conflict"
+    if error_class == "drain":
+        return "admissions_closed"
+    return "submit_failed"
+
+
+class SubmitFailed(Refused):
+    """A run was minted but its submit failed (``mint_run(...,
+    raise_on_submit_error=True)``): raised after the failure was recorded on the
+    run. ``code`` is ``identity_conflict`` (the run failed), ``admissions_closed``
+    (the executor is draining; no attempt used) or ``submit_failed`` (an attempt
+    used); reconcile redrives a run still ``dispatching``."""
+
+    def __init__(self, run_id: str, error_class: SubmitErrorClass, *, task_id: str) -> None:
+        self.run_id = run_id
+        self.error_class = error_class
+        self.code: SubmitFailureCode = submit_failure_code(error_class)
+        then = (
+            "the run failed"
+            if self.code == "identity_conflict"
+            else "it stays dispatching and reconcile submits it again"
+        )
+        super().__init__(
+            f"{self.code}: the submit of run {run_id} failed ({error_class}); "
+            f"recorded on the run, {then}",
+            task_id=task_id,
+        )

@@ -3,15 +3,21 @@
 :class:`RunSettings` holds the zone a run's day is read in, the daily limits
 and cap, the spacings and the time windows of SPEC.md section 3, each checked
 when the settings are made (an :class:`~..errors.InvalidArgument` otherwise).
+They decide, so they are recorded (:func:`change_run_settings`), and
+:func:`run_settings_of` reads the ones in force from the log's fold.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..errors import InvalidArgument
+from ..tasks.context import Context
+from ..tasks.guards import not_closing
+from ..world import Draft, World
+from .events import RUN_SETTINGS_STREAM, RunSettingsChanged
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +49,9 @@ class RunSettings:
     catch_up_ms: float = 10_800_000
     reconcile_wall_s: float | None = 40.0
     """Wall-time budget of one :meth:`reconcile` (application layer only); ``None``: none."""
+    dispatch_wall_s: float | None = 25.0
+    """Wall-time budget of one :meth:`dispatch_due` (application layer only): no run is
+    minted once it is spent (the dispatcher's dispatch wall); ``None``: none."""
 
     def __post_init__(self) -> None:
         try:
@@ -60,8 +69,9 @@ class RunSettings:
             "catch_up_ms",
         ):
             _check_ms(name, getattr(self, name))
-        if self.reconcile_wall_s is not None:
-            _check_ms("reconcile_wall_s", self.reconcile_wall_s)
+        for name in ("reconcile_wall_s", "dispatch_wall_s"):
+            if getattr(self, name) is not None:
+                _check_ms(name, getattr(self, name))
 
 
 def _check_int(name: str, value: object, *, minimum: int) -> None:
@@ -77,3 +87,29 @@ def _check_ms(name: str, value: object) -> None:
         or value < 0
     ):
         raise InvalidArgument(f"{name} must be a finite number >= 0, not {value!r}")
+
+
+DEFAULT_RUN_SETTINGS = RunSettings()
+
+
+def run_settings_of(source: World | Draft) -> RunSettings:
+    """The run settings in force in a world (or a decision's view of one): the last
+    recorded ones, else :data:`DEFAULT_RUN_SETTINGS`."""
+    if isinstance(source, Draft):
+        state = source.get_stream(RUN_SETTINGS_STREAM)
+    else:
+        state = source.streams.get(RUN_SETTINGS_STREAM)
+    return state if isinstance(state, RunSettings) else DEFAULT_RUN_SETTINGS
+
+
+def change_run_settings(draft: Draft, ctx: Context, settings: RunSettings) -> bool:
+    """Record ``settings`` as the run settings in force; nothing when they are the
+    ones in force already. Returns whether it recorded them."""
+    not_closing(ctx, None)
+    if not isinstance(settings, RunSettings):
+        raise InvalidArgument(f"run settings must be a RunSettings, not {settings!r}")
+    # runs.settings_recorded: a setting that decides is an event, so replay equals live.
+    if run_settings_of(draft) == settings:
+        return False
+    draft.emit_stream(RunSettingsChanged(task_id="", at=ctx.now, **asdict(settings)))
+    return True

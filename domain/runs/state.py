@@ -10,7 +10,7 @@ over, submits used up). :func:`evolve_run` folds a run's stream into a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from ..tasks.evolve import InvalidTransition, evolves_stream
@@ -22,6 +22,7 @@ from .events import (
     RunFailed,
     RunMinted,
     RunOrphaned,
+    RunSettingsChanged,
     RunStarted,
     RunSubmitFailed,
     RunSubmitted,
@@ -30,6 +31,7 @@ from .events import (
     SubmitErrorClass,
     Trigger,
 )
+from .settings import RunSettings
 
 RunStatus = Literal["dispatching", "running", "done", "failed", "orphaned", "superseded"]
 LIVE_RUN_STATUSES: frozenset[str] = frozenset({"dispatching", "running"})
@@ -70,6 +72,10 @@ class RunState:
     updated_at: float = 0
     events: int = 0
     """How many events made this state: the stream version."""
+    payload: Any = None
+    """The host's per-run data (opaque JSON), handed to the executor with each submit."""
+    catch_up: bool = False
+    """A scheduled run fired after its scheduled time (a catch-up)."""
 
     @property
     def live(self) -> bool:
@@ -98,6 +104,8 @@ class RunState:
             "job_id": self.job_id,
             "last_known_status": self.last_known_status,
             "completed_at": self.completed_at,
+            "payload": self.payload,
+            "catch_up": True if self.catch_up else None,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         if self.error is not None:
@@ -142,6 +150,8 @@ def evolve_run(state: RunState | None, event: RunEvent) -> RunState:
             scheduled_for=event.scheduled_for,
             updated_at=event.at,
             events=1,
+            payload=event.payload,
+            catch_up=event.catch_up,
         )
     current = _require(state, event, *LIVE_RUN_STATUSES)
     next_state = _apply(current, event)
@@ -209,3 +219,12 @@ def _apply(state: RunState, event: RunEvent) -> RunState:
 def evolve_schedule(state: ScheduleState | None, event: ScheduleSet) -> ScheduleState:
     """A task's schedule after ``event``."""
     return ScheduleState(task_id=event.task_id, run_at=event.run_at, updated_at=event.at)
+
+
+@evolves_stream(RunSettingsChanged)
+def evolve_run_settings(state: RunSettings | None, event: RunSettingsChanged) -> RunSettings:
+    """The run settings in force after ``event``."""
+    try:
+        return RunSettings(**{f.name: getattr(event, f.name) for f in fields(RunSettings)})
+    except ValueError as error:  # InvalidArgument: not settings tasktrail would record
+        raise InvalidTransition(f"RunSettingsChanged: {error}") from None

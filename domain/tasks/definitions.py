@@ -93,6 +93,17 @@ def parked(task: TaskState, restart_limit: int) -> bool:
     return not task.abort_requested and task.restarts >= restart_limit
 
 
+def migration_failed(
+    task_id: str, definition: TaskDefinition, failed_migrations: Iterable[str]
+) -> bool:
+    """Whether ``definition``'s migration of the task failed here. ``failed_migrations``
+    maps each task to the definition whose ``migrate`` failed (or, as before, names
+    the tasks): a definition registered since is tried afresh (pi-durable)."""
+    if isinstance(failed_migrations, Mapping):
+        return failed_migrations.get(task_id) is definition
+    return task_id in failed_migrations
+
+
 def definition_fit(
     task: TaskState, definition: TaskDefinition | None, failed_migrations: Iterable[str] = ()
 ) -> BlockedReason | Literal["same", "migrate"]:
@@ -102,7 +113,8 @@ def definition_fit(
     if definition.version < task.version:
         return "version_too_old"
     if definition.version > task.version:
-        if definition.migrate is None or task.id in failed_migrations:
+        # 13. A failed migration blocks the task until retry() or a new definition.
+        if definition.migrate is None or migration_failed(task.id, definition, failed_migrations):
             return "migration_failed"
         return "migrate"
     return "same"

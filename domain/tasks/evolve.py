@@ -178,6 +178,7 @@ def _require(state: TaskState, event: TaskEvent, *statuses: str) -> None:
 @evolves(TaskReserved)
 def _reserved(state: TaskState, event: TaskReserved) -> TaskState:
     _require(state, event, "pending", "waiting", "sleeping", "running")
+    started = state.started_version if state.started_version is not None else state.events + 1
     return _step(
         state,
         event,
@@ -187,6 +188,7 @@ def _reserved(state: TaskState, event: TaskReserved) -> TaskState:
         on=(),
         policy=None,
         until=None,
+        started_version=started,
     )
 
 

@@ -2,8 +2,9 @@
 
 At open after a crash, :func:`recover` puts every running task back to
 ``pending`` with one restart counted and derives what the crash may have left
-undone; at close, :func:`stop` puts the tasks it stops back to ``pending`` with
-none counted; :func:`retry` clears a parked task's restart count.
+undone; at every open, :func:`abandon` marks the tasks submitted with
+``abandon_on_restart``; at close, :func:`stop` puts the tasks it stops back to
+``pending`` with none counted; :func:`retry` clears a parked task's restart count.
 
 Each rule is applied in exactly one place, with its number in a comment above
 the branch that applies it.
@@ -37,6 +38,7 @@ def recover(
     gone (rule 5).
     """
     parked_ids: list[str] = []
+    recovered: list[str] = []
     world = draft.world
     for task_id in sorted(world.live):
         task = draft.get(task_id)
@@ -55,10 +57,12 @@ def recover(
                 worker=task.worker,
             )
         )
-        if task.abandon_on_restart and not task.abort_requested:
-            draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=9, reason="restart"))
-        elif parked(task, ctx.restart_limit):
+        recovered.append(task_id)
+        if not task.abandon_on_restart and parked(task, ctx.restart_limit):
             parked_ids.append(task_id)
+    # The worker's own name counts as lost only when it opens (its old process is gone):
+    # then every flagged live task is abandoned, else those recovered from lost workers.
+    abandon(draft, ctx, lost, None if lost is None or lost(ctx.worker) else recovered)
     for task_id in sorted(world.live):
         task = draft.get(task_id)
         if task is not None and task.cancelling():
@@ -68,6 +72,27 @@ def recover(
         if task is not None and task.status == "completing" and not draft.live_children(task_id):
             release_owner(draft, ctx, task_id)
     return parked_ids
+
+
+def abandon(
+    draft: Draft,
+    ctx: Context,
+    lost: Callable[[str | None], bool] | None,
+    task_ids: Iterable[str] | None = None,
+) -> None:
+    """Give tasks submitted with ``abandon_on_restart`` a ``restart`` abort mark:
+    at open (``task_ids`` ``None``) every live one, whatever its status, after a
+    crash or a clean close alike (pi-durable marks each such task it loads); at a
+    heartbeat, those just recovered from lost workers. A task a live worker of the
+    fleet is running is its worker's, not this one's to abandon."""
+    for task_id in sorted(draft.world.live) if task_ids is None else task_ids:
+        task = draft.get(task_id)
+        if task is None or not task.live or not task.abandon_on_restart or task.abort_requested:
+            continue
+        if task.status == "running" and lost is not None and not lost(task.worker):
+            continue
+        # 9. abandon_on_restart: nothing of the task or below it runs a phase again.
+        draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=9, reason="restart"))
 
 
 def stop(draft: Draft, ctx: Context, task_ids: Iterable[str]) -> None:

@@ -77,6 +77,9 @@ class TaskState:
     """The task's roles (``leader`` and named others) and their Turns (SPEC.md section 2)."""
     worker: str | None = None
     """The worker holding the task while it is ``running`` (SPEC section 8), else ``None``."""
+    started_version: int | None = None
+    """The event number of the task's first reservation (pi-durable's ``startedAt``):
+    its first phase span's id derives from it, so later spans can link to it."""
 
     @property
     def live(self) -> bool:
@@ -137,6 +140,8 @@ class TaskState:
             out["abort_reason"] = self.abort_reason
         if self.roles:
             out["roles"] = {name: role.to_dict() for name, role in self.roles.items()}
+        if self.started_version is not None:
+            out["started_version"] = self.started_version
         out["events"] = self.events
         return out
 

@@ -3,8 +3,8 @@
 The spans are those :mod:`.phase_spans` defines, folded from the events the
 scheduler commits and recorded with their derived ids and scheduler-clock
 times, so the spans :mod:`tasktrail.projections.trace` rebuilds from the log
-equal them. Metrics: an up-down counter of active tasks (``+1`` at submit,
-``-1`` at the terminal outcome) and a histogram of phase durations.
+equal them. Metrics: an up-down counter of active tasks (:mod:`.active`) and a
+histogram of phase durations.
 
 Live telemetry costs nothing observable while no provider is configured: the
 hooks check for one and return. Configure a scheduler with
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -26,14 +25,17 @@ from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import NonRecordingSpan, SpanContext
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from ..tasks.events import TaskEnded, TaskEvent, TaskSubmitted
 from ..tasks.evolve import evolve
 from ..tasks.state import TaskState
 from ..world import World
-from .spans import SPAN_NAME, PhaseFold, PhaseSpan, to_ns
+from .active import ActiveTasks
+from .emit import emit as emit  # re-exported: the trace rebuilt from history uses them
+from .emit import planned_ids as planned_ids
+from .spans import PhaseFold
 
 SCOPE = "tasktrail"
 ACTIVE_TASKS = "tasktrail.tasks.active"
@@ -54,87 +56,6 @@ class Observed(Protocol):
 
     @property
     def _resumed(self) -> set[str]: ...
-
-
-# ─── emitting a span through an OpenTelemetry tracer ───────────────────────
-
-
-class _PlannedIds:
-    """Hands the SDK the ids a span was planned to have (thread by thread), else
-    falls back to the generator it replaced."""
-
-    def __init__(self, fallback: Any) -> None:
-        self.fallback = fallback
-        self.planned = threading.local()
-
-    def generate_span_id(self) -> int:
-        span_id: int | None = getattr(self.planned, "span_id", None)
-        return span_id if span_id is not None else int(self.fallback.generate_span_id())
-
-    def generate_trace_id(self) -> int:
-        trace_id: int | None = getattr(self.planned, "trace_id", None)
-        return trace_id if trace_id is not None else int(self.fallback.generate_trace_id())
-
-    def is_trace_id_random(self) -> bool:
-        if getattr(self.planned, "trace_id", None) is not None:
-            return True  # a SHA-256 prefix: its low 56 bits are uniform
-        return bool(getattr(self.fallback, "is_trace_id_random", lambda: False)())
-
-    @contextlib.contextmanager
-    def plan(self, trace_id: int | None, span_id: int) -> Iterator[None]:
-        self.planned.trace_id, self.planned.span_id = trace_id, span_id
-        try:
-            yield
-        finally:
-            self.planned.trace_id = self.planned.span_id = None
-
-
-def planned_ids(fallback: Any = None) -> Any:
-    """An SDK ``IdGenerator`` that gives spans emitted here their derived ids."""
-    from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
-
-    class PlannedIds(_PlannedIds, IdGenerator):
-        pass
-
-    return PlannedIds(fallback if fallback is not None else RandomIdGenerator())
-
-
-def _ids_of(tracer: Any) -> _PlannedIds | None:
-    generator = getattr(tracer, "id_generator", None)
-    if generator is None:
-        return None  # not the SDK's tracer: its own ids, documented as differing
-    if not isinstance(generator, _PlannedIds):
-        generator = planned_ids(generator)
-        tracer.id_generator = generator
-    return generator
-
-
-def emit(tracer: trace.Tracer, span: PhaseSpan) -> None:
-    """Record ``span`` through ``tracer`` with its ids and scheduler-clock times."""
-    parent = otel_context.Context()  # never the caller's current span
-    if span.parent is not None:
-        parent = trace.set_span_in_context(NonRecordingSpan(span.parent), parent)
-    ids = _ids_of(tracer)
-    planned = (
-        ids.plan(None if span.parent is not None else span.trace_id, span.span_id)
-        if ids is not None
-        else contextlib.nullcontext()
-    )
-    with planned:
-        recorded = tracer.start_span(
-            SPAN_NAME,
-            context=parent,
-            kind=SpanKind.INTERNAL,
-            attributes=span.attributes,
-            start_time=span.start_ns,
-        )
-    for point in span.events:
-        recorded.add_event(point.name, point.attributes, timestamp=to_ns(point.at))
-    if span.error is not None:
-        recorded.set_status(Status(StatusCode.ERROR, span.error))
-    elif span.ok:
-        recorded.set_status(Status(StatusCode.OK))
-    recorded.end(end_time=span.end_ns)
 
 
 # ─── providers ─────────────────────────────────────────────────────────────
@@ -204,6 +125,7 @@ class Telemetry:
         self._tracer: tuple[trace.TracerProvider, trace.Tracer] | None = None
         self._instruments: tuple[metrics.MeterProvider, Any, Any] | None = None
         self._failed = False
+        self.active = ActiveTasks()
 
     def tracer(self) -> trace.Tracer | None:
         """The tracer, or ``None`` while no tracer provider is configured."""
@@ -230,6 +152,16 @@ class Telemetry:
             self._instruments = (provider, active, duration)
         return self._instruments[1], self._instruments[2]
 
+    def opened(self, scheduler: Observed) -> None:
+        """The scheduler loaded its store: count the live tasks it holds."""
+        instruments = self.instruments()
+        if instruments is not None:
+            self.active.count_on(scheduler.world, instruments[0])
+
+    def closed(self) -> None:
+        """The scheduler closed (or this telemetry was replaced): take back its counts."""
+        self.active.release()
+
     def committed(
         self, scheduler: Observed, events: Sequence[TaskEvent], versions: Sequence[int]
     ) -> None:
@@ -239,6 +171,8 @@ class Telemetry:
         if tracer is None and instruments is None:
             self.fold.open.clear()
             return
+        if instruments is not None:
+            self.active.count_on(scheduler.world, instruments[0])
         world = scheduler.world
         states: dict[str, TaskState] = {}
 
@@ -258,11 +192,11 @@ class Telemetry:
                 lookup=lookup,
             )
             if instruments is not None:
-                active, duration = instruments
+                duration = instruments[1]
                 if isinstance(event, TaskSubmitted):
-                    active.add(1, {"task.kind": after.kind})
+                    self.active.submitted(event.task_id, after.kind)
                 elif isinstance(event, TaskEnded):
-                    active.add(-1, {"task.kind": after.kind})
+                    self.active.ended(event.task_id)
                 for span in spans:
                     duration.record(
                         span.duration_ms,
@@ -292,8 +226,13 @@ def configure_telemetry(
     meter_provider: metrics.MeterProvider | None = None,
 ) -> Telemetry:
     """Give a scheduler its providers (``None``: the process-wide defaults)."""
+    previous = getattr(scheduler, _ATTRIBUTE, None)
     telemetry = Telemetry(tracer_provider, meter_provider)
     setattr(scheduler, _ATTRIBUTE, telemetry)
+    if isinstance(previous, Telemetry):
+        # The counts move with the providers: taken back from the old, made on the new.
+        previous.closed()
+        opened(scheduler)
     return telemetry
 
 
@@ -314,6 +253,28 @@ def committed(scheduler: Observed, events: Sequence[TaskEvent], versions: Sequen
     except Exception:
         if telemetry is not None:
             telemetry.failed("recording committed events")
+
+
+def opened(scheduler: Observed) -> None:
+    """Hook: the scheduler loaded its store; never raises."""
+    telemetry = None
+    try:
+        telemetry = telemetry_of(scheduler)
+        telemetry.opened(scheduler)
+    except Exception:
+        if telemetry is not None:
+            telemetry.failed("counting the loaded tasks")
+
+
+def closed(scheduler: Observed) -> None:
+    """Hook: the scheduler is closing; never raises."""
+    telemetry = getattr(scheduler, _ATTRIBUTE, None)
+    if not isinstance(telemetry, Telemetry):
+        return
+    try:
+        telemetry.closed()
+    except Exception:
+        telemetry.failed("taking back the active-task counts")
 
 
 def current_carrier() -> dict[str, str] | None:

@@ -79,6 +79,9 @@ class PhaseSpan:
     end_at: float
     attributes: dict[str, AttributeValue]
     events: tuple[SpanEvent, ...] = ()
+    links: tuple[SpanContext, ...] = ()
+    """The task's first phase span, from each of its later ones (pi-durable links an
+    invocation's spans to where the task began)."""
     error: str | None = None
     """The error status description (faulted, failed, orphaned, interrupted), if any."""
     ok: bool = False
@@ -112,6 +115,7 @@ class _Open:
     trace_id: int
     span_id: int
     parent: SpanContext | None
+    links: tuple[SpanContext, ...] = ()
     events: list[SpanEvent] = field(default_factory=list)
 
 
@@ -184,11 +188,21 @@ class PhaseFold:
                 finished.append(self._close(current, event.at, "aborted", ok=True))
             self._start(after, event, version, event.mode, resumed, lookup)
         elif isinstance(event, CheckpointCommitted):
+            if current is not None and (event.phase, event.attempt) == (
+                current.phase,
+                current.attempt,
+            ):
+                # pi-durable: the same checkpoint committed again (an intent before an
+                # effect, say) adds no checkpoint event and opens no new span.
+                return finished
             if current is not None:
-                attributes: dict[str, AttributeValue] = {"phase": event.phase}
-                if event.attempt is not None:
-                    attributes["attempt"] = event.attempt
-                current.events.append(SpanEvent(CHECKPOINT_EVENT, event.at, attributes))
+                # The checkpoint event marks a change of phase only (pi-durable); a new
+                # attempt of the same phase still starts a span of its own.
+                if event.phase != current.phase:
+                    attributes: dict[str, AttributeValue] = {"phase": event.phase}
+                    if event.attempt is not None:
+                        attributes["attempt"] = event.attempt
+                    current.events.append(SpanEvent(CHECKPOINT_EVENT, event.at, attributes))
                 finished.append(self._close(current, event.at, f"next={event.phase}"))
             if after.status == "running" and after.mode is not None:
                 self._start(after, event, version, after.mode, False, lookup)
@@ -271,6 +285,15 @@ class PhaseFold:
     ) -> None:
         trace_id, parent = self.trace_of(task, lookup)
         checkpoint = task.checkpoint
+        links: tuple[SpanContext, ...] = ()
+        first = task.started_version
+        if first is not None and first != version:
+            # A later phase span links to the task's first one (same trace, derived id).
+            flags = parent.trace_flags if parent is not None else _ROOT_FLAGS
+            first_span = SpanContext(
+                trace_id, span_id_for(task, first), is_remote=False, trace_flags=flags
+            )
+            links = (first_span,)
         self.open[task.id] = _Open(
             task_id=task.id,
             kind=task.kind,
@@ -282,6 +305,7 @@ class PhaseFold:
             trace_id=trace_id,
             span_id=span_id_for(task, version),
             parent=parent,
+            links=links,
         )
 
     def _close(
@@ -319,6 +343,7 @@ class PhaseFold:
             end_at=at,
             attributes=attributes,
             events=tuple(current.events),
+            links=current.links,
             error=error[:MAX_STATUS_MESSAGE] if error is not None else None,
             ok=ok and error is None,
         )

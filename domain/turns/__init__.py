@@ -27,20 +27,27 @@ place, its name in a comment above the branch that applies it:
 
 - ``turns.one_active``, ``turns.stale_completion``, ``turns.completion_due`` /
   ``turns.completion_wins``: :mod:`.rules`;
-- ``turns.delivery_retry`` / ``turns.delivery_exhausted``: :mod:`.delivery`;
-- ``turns.stall_window`` and the judging of exit and stall observations:
-  :mod:`.liveness`;
-- ``cleanup.completed_task``: :mod:`.cleanup`;
-- ``wakeups.aggregate``, ``wakeups.dispatch``, ``wakeups.force``,
-  ``wakeups.task_done``: :mod:`.wakeups`;
-- task-pass retries: :mod:`.pass_decisions`.
+- ``turns.delivery_retry`` / ``turns.delivery_exhausted``,
+  ``turns.held_offered_again``: :mod:`.delivery`;
+- ``turns.stall_diagnostic``, ``turns.stall_window`` and the judging of exit and
+  stall observations: :mod:`.liveness`;
+- ``cleanup.completed_task``, ``cleanup.role_stopped``: :mod:`.cleanup`
+  (``cleanup.failed_excludes``: :mod:`.task_pass`);
+- ``wakeups.aggregate``, ``wakeups.dispatch``, ``wakeups.deadline``,
+  ``wakeups.resignal``, ``wakeups.force``, ``wakeups.task_done``: :mod:`.wakeups`
+  (``wakeups.fence``: :mod:`.task_pass`);
+- ``turns.settings_recorded``: :mod:`.settings`;
+- task-pass retries: :mod:`.pass_decisions`; ``passes.full_takes_over``:
+  :mod:`.scope` and :mod:`.queue`.
+
+Where these follow the seeds beyond SPEC.md: ``docs/seed-fidelity.md``.
 
 The modules, from the bottom up: :mod:`.state` (the states events fold into),
 :mod:`.settings`, :mod:`.refusals`, :mod:`.events` and :mod:`.pass_events`;
 :mod:`.folds` (every fold, and the world index passes read); :mod:`.checks`
 (what the rules share) and the rule modules above; then the pass itself:
-:mod:`.keys`, :mod:`.scope`, :mod:`.runtime`, :mod:`.report`, :mod:`.engine`
-and :mod:`.deadlines`.
+:mod:`.keys`, :mod:`.scope`, :mod:`.queue`, :mod:`.runtime`, :mod:`.report`,
+:mod:`.host`, :mod:`.task_pass`, :mod:`.engine` and :mod:`.deadlines`.
 
 This file imports nothing: ``tasks.state`` imports :mod:`.state`, and loading
 more here would import ``tasks`` back while it is half loaded.

@@ -1,14 +1,16 @@
 """Runtime-cleanup obligations: each role of a completed task owes its runtime a
-cleanup (``cleanup.completed_task``), kept on ``cleanup:<task id>`` so that it
-outlives the task; an attempt settles the obligation, or is recorded as failed and
-leaves it open.
+cleanup (``cleanup.completed_task``), and so does an idle role of a live task that
+is stopped (``cleanup.role_stopped``); they are kept on ``cleanup:<task id>`` so
+that they outlive the task; an attempt settles the obligation, or is recorded as
+failed and leaves it open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Literal
 
+from ..errors import InvalidArgument, RuleViolation
 from ..tasks.context import Context
 from ..tasks.guards import not_closing as _open
 from ..tasks.state import TaskState
@@ -23,7 +25,7 @@ from .events import (
 )
 from .refusals import TurnRuleViolation
 from .settings import TurnSettings
-from .state import CleanupState
+from .state import CleanupState, Obligation, RoleState
 
 
 def completed(task: TaskState) -> bool:
@@ -41,6 +43,23 @@ def cleanup_state(draft: Draft | World, task_id: str) -> CleanupState | None:
     return state
 
 
+def owes_cleanup(role: RoleState, obligation: Obligation | None) -> bool:
+    """Whether a role still needs a cleanup obligation: it never had one, or its
+    last one was settled before the role's latest Turn started (a new runtime)."""
+    if obligation is None:
+        return True
+    if obligation.open or obligation.settled_at is None:
+        return False
+    latest = role.active or role.last
+    return latest is not None and latest.started_at > obligation.settled_at
+
+
+def roles_owing_cleanup(task: TaskState, state: CleanupState | None) -> list[str]:
+    """The roles of ``task`` that need a cleanup obligation now (see :func:`owes_cleanup`)."""
+    known = state.obligations if state is not None else {}
+    return [name for name, role in task.roles.items() if owes_cleanup(role, known.get(name))]
+
+
 def require_cleanups(
     draft: Draft,
     ctx: Context,
@@ -56,11 +75,10 @@ def require_cleanups(
     task = draft.get(task_id)
     if task is None or not completed(task):
         return []
-    state = cleanup_state(draft, task_id)
-    known = state.obligations if state is not None else {}
     required: list[str] = []
-    for name, role in task.roles.items():
-        if (roles is not None and name not in roles) or name in known:
+    for name in roles_owing_cleanup(task, cleanup_state(draft, task_id)):
+        role = task.roles[name]
+        if roles is not None and name not in roles:
             continue
         # cleanup.completed_task: a completed task's roles owe a cleanup; a role with an
         # active Turn waits for it to end, unless the task is terminal (its Turns are frozen).
@@ -77,6 +95,54 @@ def require_cleanups(
         )
         required.append(name)
     return required
+
+
+def stop_roles(
+    draft: Draft,
+    ctx: Context,
+    settings: TurnSettings,
+    task_id: str,
+    roles: Sequence[str],
+) -> list[str]:
+    """Stop idle roles of a live task: each gets a runtime-cleanup obligation (a pass
+    then cleans up its runtime). Refused, appending nothing, if one of them has an
+    active Turn. Returns the roles that got an obligation now (one already open is
+    left as it is)."""
+    _open(ctx, task_id)
+    task = _task(draft, task_id)
+    if isinstance(roles, str) or not roles:
+        raise InvalidArgument(f"roles must be a non-empty list of role names, not {roles!r}")
+    names = list(dict.fromkeys(check_role(role, task_id) for role in roles))
+    if task.status == "terminal":
+        raise RuleViolation(4, "the task is terminal; its roles cannot be stopped", task_id=task_id)
+    for name in names:
+        role = task.roles.get(name)
+        if role is None:
+            raise TurnRuleViolation(
+                "cleanup.no_role", f"the task has no role {name!r} to stop", task_id=task_id
+            )
+        # cleanup.role_stopped (yui): a role with an active Turn is not stopped.
+        if role.active is not None:
+            raise TurnRuleViolation(
+                "cleanup.role_active",
+                f"role {name!r} has an active Turn, {role.active.turn_id}; "
+                "complete, fail or observe its end first",
+                task_id=task_id,
+            )
+    state = cleanup_state(draft, task_id)
+    known = state.obligations if state is not None else {}
+    stopped = []
+    for name in names:
+        obligation = known.get(name)
+        if obligation is not None and obligation.open:
+            continue
+        draft.emit_stream(
+            RuntimeCleanupRequired(
+                task_id=task_id, at=ctx.now, role=name, cause="cleanup.role_stopped"
+            )
+        )
+        stopped.append(name)
+    return stopped
 
 
 def settle_cleanup(

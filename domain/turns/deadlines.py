@@ -1,6 +1,6 @@
 """When a controller pass next has Turn work (:func:`next_deadline`): the earliest
-delivery retry, completion coming due, stall window ending, wakeup aggregation or
-force window, or task-pass retry.
+undelivered Turn (due now), delivery retry, completion coming due, stall window
+ending, wakeup aggregation or force window, or task-pass retry.
 """
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ from .state import LEADER
 from .wakeups import wakeup_deadline
 
 
-def next_deadline(world: World, settings: TurnSettings) -> float | None:
-    """The earliest time a controller pass has Turn work: a delivery retry, a
-    completion coming due, a stall window ending, a wakeup's aggregation or force
-    window, a task-pass retry. A time in the past means: due now."""
+def next_deadline(world: World, settings: TurnSettings, now: float | None = None) -> float | None:
+    """The earliest time a controller pass has Turn work: an undelivered Turn never
+    tried (due since it started), a delivery retry, a completion coming due, a stall
+    diagnostic or stall window ending, a wakeup's aggregation, re-signal or force
+    time, a task-pass retry. A time in the past means: due now. ``now`` (the
+    scheduler clock) tells whether a busy Leader's wakeup is past its aggregation
+    end; without it, the aggregation end."""
     times: list[float] = []
     for task in list(world.tasks.values()):
         if task.status == "terminal":
@@ -25,13 +28,21 @@ def next_deadline(world: World, settings: TurnSettings) -> float | None:
             turn = role.active
             if turn is None:
                 continue
-            if turn.status == "started" and not turn.delivery_held and turn.retry_at is not None:
-                times.append(turn.retry_at)
+            if turn.status == "started" and not turn.delivery_held:
+                # An undelivered Turn never tried (one start_turn began, or one whose
+                # same-pass delivery a crash cut off) is due now: yui delivers at once.
+                if turn.delivery_outcome is None:
+                    times.append(turn.started_at)
+                elif turn.retry_at is not None:
+                    times.append(turn.retry_at)
             if turn.completion_due_at is not None:
                 times.append(turn.completion_due_at)
-            times.append(turn.progress_at + settings.stall_window_ms)
+            idle = (
+                settings.stall_window_ms if turn.stall_diagnosed else settings.diagnostic_after_ms
+            )
+            times.append(turn.progress_at + idle)
     for task_id, wakeup in pending_wakeups(world).items():
         busy = active_turn(world.get(task_id), LEADER) is not None
-        times.append(wakeup_deadline(wakeup, busy, settings))
+        times.append(wakeup_deadline(wakeup, busy, settings, now))
     times.extend(retry.retry_at for retry in task_pass_retries(world).values())
     return min(times) if times else None

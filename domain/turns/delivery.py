@@ -56,9 +56,10 @@ RETRYABLE_OUTCOMES: frozenset[str] = frozenset({"not-ready", "runtime-unavailabl
 """Try again after ``min(2000, base * 2**min(attempt, 3))`` ms, up to the limit."""
 
 HELD_OUTCOMES: frozenset[str] = frozenset({"writer-attached", "delivery-uncertain"})
-"""Not retried by the scheduler: ``writer-attached`` waits for the writer to go,
+"""Not retried on a timer: ``writer-attached`` waits for the writer to go,
 ``delivery-uncertain`` may have reached the runtime (exempt from exit liveness in
-the pass that recorded it)."""
+the pass that recorded it). Every later pass offers the Turn for delivery again
+(yui); a held Turn makes no pass due by itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,9 +156,13 @@ def deliver_turn(
 
 
 def deliveries_due(
-    task: TaskState | None, now: float, roles: Collection[str] | None
+    task: TaskState | None,
+    now: float,
+    roles: Collection[str] | None,
+    pass_id: str | None = None,
 ) -> list[TurnState]:
-    """The active Turns of ``task`` a pass should try to deliver now."""
+    """The active Turns of ``task`` pass ``pass_id`` should try to deliver now: never
+    tried, retry due, or held by another pass (``turns.held_offered_again``)."""
     if task is None or task.status == "terminal":
         return []
     return [
@@ -165,5 +170,5 @@ def deliveries_due(
         for name, role in task.roles.items()
         if (roles is None or name in roles)
         and role.active is not None
-        and role.active.delivery_due(now)
+        and role.active.delivery_due(now, pass_id)
     ]

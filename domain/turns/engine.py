@@ -2,82 +2,24 @@
 defer the tasks of projects under maintenance (deferred, never failed), then run the
 per-task pass of each other task in a worker thread, serialized per task (a lock per
 task, across passes too) and concurrent across tasks up to the bound (default 4, at
-most 32). A per-task pass drains the task's runtime events (if that fails, the task
-is blocked for the pass), then does its cleanup obligations, deliveries, due
-completions then liveness, and the Leader wakeup; a blocked or failed per-task pass
-is recorded and its retry armed. Every decision is an event, each carrying the
-``pass_id``. :class:`PassHost` states what a pass uses of the scheduler it runs for.
+most 32). The per-task pass is :mod:`.task_pass`; :class:`~.host.PassHost` states
+what a pass uses of the scheduler it runs for. Every decision is an event, each
+carrying the ``pass_id``.
 """
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
-from typing import Any, Protocol, TypeVar
 
-from ..clock import Clock
-from ..world import World
-from .cleanup import cleanup_state, require_cleanups, settle_cleanup
-from .delivery import deliver_turn, deliveries_due
-from .liveness import fold_turns
-from .pass_decisions import (
-    defer_task,
-    finish_pass,
-    record_task_failure,
-    record_task_success,
-    start_pass,
-)
-from .report import ControllerPassReport, TaskOutcome
+from .host import PassHost
+from .pass_decisions import defer_task, finish_pass, start_pass
+from .report import ControllerPassReport
 from .runtime import Runtime
 from .scope import plan
-from .settings import TurnSettings, check_concurrency
-from .state import LEADER
-from .wakeups import dispatch_wakeup
-
-T = TypeVar("T")
-
-
-class PassHost(Protocol):
-    """What a controller pass uses of the scheduler it runs for (its Turn commands):
-    the world, clock and Turn settings, whether it is closing, its decision cycle,
-    the lock that serializes decisions and the per-task locks."""
-
-    @property
-    def world(self) -> World:
-        """The scheduler's world, which the pass plans from and reads."""
-        ...
-
-    @property
-    def clock(self) -> Clock:
-        """The scheduler clock."""
-        ...
-
-    @property
-    def closing(self) -> bool:
-        """Whether the scheduler is closing: no more per-task passes start."""
-        ...
-
-    @property
-    def turn_settings(self) -> TurnSettings:
-        """The windows and limits in force."""
-        ...
-
-    @property
-    def _lock(self) -> AbstractContextManager[Any]:
-        """The lock decisions are serialized under."""
-        ...
-
-    def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run one decision through the scheduler's decision cycle."""
-        ...
-
-    def _task_lock(self, task_id: str) -> AbstractContextManager[Any]:
-        """The lock that serializes the per-task passes of one task."""
-        ...
-
+from .settings import check_concurrency
+from .task_pass import TaskPass
 
 Maintenance = Collection[str] | Callable[[str], bool]
 
@@ -128,7 +70,8 @@ def run_pass(
         else:
             work.append(task_id)
     if work:
-        worker = _TaskPass(host, settings, pass_id, runtime, report)
+        taken_over = frozenset(the_plan.retried) if the_plan.scope == "full" else frozenset()
+        worker = TaskPass(host, settings, pass_id, runtime, report, taken_over)
         with ThreadPoolExecutor(
             max_workers=min(bound, len(work)), thread_name_prefix="tasktrail-pass"
         ) as pool:
@@ -143,132 +86,3 @@ def run_pass(
     if not host.closing:
         host._decide(finish_pass, pass_id, {t: report.outcomes.get(t, "skipped") for t in tasks})
     return report
-
-
-class _TaskPass:
-    """The per-task pass, run in a worker thread under the task's lock."""
-
-    def __init__(
-        self,
-        host: PassHost,
-        settings: TurnSettings,
-        pass_id: str,
-        runtime: Runtime | None,
-        report: ControllerPassReport,
-    ) -> None:
-        self.host = host
-        self.settings = settings
-        self.pass_id = pass_id
-        self.runtime = runtime
-        self.report = report
-        self._report_lock = threading.Lock()
-
-    def run(self, task_id: str, roles: set[str] | None, keys: tuple[str, ...]) -> TaskOutcome:
-        host = self.host
-        with host._task_lock(task_id):
-            if host.closing:
-                return "skipped"
-            # Tasks whose runtime events failed are blocked for the pass.
-            if self.runtime is not None:
-                try:
-                    self.runtime.drain(host, task_id)
-                except Exception as error:
-                    return self._failure(task_id, keys, error, blocked=True)
-            try:
-                self._work(task_id, roles)
-                host._decide(record_task_success, self.pass_id, task_id)
-            except Exception as error:
-                if host.closing:
-                    return "skipped"
-                return self._failure(task_id, keys, error, blocked=False)
-            return "done"
-
-    def _failure(
-        self, task_id: str, keys: tuple[str, ...], error: Exception, *, blocked: bool
-    ) -> TaskOutcome:
-        message = _describe(error)
-        retry_at: float | None = None
-        try:
-            retry_at = self.host._decide(
-                record_task_failure,
-                self.settings,
-                self.pass_id,
-                task_id,
-                keys,
-                message,
-                blocked=blocked,
-            )
-        except Exception as recording:
-            # The store refused the record too (closing, gone): the report still says why.
-            message = f"{message} (not recorded: {_describe(recording)})"
-        with self._report_lock:
-            self.report.errors[task_id] = message
-            self.report.retries[task_id] = retry_at
-        return "blocked" if blocked else "failed"
-
-    def _ended(self, task_id: str, role: str, how: str) -> None:
-        with self._report_lock:
-            self.report.turns.setdefault(task_id, {})[role] = how
-
-    def _work(self, task_id: str, roles: set[str] | None) -> None:
-        host, settings, pass_id, runtime = self.host, self.settings, self.pass_id, self.runtime
-        # Runtime-cleanup obligations of a completed task's roles.
-        host._decide(require_cleanups, settings, task_id, roles, pass_id=pass_id)
-        state = cleanup_state(host.world, task_id)
-        if runtime is not None and state is not None:
-            for role in state.open_roles():
-                if roles is not None and role not in roles:
-                    continue
-                try:
-                    cleaned = runtime.cleanup(task_id, role)
-                except Exception as error:
-                    host._decide(
-                        settle_cleanup,
-                        settings,
-                        task_id,
-                        role,
-                        error=_describe(error),
-                        pass_id=pass_id,
-                    )
-                    continue
-                if cleaned:
-                    host._decide(settle_cleanup, settings, task_id, role, pass_id=pass_id)
-        # Deliveries of active Turns; delivery-uncertain ones are exempt from exit liveness.
-        unsettled: set[str] = set()
-        if runtime is not None:
-            for turn in deliveries_due(host.world.get(task_id), host.clock(), roles):
-                outcome = runtime.deliver(task_id, turn.role, turn.turn_id, turn.delivery_attempts)
-                if outcome is None:
-                    continue
-                decision = host._decide(
-                    deliver_turn,
-                    settings,
-                    task_id,
-                    turn.role,
-                    turn.turn_id,
-                    outcome,
-                    pass_id=pass_id,
-                )
-                if outcome == "delivery-uncertain":
-                    unsettled.add(turn.turn_id)
-                if decision.status in ("failed", "completed"):
-                    self._ended(task_id, turn.role, decision.status)
-        # Due completions, then liveness: a completion meeting an exit or stall wins.
-        ended = host._decide(
-            fold_turns, settings, task_id, roles, unsettled=unsettled, pass_id=pass_id
-        )
-        for role, how in ended.items():
-            self._ended(task_id, role, how)
-        # The Leader wakeup, once the Leader's Turns are settled for this pass.
-        if roles is None or LEADER in roles:
-            wakeup = host._decide(dispatch_wakeup, settings, task_id, pass_id=pass_id)
-            if wakeup.status != "none":
-                with self._report_lock:
-                    self.report.wakeups[task_id] = wakeup.status
-            if wakeup.status == "steered" and runtime is not None and wakeup.turn_id is not None:
-                runtime.steer(task_id, wakeup.turn_id, wakeup.reasons)
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__

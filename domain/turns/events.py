@@ -129,6 +129,16 @@ class TurnStallObserved(TurnEvent):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TurnStallDiagnosed(TurnEvent):
+    """The Turn showed no progress since ``progress_at`` for the stall diagnostic
+    window: a stall candidate, diagnosed before it may be declared stalled;
+    ``diagnostic`` is what the runtime said of it, if anything."""
+
+    progress_at: float
+    diagnostic: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TurnExited(TurnEvent):
     """A pass judged an exit observation: the Turn ended ``exited``."""
 
@@ -195,6 +205,17 @@ class WakeupDispatched(WakeupEvent):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class WakeupFoundBusy(WakeupEvent):
+    """A pass found the Leader busy with Turn ``turn_id`` (``attempt`` earlier times):
+    the wakeup is signalled again at ``resignal_at`` with the delivery backoff
+    (``None``: the delivery retry limit is used up; the force window remains)."""
+
+    turn_id: str
+    attempt: int
+    resignal_at: float | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WakeupDropped(WakeupEvent):
     """The wakeup was dropped: its task has decided its outcome or ended."""
 
@@ -235,6 +256,34 @@ class RuntimeCleanupSettled(CleanupEvent):
     """The role's runtime was cleaned up: the obligation is settled."""
 
 
+# ─── settings (stream ``settings:turns``) ───────────────────────────────────
+
+TURN_SETTINGS_STREAM = "settings:turns"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnSettingsChanged(TaskEvent):
+    """The Turn settings in force from now on, whole (``configure_turns``): the
+    windows and limits section 2's rules decide by, so that a replay and the read
+    models decide as the live scheduler did. ``task_id`` is empty (scheduler-wide);
+    the fields are :class:`~.settings.TurnSettings`'."""
+
+    task_stream: ClassVar[bool] = False
+    aggregation_window_ms: float
+    force_window_ms: float
+    stall_window_ms: float
+    delivery_retry_base_ms: float
+    delivery_retry_limit: int
+    task_pass_retry_base_ms: float
+    task_pass_retry_limit: int
+    task_concurrency: int
+    stall_diagnostic_ms: float | None = None
+
+    def stream_id(self) -> str:
+        """The one stream of the Turn settings."""
+        return TURN_SETTINGS_STREAM
+
+
 TURN_EVENT_TYPES: tuple[type[TaskEvent], ...] = (
     TurnStarted,
     TurnDelivered,
@@ -248,16 +297,19 @@ TURN_EVENT_TYPES: tuple[type[TaskEvent], ...] = (
     TurnFailed,
     TurnExitObserved,
     TurnStallObserved,
+    TurnStallDiagnosed,
     TurnExited,
     TurnStalled,
     TurnObservationDropped,
     WakeupRequested,
     WakeupAggregated,
     WakeupDispatched,
+    WakeupFoundBusy,
     WakeupDropped,
     RuntimeCleanupRequired,
     RuntimeCleanupFailed,
     RuntimeCleanupSettled,
+    TurnSettingsChanged,
 )
 """Every event class this module registers."""
 

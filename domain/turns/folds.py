@@ -7,7 +7,7 @@ Importing this module registers all of them.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from ..tasks.events import TaskEvent
@@ -31,6 +31,8 @@ from .events import (
     TurnFailed,
     TurnObservationDropped,
     TurnProgressed,
+    TurnSettingsChanged,
+    TurnStallDiagnosed,
     TurnStalled,
     TurnStallObserved,
     TurnStarted,
@@ -38,6 +40,7 @@ from .events import (
     WakeupDispatched,
     WakeupDropped,
     WakeupEvent,
+    WakeupFoundBusy,
     WakeupRequested,
 )
 from .pass_events import (
@@ -51,6 +54,7 @@ from .pass_events import (
     TaskPassRetryCleared,
     TaskPassRetryScheduled,
 )
+from .settings import TurnSettings
 from .state import (
     CleanupState,
     Obligation,
@@ -148,7 +152,14 @@ def _retry_scheduled(state: TaskState, event: TurnDeliveryRetryScheduled) -> Tas
 
 @evolves(TurnDeliveryHeld)
 def _delivery_held(state: TaskState, event: TurnDeliveryHeld) -> TaskState:
-    return _update(state, event, delivery_outcome=event.outcome, retry_at=None, delivery_held=True)
+    return _update(
+        state,
+        event,
+        delivery_outcome=event.outcome,
+        retry_at=None,
+        delivery_held=True,
+        held_by_pass=event.pass_id,
+    )
 
 
 @evolves(TurnDeliveryFailed)
@@ -201,6 +212,11 @@ def _stall_observed(state: TaskState, event: TurnStallObserved) -> TaskState:
     return _update(state, event, stall_observed_at=event.at)
 
 
+@evolves(TurnStallDiagnosed)
+def _stall_diagnosed(state: TaskState, event: TurnStallDiagnosed) -> TaskState:
+    return _update(state, event, stall_diagnosed_at=event.at)
+
+
 @evolves(TurnExited)
 def _exited(state: TaskState, event: TurnExited) -> TaskState:
     return _end(state, event, "exited", event.cause)
@@ -219,7 +235,7 @@ def _observation_dropped(state: TaskState, event: TurnObservationDropped) -> Tas
 # ─── folds: wakeup and cleanup streams ──────────────────────────────────────
 
 
-@evolves_stream(WakeupRequested, WakeupAggregated, WakeupDispatched, WakeupDropped)
+@evolves_stream(WakeupRequested, WakeupAggregated, WakeupFoundBusy, WakeupDispatched, WakeupDropped)
 def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
     if isinstance(event, WakeupRequested):
         if state is not None:
@@ -235,6 +251,10 @@ def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
             request_count=state.request_count + 1,
             last_requested_at=event.at,
         )
+    if isinstance(event, WakeupFoundBusy):
+        if state is None:
+            raise InvalidTransition(f"task {event.task_id}: wakeup found busy with none pending")
+        return replace(state, busy_attempts=event.attempt + 1, resignal_at=event.resignal_at)
     if isinstance(event, WakeupDispatched) and state is None:
         raise InvalidTransition(f"task {event.task_id}: wakeup dispatched with none pending")
     return None  # dispatched or dropped: nothing pending any more
@@ -245,11 +265,11 @@ def _cleanup(state: CleanupState | None, event: Any) -> CleanupState:
     current = state if state is not None else CleanupState(event.task_id)
     obligation = current.obligations.get(event.role)
     if isinstance(event, RuntimeCleanupRequired):
-        if obligation is not None:
+        if obligation is not None and obligation.open:
             raise InvalidTransition(
-                f"task {event.task_id}: a second cleanup obligation for role {event.role!r}"
+                f"task {event.task_id}: a second open cleanup obligation for role {event.role!r}"
             )
-        obligation = Obligation(event.role, event.at)
+        obligation = Obligation(event.role, event.at)  # a settled one is replaced
     elif obligation is None or not obligation.open:
         raise InvalidTransition(
             f"task {event.task_id}: {type(event).__name__} without an open obligation of "
@@ -295,6 +315,14 @@ def _task_pass_retry(state: TaskPassRetry | None, event: Any) -> TaskPassRetry |
     if isinstance(event, TaskPassRetryScheduled):
         return TaskPassRetry(event.task_id, event.keys, event.attempt, event.retry_at)
     return None
+
+
+@evolves_stream(TurnSettingsChanged)
+def _turn_settings(state: TurnSettings | None, event: TurnSettingsChanged) -> TurnSettings:
+    try:
+        return TurnSettings(**{f.name: getattr(event, f.name) for f in fields(TurnSettings)})
+    except ValueError as error:  # InvalidArgument: not settings tasktrail would record
+        raise InvalidTransition(f"TurnSettingsChanged: {error}") from None
 
 
 # ─── the world index ────────────────────────────────────────────────────────

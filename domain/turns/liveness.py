@@ -2,7 +2,8 @@
 runtime reported) is recorded for the next pass to judge, and a pass's Turn step folds
 due completions first, then ends Turns ``exited`` or ``stalled`` on those
 observations, or ``stalled`` once they show no progress for the stall window
-(``turns.stall_window``).
+(``turns.stall_window``), after a stall diagnostic recorded once they showed none for
+the diagnostic window (``turns.stall_diagnostic``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Literal
 
 from ..tasks.context import Context
 from ..tasks.guards import not_closing as _open
+from ..tasks.state import TaskState
 from ..tasks.validation import require_task as _task
 from ..world import Draft
 from .checks import _not_terminal, _turn_id, active_turn, check_role
@@ -19,13 +21,14 @@ from .events import (
     TurnExited,
     TurnExitObserved,
     TurnObservationDropped,
+    TurnStallDiagnosed,
     TurnStalled,
     TurnStallObserved,
 )
 from .refusals import TurnRuleViolation
 from .rules import _fold_due_completion
 from .settings import TurnSettings
-from .state import ObservationKind, TurnStatus
+from .state import ObservationKind, TurnState, TurnStatus
 
 
 def observe(
@@ -120,10 +123,65 @@ def fold_turns(
                 TurnStalled(**base, progress_at=turn.progress_at, cause="turns.stall_observed")
             )
             ended[name] = "stalled"
-        # turns.stall_window: no progress for the stall window ends the Turn stalled.
-        elif ctx.now - turn.progress_at >= settings.stall_window_ms:
+        # turns.stall_window: no progress for the stall window ends the Turn stalled, once
+        # its stall diagnostic was recorded (turns.stall_diagnostic comes first).
+        elif ctx.now - turn.progress_at >= settings.stall_window_ms and turn.stall_diagnosed:
             draft.emit(
                 TurnStalled(**base, progress_at=turn.progress_at, cause="turns.stall_window")
             )
             ended[name] = "stalled"
     return ended
+
+
+def stall_candidates(
+    task: TaskState | None, now: float, settings: TurnSettings, roles: Collection[str] | None
+) -> list[TurnState]:
+    """The active Turns of ``task`` due a stall diagnostic: no progress for the
+    diagnostic window, none recorded since, and no completion due (it wins)."""
+    if task is None or task.status == "terminal":
+        return []
+    return [
+        role.active
+        for name, role in task.roles.items()
+        if (roles is None or name in roles)
+        and role.active is not None
+        and not role.active.stall_diagnosed
+        and not role.active.completion_due(now)
+        and now - role.active.progress_at >= settings.diagnostic_after_ms
+    ]
+
+
+def record_stall_diagnostic(
+    draft: Draft,
+    ctx: Context,
+    settings: TurnSettings,
+    task_id: str,
+    role: str,
+    turn_id: str,
+    diagnostic: str | None,
+    *,
+    pass_id: str | None = None,
+) -> bool:
+    """Record the stall diagnostic of Turn ``turn_id`` (what the runtime said, if
+    anything), if it is still due one. Returns whether it recorded it."""
+    _open(ctx, task_id)
+    task = _task(draft, task_id)
+    if not any(t.turn_id == turn_id for t in stall_candidates(task, ctx.now, settings, [role])):
+        return False
+    turn = active_turn(task, role)
+    assert turn is not None
+    # turns.stall_diagnostic (yui): a Turn idle for the diagnostic window is diagnosed
+    # before the stall window may declare it stalled.
+    draft.emit(
+        TurnStallDiagnosed(
+            task_id=task_id,
+            at=ctx.now,
+            role=role,
+            turn_id=turn_id,
+            progress_at=turn.progress_at,
+            diagnostic=diagnostic,
+            cause="turns.stall_diagnostic",
+            pass_id=pass_id,
+        )
+    )
+    return True

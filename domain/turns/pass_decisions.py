@@ -83,9 +83,12 @@ def record_task_failure(
     error: str,
     *,
     blocked: bool,
+    taken_over: bool = False,
 ) -> float | None:
     """Record a blocked or failed per-task pass and arm its retry; returns when the
-    retry is due, or ``None`` once the retry limit is reached (or the task ended)."""
+    retry is due, or ``None`` once the retry limit is reached (or the task ended).
+    ``taken_over``: a full pass did the armed retry's work, so this failure is that
+    retry's next attempt whatever keys it covered."""
     event_type = PassTaskBlocked if blocked else PassTaskFailed
     draft.emit_stream(event_type(task_id=task_id, at=ctx.now, pass_id=pass_id, error=error))
     task = draft.get(task_id)
@@ -93,8 +96,10 @@ def record_task_failure(
         return None
     retry: TaskPassRetry | None = draft.get_stream(f"{TASK_PASS_STREAM_PREFIX}{task_id}")
     identity = tuple(sorted(keys, key=natural_key))
-    # A retry of other keys is another failure: its attempts start again.
-    attempt = retry.attempt + 1 if retry is not None and retry.keys == identity else 0
+    # A retry of other keys is another failure: its attempts start again (unless a full
+    # pass took the retry over: then it is the same work, failing again).
+    same = retry is not None and (retry.keys == identity or taken_over)
+    attempt = retry.attempt + 1 if retry is not None and same else 0
     if attempt >= settings.task_pass_retry_limit:
         draft.emit_stream(
             TaskPassRetryAbandoned(

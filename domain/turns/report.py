@@ -30,7 +30,10 @@ class ControllerPassReport:
     retried: list[str] = field(default_factory=list)
     """Tasks a due task-pass retry brought into this pass."""
     wakeups: dict[str, str] = field(default_factory=dict)
-    """What the wakeup step did per task (``dispatched``, ``steered``, ``dropped``, ``busy``...)."""
+    """What the wakeup step did per task (``dispatched``, ``steered``, ``dropped``, ``busy``,
+    ``fenced``, ``held`` by a failed Leader cleanup...)."""
+    diagnosed: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    """Turns given a stall diagnostic, task -> role -> what the runtime said."""
     turns: dict[str, dict[str, str]] = field(default_factory=dict)
     """Turns the pass ended, task -> role -> ``completed``/``exited``/``stalled``/``failed``."""
 

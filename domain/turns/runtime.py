@@ -1,6 +1,7 @@
 """What a controller pass asks of the agent runtime (:class:`Runtime`): drain a
 task's pending runtime events, deliver a Turn, steer a forced wakeup's reasons into
-the busy Leader Turn, clean up a completed task's role; by default it does nothing.
+the busy Leader Turn, whether the Leader wake fence is up, clean up a role's runtime;
+by default it does nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ class Runtime:
 
     def steer(self, task_id: str, turn_id: str, reasons: tuple[str, ...]) -> None:
         """Inject a forced wakeup's reasons into the busy Leader Turn ``turn_id``."""
+
+    def diagnose_stall(self, task_id: str, role: str, turn_id: str) -> str | None:
+        """Say what is known of a Turn that shows no progress (its process, its last
+        output): recorded as its stall diagnostic before it may be declared stalled.
+        ``None``: nothing to say (the diagnostic is recorded all the same)."""
+        return None
+
+    def leader_wake_fenced(self) -> bool:
+        """Whether the host's Leader wake fence is up: while it is, a pass dispatches
+        no Leader wakeup (they stay pending). Asked at each task's wakeup step."""
+        return False
 
     def cleanup(self, task_id: str, role: str) -> bool:
         """Clean up a completed task's role runtime: ``True`` once done (the

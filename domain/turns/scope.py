@@ -1,7 +1,8 @@
 """The scope of a controller pass: which tasks, and which of their roles, it covers.
-``"full"`` takes every task with Turn work and the ``operator`` lane; dirty keys take
-the tasks and roles they name (a task key subsumes its role keys); the operator lane
-adds the tasks whose task-pass retry is due, with the keys that failed. A malformed
+``"full"`` takes every task with Turn work and the ``operator`` lane, and takes over
+every armed task-pass retry (due or not); dirty keys take the tasks and roles they
+name (a task key subsumes its role keys); the operator lane adds the tasks whose
+task-pass retry is due, with the keys that failed. A malformed
 scope or key is refused before anything is written.
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from ..errors import InvalidArgument
 from ..world import World
-from .cleanup import cleanup_state, completed
+from .cleanup import cleanup_state, completed, roles_owing_cleanup
 from .folds import task_pass_retries
 from .keys import DirtyKey, natural_key, parse_key, role_key, task_key
 
@@ -58,6 +59,11 @@ def plan(world: World, scope: object, now: float) -> _Plan:
             task = world.get(task_id)
             if task is None or not task.live:
                 ended.append(task_id)
+            elif kind == "full":
+                # passes.full_takes_over (yui): a full pass does every armed retry's work
+                # now, due or not, over all of the task's roles; its outcome settles it.
+                retried.append(task_id)
+                roles[task_id] = None
             elif retry.retry_at <= now:
                 retried.append(task_id)
                 parsed.extend(parse_key(key) for key in retry.keys)
@@ -100,8 +106,6 @@ def _tasks_with_turn_work(world: World) -> list[str]:
                 out.append(task_id)
                 continue
             # A completed terminal task has work while a role still lacks its obligation.
-            state = cleanup_state(world, task_id)
-            known = state.obligations if state is not None else {}
-            if any(role not in known for role in task.roles):
+            if roles_owing_cleanup(task, cleanup_state(world, task_id)):
                 out.append(task_id)
     return out

@@ -1,15 +1,23 @@
 """The windows and limits of Turns, wakeups and controller passes
 (:class:`TurnSettings`, defaults in :data:`DEFAULT_TURN_SETTINGS`), the bound on the
 per-task passes a controller pass runs at once, and the capped exponential backoff
-(:func:`retry_delay_ms`) that delivery retries and task-pass retries share.
+(:func:`retry_delay_ms`) that delivery retries and task-pass retries share. Settings
+that decide are recorded (:func:`change_turn_settings`, a :class:`~.events.
+TurnSettingsChanged`), and :func:`turn_settings_of` reads the ones in force from the
+log's fold, so replay and the read models decide as live did.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from ..errors import InvalidArgument
+from ..tasks.context import Context
+from ..tasks.guards import not_closing
+from ..world import Draft, World
+from .events import TURN_SETTINGS_STREAM, TurnSettingsChanged
 
 MAX_TASK_CONCURRENCY = 32
 """The most per-task passes a controller pass runs at once."""
@@ -34,7 +42,10 @@ class TurnSettings:
     stall window (30 min) is ``stalled``. Delivery retries back off from 250 ms
     and give up after 60 retries (about two minutes of trying); a failed
     per-task pass is retried twice (after 250 and 500 ms). A controller pass
-    runs up to 4 per-task passes at once (at most 32).
+    runs up to 4 per-task passes at once (at most 32). A Turn with no progress
+    for ``stall_diagnostic_ms`` (``None``: half the stall window; the seed's own
+    constant is not in its diff) gets a stall diagnostic, which comes before it is
+    declared stalled.
     """
 
     aggregation_window_ms: float = 60_000
@@ -45,6 +56,14 @@ class TurnSettings:
     task_pass_retry_base_ms: float = 250
     task_pass_retry_limit: int = 2
     task_concurrency: int = 4
+    stall_diagnostic_ms: float | None = None
+
+    @property
+    def diagnostic_after_ms(self) -> float:
+        """How long a Turn shows no progress before its stall diagnostic."""
+        if self.stall_diagnostic_ms is None:
+            return self.stall_window_ms / 2
+        return self.stall_diagnostic_ms
 
     def __post_init__(self) -> None:
         for name in (
@@ -66,6 +85,16 @@ class TurnSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(f"{name} must be a positive int, not {value!r}")
+        diagnostic = self.stall_diagnostic_ms
+        if diagnostic is not None and (
+            isinstance(diagnostic, bool)
+            or not isinstance(diagnostic, int | float)
+            or not 0 < diagnostic <= self.stall_window_ms
+        ):
+            raise InvalidArgument(
+                f"stall_diagnostic_ms must be a number of ms above 0 and at most "
+                f"stall_window_ms ({self.stall_window_ms}), or None, not {diagnostic!r}"
+            )
         if self.force_window_ms < self.aggregation_window_ms:
             raise InvalidArgument(
                 f"force_window_ms ({self.force_window_ms}) must be at least "
@@ -87,3 +116,33 @@ def check_concurrency(value: object, name: str = "concurrency") -> int:
 
 
 DEFAULT_TURN_SETTINGS = TurnSettings()
+
+
+def turn_settings_of(source: World | Draft) -> TurnSettings:
+    """The Turn settings in force in a world (or a decision's view of one): the last
+    recorded ones, else :data:`DEFAULT_TURN_SETTINGS`."""
+    if isinstance(source, Draft):
+        state = source.get_stream(TURN_SETTINGS_STREAM)
+    else:
+        state = source.streams.get(TURN_SETTINGS_STREAM)
+    return state if isinstance(state, TurnSettings) else DEFAULT_TURN_SETTINGS
+
+
+def change_turn_settings(
+    draft: Draft, ctx: Context, settings: TurnSettings | None, changes: dict[str, Any]
+) -> TurnSettings:
+    """Record the Turn settings in force from now on: ``settings`` (``None``: those in
+    force) with ``changes``; nothing when they are the ones in force already. Returns
+    the settings in force after."""
+    not_closing(ctx, None)
+    if settings is not None and not isinstance(settings, TurnSettings):
+        raise InvalidArgument(f"Turn settings must be a TurnSettings, not {settings!r}")
+    current = turn_settings_of(draft)
+    try:
+        updated = replace(settings or current, **changes)
+    except TypeError as error:
+        raise InvalidArgument(f"unknown Turn setting: {error}") from None
+    # turns.settings_recorded: a setting that decides is an event, so replay equals live.
+    if updated != current:
+        draft.emit_stream(TurnSettingsChanged(task_id="", at=ctx.now, **asdict(updated)))
+    return updated

@@ -60,9 +60,14 @@ class TurnState:
     """Retryable delivery outcomes recorded so far."""
     retry_at: float | None = None
     delivery_held: bool = False
+    held_by_pass: str | None = None
+    """The pass that recorded the hold (``None``: a command did): later passes offer
+    the Turn for delivery again."""
     completion_due_at: float | None = None
     exit_observed_at: float | None = None
     stall_observed_at: float | None = None
+    stall_diagnosed_at: float | None = None
+    """When a stall diagnostic was recorded (it stands until the Turn shows progress)."""
     ended_at: float | None = None
     end_reason: str | None = None
 
@@ -71,15 +76,23 @@ class TurnState:
         """``started`` or ``delivered``: the role's one open Turn."""
         return self.status in ACTIVE_TURN_STATUSES
 
+    @property
+    def stall_diagnosed(self) -> bool:
+        """Whether a stall diagnostic was recorded since the Turn last showed progress."""
+        return self.stall_diagnosed_at is not None and self.stall_diagnosed_at >= self.progress_at
+
     def completion_due(self, now: float) -> bool:
         """Whether a reported completion is due (``due_at <= now``)."""
         return self.completion_due_at is not None and self.completion_due_at <= now
 
-    def delivery_due(self, now: float) -> bool:
-        """Whether a pass should try to deliver it now: ``started``, not held, and
-        never tried or its retry is due."""
-        if self.status != "started" or self.delivery_held:
+    def delivery_due(self, now: float, pass_id: str | None = None) -> bool:
+        """Whether pass ``pass_id`` should try to deliver it now: ``started``, and never
+        tried, its retry due, or held (``writer-attached``, ``delivery-uncertain``) by
+        another pass or a command (yui offers those again in every later pass)."""
+        if self.status != "started":
             return False
+        if self.delivery_held:
+            return pass_id is not None and pass_id != self.held_by_pass
         return self.delivery_outcome is None or (self.retry_at is not None and self.retry_at <= now)
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,6 +114,7 @@ class TurnState:
             "completion_due_at": self.completion_due_at,
             "exit_observed_at": self.exit_observed_at,
             "stall_observed_at": self.stall_observed_at,
+            "stall_diagnosed_at": self.stall_diagnosed_at,
             "ended_at": self.ended_at,
             "end_reason": self.end_reason,
         }
@@ -130,23 +144,32 @@ class RoleState:
 @dataclass(frozen=True, slots=True)
 class WakeupState:
     """A task's pending Leader wakeup: every reason in first-request order, the
-    first request's time (kept) and the last one's."""
+    first request's time (kept) and the last one's; how often a pass found the
+    Leader busy, and when it is signalled again (``None``: not before the force
+    window)."""
 
     task_id: str
     reasons: tuple[str, ...]
     request_count: int
     first_requested_at: float
     last_requested_at: float
+    busy_attempts: int = 0
+    resignal_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The wakeup as plain data."""
-        return {
+        out: dict[str, Any] = {
             "task_id": self.task_id,
             "reasons": list(self.reasons),
             "request_count": self.request_count,
             "first_requested_at": self.first_requested_at,
             "last_requested_at": self.last_requested_at,
         }
+        if self.busy_attempts:
+            out["busy_attempts"] = self.busy_attempts
+        if self.resignal_at is not None:
+            out["resignal_at"] = self.resignal_at
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,10 @@
 """The pending Leader wakeup, one per task on ``wakeup:<task id>``: a request creates
 it or aggregates into it (``wakeups.aggregate``: reasons appended once each, the first
 time kept); once its aggregation window has passed it starts a Leader Turn
-(``wakeups.dispatch``), or, while the Leader stays busy past the force window, its
-reasons are steered into the busy Turn (``wakeups.force``); a wakeup of a task that
+(``wakeups.dispatch``), or, finding the Leader busy, is signalled again with the
+delivery backoff (``wakeups.resignal``); while the Leader stays busy past the force
+window, its reasons are steered into the busy Turn (``wakeups.force``, recorded by
+:func:`record_steered` only once the hand-off happened); a wakeup of a task that
 decided its outcome is dropped (``wakeups.task_done``).
 """
 
@@ -22,12 +24,13 @@ from .events import (
     WakeupAggregated,
     WakeupDispatched,
     WakeupDropped,
+    WakeupFoundBusy,
     WakeupRequested,
     wakeup_stream_id,
 )
 from .refusals import TurnRuleViolation
 from .rules import _fold_due_completion
-from .settings import TurnSettings
+from .settings import TurnSettings, retry_delay_ms
 from .state import LEADER, WakeupState, turn_id_for
 
 
@@ -35,17 +38,20 @@ from .state import LEADER, WakeupState, turn_id_for
 class WakeupDispatch:
     """What the wakeup step did for one task.
 
-    ``status``: ``dispatched`` (a Leader Turn ``turn_id`` started), ``steered``
-    (the force window passed while the Leader was busy: ``reasons`` go into its
-    Turn ``turn_id``), ``dropped`` (the task decided its outcome), ``aggregating``
-    (the aggregation window is still open), ``busy`` (the Leader's Turn
-    ``turn_id`` is active, the force window still open) or ``none`` (no wakeup
-    pending).
+    ``status``: ``dispatched`` (a Leader Turn ``turn_id`` started), ``force``
+    (the force window passed while the Leader was busy: ``reasons`` are to be
+    handed to its Turn ``turn_id``, and only then recorded with
+    :func:`record_steered`), ``steered`` (that hand-off happened and was
+    recorded), ``dropped`` (the task decided its outcome), ``aggregating`` (the
+    aggregation window is still open), ``busy`` (the Leader's Turn ``turn_id`` is
+    active, the force window still open) or ``none`` (no wakeup pending).
+    ``request_count`` is the wakeup's, so a hand-off records only what it handed.
     """
 
-    status: Literal["dispatched", "steered", "dropped", "aggregating", "busy", "none"]
+    status: Literal["dispatched", "force", "steered", "dropped", "aggregating", "busy", "none"]
     turn_id: str | None = None
     reasons: tuple[str, ...] = ()
+    request_count: int = 0
 
 
 WakeupRequestStatus = Literal["requested", "aggregated", "dropped"]
@@ -66,13 +72,41 @@ def pending_wakeup(source: Draft | World, task_id: str) -> WakeupState | None:
     return state
 
 
-def wakeup_deadline(wakeup: WakeupState, leader_busy: bool, settings: TurnSettings) -> float:
-    """When the wakeup is due: the end of its aggregation window, or, while the
-    Leader is busy past that, the end of its force window."""
-    aggregation_at = wakeup.first_requested_at + settings.aggregation_window_ms
-    if not leader_busy:
-        return aggregation_at
-    return wakeup.first_requested_at + settings.force_window_ms
+DeadlineWindow = Literal["aggregation", "force", "resignal"]
+
+
+def choose_deadline(
+    aggregation_at: float,
+    force_at: float,
+    leader_busy: bool,
+    now: float | None,
+    resignal_at: float | None = None,
+) -> tuple[float, DeadlineWindow]:
+    """Which of a wakeup's deadlines is next, and what it is: the aggregation end,
+    or, once that has passed (``now``; ``None``: not known) with the Leader still
+    busy, the next re-signal or the force end, whichever comes first. The read
+    models ask this too."""
+    # wakeups.deadline (yui): the aggregation end is answered first, busy Leader or not;
+    # then, while the Leader stays busy, its re-signal, and the force end.
+    if not leader_busy or now is None or now < aggregation_at:
+        return aggregation_at, "aggregation"
+    if resignal_at is not None and resignal_at < force_at:
+        return resignal_at, "resignal"
+    return force_at, "force"
+
+
+def wakeup_deadline(
+    wakeup: WakeupState, leader_busy: bool, settings: TurnSettings, now: float | None
+) -> float:
+    """When the wakeup is next due (see :func:`choose_deadline`)."""
+    first = wakeup.first_requested_at
+    return choose_deadline(
+        first + settings.aggregation_window_ms,
+        first + settings.force_window_ms,
+        leader_busy,
+        now,
+        wakeup.resignal_at,
+    )[0]
 
 
 def request_wakeup(
@@ -153,12 +187,11 @@ def dispatch_wakeup(
     }
     if busy is not None:
         if waited < settings.force_window_ms:
+            _resignal(draft, ctx, settings, wakeup, busy.turn_id, pass_id)
             return WakeupDispatch("busy", busy.turn_id, wakeup.reasons)
-        # wakeups.force: past the force window a busy Leader gets the reasons steered in.
-        draft.emit_stream(
-            WakeupDispatched(**fields, turn_id=busy.turn_id, mode="steered", cause="wakeups.force")
-        )
-        return WakeupDispatch("steered", busy.turn_id, wakeup.reasons)
+        # wakeups.force: past the force window a busy Leader gets the reasons steered in;
+        # the hand-off is an external effect, recorded by record_steered once it happened.
+        return WakeupDispatch("force", busy.turn_id, wakeup.reasons, wakeup.request_count)
     # wakeups.dispatch: aggregation window passed, Leader idle: a Leader Turn starts.
     role_state = _task(draft, task_id).roles.get(LEADER)
     turn_id = turn_id_for(LEADER, (role_state.turns if role_state else 0) + 1)
@@ -177,3 +210,73 @@ def dispatch_wakeup(
         )
     )
     return WakeupDispatch("dispatched", turn_id, wakeup.reasons)
+
+
+def _resignal(
+    draft: Draft,
+    ctx: Context,
+    settings: TurnSettings,
+    wakeup: WakeupState,
+    turn_id: str,
+    pass_id: str | None,
+) -> None:
+    attempt = wakeup.busy_attempts
+    due = attempt == 0 or (wakeup.resignal_at is not None and wakeup.resignal_at <= ctx.now)
+    if not due or attempt >= settings.delivery_retry_limit:
+        return
+    # wakeups.resignal (yui): a wake that found the Leader busy is signalled again after
+    # the delivery backoff, min(2000, base * 2**min(attempt, 3)) ms, up to the delivery
+    # retry limit; after that only the force window is left.
+    last = attempt + 1 >= settings.delivery_retry_limit
+    draft.emit_stream(
+        WakeupFoundBusy(
+            task_id=wakeup.task_id,
+            at=ctx.now,
+            turn_id=turn_id,
+            attempt=attempt,
+            resignal_at=None
+            if last
+            else ctx.now + retry_delay_ms(settings.delivery_retry_base_ms, attempt),
+            cause="wakeups.resignal",
+            pass_id=pass_id,
+        )
+    )
+
+
+def record_steered(
+    draft: Draft,
+    ctx: Context,
+    settings: TurnSettings,
+    task_id: str,
+    turn_id: str,
+    request_count: int,
+    *,
+    pass_id: str | None = None,
+) -> bool:
+    """Record that a forced wakeup's reasons were handed to the busy Leader Turn
+    ``turn_id`` (after the hand-off happened). Records nothing, and returns
+    ``False``, when the wakeup changed meanwhile (a later request joined it, or it
+    was dispatched or dropped) or the Leader's Turn is another: the next pass hands
+    off what is pending then."""
+    _open(ctx, task_id)
+    wakeup = pending_wakeup(draft, task_id)
+    busy = active_turn(draft.get(task_id), LEADER)
+    if wakeup is None or wakeup.request_count != request_count:
+        return False
+    if busy is None or busy.turn_id != turn_id:
+        return False
+    # wakeups.force: the reasons went into the busy Turn; the wakeup is cleared.
+    draft.emit_stream(
+        WakeupDispatched(
+            task_id=task_id,
+            at=ctx.now,
+            reasons=wakeup.reasons,
+            request_count=wakeup.request_count,
+            first_requested_at=wakeup.first_requested_at,
+            pass_id=pass_id,
+            turn_id=turn_id,
+            mode="steered",
+            cause="wakeups.force",
+        )
+    )
+    return True

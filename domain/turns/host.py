@@ -1,0 +1,62 @@
+"""What a controller pass uses of the scheduler it runs for (:class:`PassHost`): the
+world, clock and Turn settings, whether it is closing, its decision cycle, the lock
+that serializes decisions and the per-task locks. The application's Turn commands
+are one (:class:`~..app.turn_commands.TurnCommands` passes ``self``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar
+
+from ..clock import Clock
+from ..world import World
+from .queue import PassQueue
+from .settings import TurnSettings
+
+T = TypeVar("T")
+
+
+class PassHost(Protocol):
+    """What a controller pass uses of the scheduler it runs for (its Turn commands):
+    the world, clock and Turn settings, whether it is closing, its decision cycle,
+    the lock that serializes decisions and the per-task locks."""
+
+    @property
+    def world(self) -> World:
+        """The scheduler's world, which the pass plans from and reads."""
+        ...
+
+    @property
+    def clock(self) -> Clock:
+        """The scheduler clock."""
+        ...
+
+    @property
+    def closing(self) -> bool:
+        """Whether the scheduler is closing: no more per-task passes start."""
+        ...
+
+    @property
+    def turn_settings(self) -> TurnSettings:
+        """The windows and limits in force."""
+        ...
+
+    @property
+    def _lock(self) -> AbstractContextManager[Any]:
+        """The lock decisions are serialized under."""
+        ...
+
+    def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run one decision through the scheduler's decision cycle."""
+        ...
+
+    @property
+    def pass_queue(self) -> PassQueue:
+        """The passes requested and not run yet (a dirty pass yields to a full one)."""
+        ...
+
+    def _task_lock(self, task_id: str) -> AbstractContextManager[Any]:
+        """The lock that serializes the per-task passes of one task."""
+        ...
