@@ -48,6 +48,7 @@ class PendingWakeups(Projection):
                 "last_requested_at",
                 "aggregation_deadline",
                 "force_deadline",
+                "resignal_at",
             ),
         ),
     )
