@@ -11,8 +11,12 @@ _QUIET_FIELDS = {"at", "rule", "owner_id", "conversation_id", "project_ids", "tr
 
 
 def format_at(at: float) -> str:
-    """A scheduler time (ms since the epoch) as an ISO-8601 UTC time to the millisecond."""
-    moment = datetime.fromtimestamp(at / 1000.0, tz=UTC)
+    """A scheduler time (ms since the epoch) as an ISO-8601 UTC time to the millisecond
+    (a time no date can show, from a log an older release wrote, as its number of ms)."""
+    try:
+        moment = datetime.fromtimestamp(at / 1000.0, tz=UTC)
+    except (OverflowError, ValueError, OSError, TypeError):
+        return f"{at!r} ms"
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
