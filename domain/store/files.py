@@ -14,9 +14,14 @@ this open created (:func:`remove_created_companions`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
+from urllib.parse import quote
 
 from ..errors import StoreError
 
@@ -101,3 +106,66 @@ def remove_created_companions(path: str | os.PathLike[str], before: frozenset[Pa
             connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         finally:
             connection.close()
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """Write a file whole or not at all: a temporary file beside ``path`` (same folder,
+    same file system), synced and renamed over ``path`` once the block ends; if the
+    block raises (a full disk, an interrupt), the temporary file is removed and
+    ``path`` is as it was. A symbolic link at ``path`` is followed: its target is
+    what gets replaced. Errors name the path (:class:`OSError` with its filename)."""
+    target = Path(os.path.realpath(path))
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(path))
+    folder = target.parent
+    if not folder.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such folder", os.fspath(folder))
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (renamed or removed below)
+        dir=folder, prefix=f".{target.name}.", suffix=".tmp", delete=False
+    )
+    try:
+        with handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(handle.name, _mode_for(target))
+        os.replace(handle.name, target)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(handle.name)
+        if error.filename is None:  # a write (a full disk): say which file it was
+            raise type(error)(error.errno, error.strerror, os.fspath(path)) from None
+        raise
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(handle.name)
+        raise
+
+
+def _mode_for(target: Path) -> int:
+    """The permissions the replaced file had, or 0644 for a new one: not the 0600 of a
+    temporary file."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        return 0o644
+
+
+def sqlite_tables(path: str | os.PathLike[str]) -> set[str]:
+    """The tables of the SQLite database at ``path``, read without writing anything
+    (``-wal``/``-shm`` an open creates are removed again)."""
+    before = existing_companions(path)
+    uri = f"file:{quote(os.path.abspath(path), safe='/')}?{read_only_mode(path)}"
+    try:
+        connection = sqlite3.connect(uri, uri=True)
+        try:
+            rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            return {str(row[0]) for row in rows}
+        finally:
+            connection.close()
+    except sqlite3.Error as error:
+        raise StoreError(f"{path}: cannot read it as a SQLite database ({error})") from None
+    finally:
+        remove_created_companions(path, before)
