@@ -36,11 +36,11 @@ import orjson
 from eventsourcing.persistence import StoredEvent
 
 from tasktrail.domain import CorruptEvent, Store, StoreError, TasktrailError, open_store
-from tasktrail.domain.store.chain import unseal
+from tasktrail.domain.store.chain import as_bytes, unseal
 from tasktrail.domain.store.files import atomic_output
 from tasktrail.domain.store.meta import CHAINED_AFTER_KEY
 from tasktrail.domain.store.store import Recorded
-from tasktrail.domain.store.transcoder import decode_payload
+from tasktrail.domain.store.transcoder import decode_payload, row_problem
 
 LINE_KEYS = ("position", "topic", "originator_id", "originator_version", "at", "payload")
 HEADS_KEYS = ("heads", "events", "chained_after")
@@ -229,8 +229,11 @@ def export(store: Store | str | os.PathLike[str], path: str | os.PathLike[str]) 
     try:
         with atomic_output(path) as out:
             for position, originator_id, version, topic, state in opened.rows():
+                problem = row_problem(originator_id, version, topic, state)
+                if problem is not None:
+                    raise CorruptEvent(position, problem)
                 out.write(_line(position, topic, originator_id, version, state))
-                heads[originator_id] = [version, unseal(state)[1]]
+                heads[originator_id] = [version, unseal(as_bytes(state))[1]]
                 count += 1
             trailer = {"heads": heads, "events": count, "chained_after": opened.chained_after}
             out.write(orjson.dumps(trailer) + b"\n")

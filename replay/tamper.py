@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasktrail.domain import Store, StoreError, open_store
-from tasktrail.domain.store.chain import ChainCheck, ChainProblem
+from tasktrail.domain.store.chain import ChainCheck, ChainProblem, as_bytes
+from tasktrail.domain.store.transcoder import row_problem
 
 from .log import Heads, LogReader, _parse_heads, is_jsonl
 
@@ -79,7 +80,11 @@ def check_chain(
                 expected=expected,
             )
             for position, stream_id, version, topic, state in store.rows(until=until):
-                check.add(position, stream_id, version, topic, state)
+                problem = row_problem(stream_id, version, topic, state)
+                if problem is not None:  # the table edited by hand: say so, read on
+                    check.problems.append(ChainProblem(position, str(stream_id), problem))
+                    continue
+                check.add(position, stream_id, version, topic, as_bytes(state))
         finally:
             if store is not source:
                 store.close()

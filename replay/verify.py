@@ -337,28 +337,32 @@ def verify(
     if isinstance(source, SchedulerState):
         state = source
     else:
+        unreadable: CorruptEvent | None = None
         try:
             state = replay(source, strict=False, skip_invalid=skip_invalid)
-            chain = check_chain(
-                source, until=state.position, against=against, skip_invalid=skip_invalid
-            )
         except CorruptEvent as error:
+            unreadable = error
+        # The chain reads rows undecoded: it still points at an edit that left an
+        # event unreadable (a store's rows; an export's lines up to that event).
+        chain = _chain(source, against, skip_invalid)
+        if unreadable is not None:
             # An unreadable event ends the log here: nothing after it can be trusted.
             return VerifyReport(
-                position=error.position or 0,
+                position=unreadable.position or 0,
                 events=0,
-                checks=["readable"],
-                violations=[Violation("readable", None, str(error), _pos(error))],
+                checks=["readable", "chain"],
+                violations=[
+                    Violation("readable", None, str(unreadable), _pos(unreadable)),
+                    *_chain_violations(chain),
+                ],
+                chain=chain,
             )
     for problem in state.problems:
         violations.append(Violation("fold", None, problem.message, (problem.position,)))
     for fn in CHECKS.values():
         violations.extend(fn(state))
     if chain is not None:
-        for broken in chain.problems:
-            positions = (broken.position,) if broken.position is not None else ()
-            where = "" if broken.stream_id == "*" else f"stream {broken.stream_id}: "
-            violations.append(Violation("chain", None, where + broken.message, positions))
+        violations.extend(_chain_violations(chain))
     return VerifyReport(
         position=state.position,
         events=state.events,
@@ -366,6 +370,26 @@ def verify(
         violations=violations,
         chain=chain,
     )
+
+
+def _chain(
+    source: str | os.PathLike[str] | Store,
+    against: str | os.PathLike[str] | None,
+    skip_invalid: bool,
+) -> ChainReport:
+    try:
+        return check_chain(source, against=against, skip_invalid=skip_invalid)
+    except CorruptEvent:  # an export's unreadable line: its reader stopped there
+        return ChainReport()
+
+
+def _chain_violations(chain: ChainReport | None) -> list[Violation]:
+    found = []
+    for broken in chain.problems if chain is not None else []:
+        positions = (broken.position,) if broken.position is not None else ()
+        where = "" if broken.stream_id == "*" else f"stream {broken.stream_id}: "
+        found.append(Violation("chain", None, where + broken.message, positions))
+    return found
 
 
 def _pos(error: CorruptEvent) -> tuple[int, ...]:

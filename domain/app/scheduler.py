@@ -26,9 +26,9 @@ from ..store.store import Durability, Store, open_store
 from ..tasks import decide
 from ..tasks.definitions import BlockedReason, Registry, blocked_reason
 from ..tasks.events import TaskEvent
+from ..tasks.fields import MAX_TIME_MS
 from ..tasks.invocation import Invocation
 from ..tasks.state import TaskState
-from ..tasks.validation import MAX_TIME_MS
 from ..telemetry import live as telemetry
 from ..world import Draft, World
 from .batch import BatchCommands

@@ -58,6 +58,11 @@ def seal(payload: bytes, value: str) -> bytes:
     return payload[:-1] + _HEAD + value.encode("ascii") + b'"}'
 
 
+def as_bytes(state: bytes | bytearray | memoryview | str) -> bytes:
+    """A stored state as bytes (a hand-edited table may hold it as text)."""
+    return state.encode("utf-8", "surrogateescape") if isinstance(state, str) else bytes(state)
+
+
 def unseal(state: bytes) -> tuple[bytes, str | None]:
     """The payload a digest covers, and the digest; ``(state, None)`` when the event
     carries none where :func:`seal` puts it."""

@@ -80,7 +80,23 @@ def read_only_mode(path: str | os.PathLike[str]) -> str:
     writable = os.access(target, os.W_OK) and os.access(folder, os.W_OK)
     if not Path(f"{target}-wal").exists() and not writable:
         return "immutable=1"
+    _probe(target)
     return "mode=ro"
+
+
+def _probe(path: Path) -> None:
+    """Read the schema without creating anything (``immutable=1``) before a ``mode=ro``
+    open creates companions: a damaged file is refused here, while nothing is left
+    that only a readable schema would let SQLite remove again."""
+    uri = f"file:{quote(os.path.abspath(path), safe='/')}?immutable=1"
+    try:
+        connection = sqlite3.connect(uri, uri=True)
+        try:
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        finally:
+            connection.close()
+    except (sqlite3.Error, UnicodeError) as error:  # a damaged file's bytes in a message
+        raise StoreError(f"{path}: cannot read it as a SQLite database ({error})") from None
 
 
 def existing_companions(path: str | os.PathLike[str]) -> frozenset[Path]:
@@ -165,7 +181,7 @@ def sqlite_tables(path: str | os.PathLike[str]) -> set[str]:
             return {str(row[0]) for row in rows}
         finally:
             connection.close()
-    except sqlite3.Error as error:
+    except (sqlite3.Error, UnicodeError) as error:  # a damaged file's bytes in a message
         raise StoreError(f"{path}: cannot read it as a SQLite database ({error})") from None
     finally:
         remove_created_companions(path, before)

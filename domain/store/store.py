@@ -46,7 +46,7 @@ from eventsourcing.persistence import (
     RecordConflictError,
 )
 
-from ..errors import ClockConflict, ConflictError, InvalidArgument, StoreError
+from ..errors import ClockConflict, ConflictError, CorruptEvent, InvalidArgument, StoreError
 from ..tasks.events import TaskEvent, event_problem
 from .application import TaskApplication, close_quietly, creation_race
 from .chain import Sealer
@@ -55,7 +55,7 @@ from .guards import STAMPED_LATER
 from .location import StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
 from .sqlite import TunedSQLiteFactory
-from .transcoder import Row, decode_event
+from .transcoder import Row, decode_event, row_problem
 
 Durability = Literal["full", "normal"]
 SQLITE_SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
@@ -143,7 +143,7 @@ class Store:
     def _cause(self, error: BaseException) -> str:
         text = _describe(error)
         if "no such table" in text or "does not exist" in text:
-            return "it holds no tasktrail log (no stored_events table)"
+            return "it holds no tasktrail log (no table of events)"
         if self.location.kind == "postgresql":
             from .postgres import connection_problem  # the driver: PostgreSQL stores only
 
@@ -159,7 +159,7 @@ class Store:
         """The stored state of one version of a stream (for its digest), or ``None``."""
         try:
             stored = self.app.recorder.select_events(stream_id, gt=version - 1, lte=version)
-        except PersistenceError as error:
+        except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
             raise StoreError(f"cannot read store {self.location}: {_describe(error)}") from None
         return bytes(stored[0].state) if stored else None
 
@@ -242,7 +242,7 @@ class Store:
         """The position of the last event (0 for an empty store)."""
         try:
             return self.app.recorder.max_notification_id() or 0
-        except PersistenceError as error:
+        except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
             raise StoreError(f"cannot read store {self.location}: {_describe(error)}") from None
 
     def read(self, after: int = 0, *, until: int | None = None) -> Iterator[Recorded]:
@@ -250,6 +250,9 @@ class Store:
         latest = self.latest_at
         try:
             for position, originator_id, version, topic, state in self.rows(after, until=until):
+                if type(version) is not int or version < 1:
+                    problem = row_problem(originator_id, version, topic, state)
+                    raise CorruptEvent(position, problem or f"version {version!r}")
                 event = decode_event(topic, originator_id, state, position)
                 if event.at > latest:
                     latest = event.at
@@ -274,7 +277,7 @@ class Store:
                             start=start, limit=READ_PAGE, stop=until
                         )
                     ]
-            except PersistenceError as error:
+            except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
                 raise StoreError(
                     f"cannot read store {self.location} after position {start - 1}: "
                     f"{_describe(error)}"
@@ -295,12 +298,17 @@ class Store:
             return []  # not UTF-8: no store could have recorded such an id
         try:
             rows = getattr(self.app.recorder, "select_stream_rows")(stream_id)  # noqa: B009
-        except PersistenceError as error:
+        except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
             raise StoreError(f"cannot read store {self.location}: {_describe(error)}") from None
-        return [
-            Recorded(position, decode_event(topic, stream_id, state, position), version)
-            for position, version, topic, state in rows
-        ]
+        records = []
+        for position, version, topic, state in rows:
+            problem = row_problem(stream_id, version, topic, state)
+            if problem is not None:
+                raise CorruptEvent(position, problem)
+            records.append(
+                Recorded(position, decode_event(topic, stream_id, state, position), version)
+            )
+        return records
 
     def aggregate(self, stream_id: str) -> Any:
         """The eventsourcing aggregate of one stream (a :class:`Task` for a task id)."""

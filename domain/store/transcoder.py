@@ -32,12 +32,30 @@ class OrjsonTranscoder(Transcoder):
         return orjson.loads(data)
 
 
+def row_problem(originator_id: Any, version: Any, topic: Any, state: Any) -> str | None:
+    """What makes a stored row unreadable before its payload is looked at (a column of
+    the wrong type: the table was edited by hand), or ``None``."""
+    if not isinstance(originator_id, str):
+        return f"its stream id is {originator_id!r}, not text"
+    if type(version) is not int or version < 1:
+        return f"its version in stream {originator_id} is {version!r}, not a number from 1"
+    if not isinstance(topic, str):
+        return f"a row of stream {originator_id} has no topic ({topic!r})"
+    if not isinstance(state, bytes | bytearray | memoryview | str):
+        return f"{topic} of stream {originator_id}: its stored state is {state!r}"
+    return None
+
+
 def decode_event(
     topic: str, originator_id: str, state: bytes, position: int | None = None
 ) -> TaskEvent:
     """Rebuild the tasktrail event of one stored row; errors name the position."""
+    if not isinstance(originator_id, str):
+        raise CorruptEvent(position, f"its stream id is {originator_id!r}, not text")
     if not isinstance(topic, str):
         raise CorruptEvent(position, f"a row of task {originator_id} has no topic")
+    if not isinstance(state, bytes | bytearray | memoryview | str):
+        raise CorruptEvent(position, f"{topic} of task {originator_id}: stored state {state!r}")
     if topic not in EVENT_TYPES:
         raise UnknownEventTopic(position, topic)
     try:

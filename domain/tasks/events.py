@@ -241,7 +241,7 @@ def _builder(cls: type[TaskEvent]) -> Any:
     namespace: dict[str, Any] = {"new_object": object.__new__, "cls": cls, "wrong": wrong}
     checks: list[str] = []
     for f in fields:
-        expression, expected, names = field_check(hints[f.name])
+        expression, expected, names = field_check(hints[f.name], f.name)
         namespace.update(names)
         namespace[f"expected_{f.name}"] = expected
         checks.append(

@@ -22,6 +22,10 @@ import types
 import typing
 from typing import Any, Literal, Union
 
+MAX_TIME_MS = 253_402_300_799_999
+"""The latest time (ms) a command takes and an event's ``at`` may hold:
+9999-12-31T23:59:59.999Z; beyond it a time cannot be shown as a date, and it is no
+deadline anyone means."""
 MAX_NAME_BYTES = 256
 MAX_TEXT_BYTES = 64 * 1024
 MAX_OTHER_BYTES = 4096
@@ -91,11 +95,19 @@ def value_problem(field: str, value: Any) -> str | None:
     return None
 
 
-def field_check(annotation: Any) -> tuple[str | None, str, dict[str, Any]]:
+def field_check(annotation: Any, name: str = "") -> tuple[str | None, str, dict[str, Any]]:
     """``(expression, description, names)``: a Python expression over ``v`` that is true
     when a stored value fits the annotation (``None``: anything fits), what it
-    expects in words, and the names the expression uses."""
+    expects in words, and the names the expression uses. ``at``, every event's
+    decision time, must also lie within year 9999 either side of the epoch."""
     names: dict[str, Any] = {}
+    if name == "at":
+        names["max_time"] = MAX_TIME_MS
+        return (
+            "(v.__class__ is float or v.__class__ is int) and -max_time <= v <= max_time",
+            "a time in ms within year 9999",
+            names,
+        )
     expression, description = _check(annotation, names)
     return expression, description, names
 

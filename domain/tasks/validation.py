@@ -15,12 +15,8 @@ import orjson
 
 from ..errors import InvalidArgument, UnknownTask
 from ..world import Draft
-from .fields import MAX_NAME_BYTES, text_problem
+from .fields import MAX_NAME_BYTES, MAX_TIME_MS, text_problem
 from .state import TaskState
-
-MAX_TIME_MS = 253_402_300_799_999
-"""The latest time a command takes (9999-12-31T23:59:59.999Z, in ms): beyond it a time
-cannot be shown as a date, and it is no deadline anyone means."""
 
 MAX_VALUE_BYTES = 64 * 1024
 """The largest memo value, error message or error detail a task may record, as
