@@ -253,3 +253,15 @@ def test_postgresql_missing_database_is_named(postgres_url: str) -> None:
     with pytest.raises(StoreError) as refused:
         Scheduler.open(url)
     assert 'database "no_such_database_17" does not exist' in str(refused.value)
+
+
+def test_a_postgresql_pool_timeout_mid_run_is_given_its_cause() -> None:
+    """The pool only says it timed out; the store adds what one direct connection says."""
+    from tasktrail.domain import Store
+    from tasktrail.domain.store.location import parse_location
+
+    store = Store.__new__(Store)  # the server went away after it opened
+    store.location = parse_location("postgresql://postgres@127.0.0.1:1/test?connect_timeout=1")
+    why = store._why(Exception("couldn't get a connection after 1.00 sec"))
+    assert why.startswith("couldn't get a connection after 1.00 sec: ")
+    assert "refused" in why.lower() or "connect" in why[40:].lower()

@@ -89,32 +89,31 @@ class Sealer:
     def __init__(self, read_row: Callable[[str, int], bytes | None]) -> None:
         self._read_row = read_row
         self._heads: dict[str, tuple[int, str]] = {}
+        self._last: dict[str, tuple[int, str]] = {}
 
     def seal(
         self, events: Sequence[TaskEvent], versions: Sequence[int], timestamp: datetime
     ) -> list[StoredEvent]:
         """The rows to store: each event's payload sealed with its chained digest."""
         rows = []
-        last: dict[str, str] = {}
+        sealed: dict[str, tuple[int, str]] = {}
         for event, version in zip(events, versions, strict=True):
             stream_id = event.stream_id()
             topic = type(event).topic
             payload = encode_event(event, timestamp)
-            previous = last.get(stream_id)
-            if previous is None:
-                previous = self._previous(stream_id, version)
+            head = sealed.get(stream_id)
+            previous = head[1] if head is not None else self._previous(stream_id, version)
             value = digest(previous, stream_id, version, topic, payload)
-            last[stream_id] = value
+            sealed[stream_id] = (version, value)
             rows.append(StoredEvent(stream_id, version, topic, seal(payload, value)))
+        self._last = sealed
         return rows
 
-    def appended(self, rows: Sequence[StoredEvent]) -> None:
-        """Remember the digests of rows the store took."""
+    def appended(self) -> None:
+        """Remember the digests of the rows just sealed: the store took them."""
         if len(self._heads) > HEAD_CACHE:
             self._heads.clear()  # bounded: a miss costs one indexed read
-        for row in rows:
-            stream_id = str(row.originator_id)
-            self._heads[stream_id] = (row.originator_version, unseal(row.state)[1] or "")
+        self._heads.update(self._last)
 
     def _previous(self, stream_id: str, version: int) -> str:
         """The digest of version ``version - 1`` ("" for a stream's first event, or after

@@ -50,13 +50,22 @@ def previous_at_sql(table: str, mark: str, position: str) -> str:
 
 
 def later_stamp(
-    cursor: Any, statement: str, first_position: int, earliest_at: float | None
+    cursor: Any,
+    statement: str,
+    first_position: int,
+    earliest_at: float | None,
+    known: tuple[int, float] | None = None,
 ) -> float | None:
     """The time guard: run inside the append's transaction, under the write lock, it
     returns the ``at`` of the event just before the append when that is later than
     the append's earliest event (another writer, its clock ahead, appended first),
-    else ``None``. Decision times then never run backwards within a store."""
+    else ``None``. Decision times then never run backwards within a store.
+
+    ``known`` is the position and time of the last event the appending store read
+    or wrote: when it is the event just before the append, nothing need be read."""
     if earliest_at is None:
+        return None
+    if known is not None and known[0] == first_position - 1 and known[1] <= earliest_at:
         return None
     cursor.execute(statement, (first_position,))
     row = cursor.fetchone()

@@ -29,7 +29,8 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
         check_guards(curs, guard_sql(table, "%s"), kwargs.get("guards"))
         if ids:
             statement = previous_at_sql(table, "%s", "notification_id")
-            if later_stamp(curs, statement, min(ids), kwargs.get("earliest_at")) is not None:
+            earliest, known = kwargs.get("earliest_at"), kwargs.get("known")
+            if later_stamp(curs, statement, min(ids), earliest, known) is not None:
                 # A Python exception here would be kept aside while the transaction
                 # commits (eventsourcing's pipeline): PostgreSQL itself must fail it.
                 curs.execute(stamped_later_sql())

@@ -166,7 +166,13 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             last: int = c.fetchone()[0]
             positions = list(range(last - len(stored_events) + 1, last + 1))
         check_guards(c, self.guard_statement, kwargs.get("guards"))
-        later = later_stamp(c, self.previous_at_statement, positions[0], kwargs.get("earliest_at"))
+        later = later_stamp(
+            c,
+            self.previous_at_statement,
+            positions[0],
+            kwargs.get("earliest_at"),
+            kwargs.get("known"),
+        )
         if later is not None:  # raised inside the transaction: it rolls back
             raise IntegrityError(f"{STAMPED_LATER} (at {later})")
         return positions

@@ -93,6 +93,9 @@ class Store:
         """The latest decision time this store has read or appended (see :meth:`stamp`)."""
         self.clamped = 0
         """How many clock readings :meth:`stamp` moved forward to :attr:`latest_at`."""
+        self._seen: tuple[int, float] | None = None
+        """The position and time of the last event read or appended (the time guard
+        reads nothing when it is the one just before an append)."""
         self._sealer = Sealer(self._previous_row)
         self._companions = (
             existing_companions(location.path)
@@ -141,6 +144,7 @@ class Store:
         """Every event after this position carries a digest (``None``: no marker)."""
 
     def _cause(self, error: BaseException) -> str:
+        """Why opening failed: a database without the log, or the server's own words."""
         text = _describe(error)
         if "no such table" in text or "does not exist" in text:
             return "it holds no tasktrail log (no table of events)"
@@ -148,6 +152,17 @@ class Store:
             from .postgres import connection_problem  # the driver: PostgreSQL stores only
 
             return connection_problem(self.location.env) or text
+        return text
+
+    def _why(self, error: BaseException) -> str:
+        """Why a read or write failed; when PostgreSQL's pool only says it timed out, with
+        the cause one direct connection gives (the server went away, refused us, ...)."""
+        text = _describe(error)
+        if self.location.kind == "postgresql" and "couldn't get a connection" in text:
+            from .postgres import connection_problem
+
+            cause = connection_problem(self.location.env)
+            return f"{text}: {cause}" if cause else text
         return text
 
     def _release(self) -> None:
@@ -160,7 +175,7 @@ class Store:
         try:
             stored = self.app.recorder.select_events(stream_id, gt=version - 1, lte=version)
         except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
-            raise StoreError(f"cannot read store {self.location}: {_describe(error)}") from None
+            raise StoreError(f"cannot read store {self.location}: {self._why(error)}") from None
         return bytes(stored[0].state) if stored else None
 
     def mark(self, key: str, value: str) -> None:
@@ -221,7 +236,7 @@ class Store:
             written = {row.originator_id for row in rows}
             read_guards = {k: v for k, v in (guards or {}).items() if k not in written}
             positions = self.app.recorder.insert_events(
-                rows, guards=read_guards, earliest_at=min(e.at for e in events)
+                rows, guards=read_guards, earliest_at=min(e.at for e in events), known=self._seen
             )
         except (RecordConflictError, PersistenceError) as error:
             streams = sorted({e.stream_id() for e in events})
@@ -230,11 +245,12 @@ class Store:
             if isinstance(error, RecordConflictError):
                 raise ConflictError(streams, _describe(error)) from None
             # locked out, read-only, corrupt, disconnected
-            raise StoreError(f"cannot write to store {self.location}: {_describe(error)}") from None
+            raise StoreError(f"cannot write to store {self.location}: {self._why(error)}") from None
         except TypeError as error:  # a value orjson cannot encode: nothing was written
             raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
         assert positions is not None and len(positions) == len(rows)
-        self._sealer.appended(rows)
+        self._sealer.appended()
+        self._seen = (positions[-1], events[-1].at)
         self.latest_at = max(self.latest_at, max(e.at for e in events))
         return list(positions)
 
@@ -243,11 +259,12 @@ class Store:
         try:
             return self.app.recorder.max_notification_id() or 0
         except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
-            raise StoreError(f"cannot read store {self.location}: {_describe(error)}") from None
+            raise StoreError(f"cannot read store {self.location}: {self._why(error)}") from None
 
     def read(self, after: int = 0, *, until: int | None = None) -> Iterator[Recorded]:
         """Every event after position ``after`` (up to ``until``), in log order."""
         latest = self.latest_at
+        last: tuple[int, float] | None = None
         try:
             for position, originator_id, version, topic, state in self.rows(after, until=until):
                 if type(version) is not int or version < 1:
@@ -256,9 +273,12 @@ class Store:
                 event = decode_event(topic, originator_id, state, position)
                 if event.at > latest:
                     latest = event.at
+                last = (position, event.at)
                 yield Recorded(position, event, version)
         finally:
             self.latest_at = max(self.latest_at, latest)
+            if last is not None and (self._seen is None or last[0] >= self._seen[0]):
+                self._seen = last
 
     def rows(self, after: int = 0, *, until: int | None = None) -> Iterator[Row]:
         """The stored rows after position ``after`` (up to ``until``), in log order, as
@@ -280,7 +300,7 @@ class Store:
             except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
                 raise StoreError(
                     f"cannot read store {self.location} after position {start - 1}: "
-                    f"{_describe(error)}"
+                    f"{self._why(error)}"
                 ) from None
             yield from page
             if len(page) < READ_PAGE:
@@ -299,7 +319,7 @@ class Store:
         try:
             rows = getattr(self.app.recorder, "select_stream_rows")(stream_id)  # noqa: B009
         except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
-            raise StoreError(f"cannot read store {self.location}: {_describe(error)}") from None
+            raise StoreError(f"cannot read store {self.location}: {self._why(error)}") from None
         records = []
         for position, version, topic, state in rows:
             problem = row_problem(stream_id, version, topic, state)

@@ -20,6 +20,8 @@ from .aggregate import envelope
 
 Row = tuple[int, str, int, str, bytes]
 """A stored row: position, originator id, originator version, topic, state."""
+_STATE_TYPES = (bytes, bytearray, memoryview, str)
+"""What a stored state may be read back as (a tuple: an ``X | Y`` is built on each use)."""
 
 
 class OrjsonTranscoder(Transcoder):
@@ -41,7 +43,7 @@ def row_problem(originator_id: Any, version: Any, topic: Any, state: Any) -> str
         return f"its version in stream {originator_id} is {version!r}, not a number from 1"
     if not isinstance(topic, str):
         return f"a row of stream {originator_id} has no topic ({topic!r})"
-    if not isinstance(state, bytes | bytearray | memoryview | str):
+    if not isinstance(state, _STATE_TYPES):
         return f"{topic} of stream {originator_id}: its stored state is {state!r}"
     return None
 
@@ -50,19 +52,22 @@ def decode_event(
     topic: str, originator_id: str, state: bytes, position: int | None = None
 ) -> TaskEvent:
     """Rebuild the tasktrail event of one stored row; errors name the position."""
-    if not isinstance(originator_id, str):
-        raise CorruptEvent(position, f"its stream id is {originator_id!r}, not text")
-    if not isinstance(topic, str):
-        raise CorruptEvent(position, f"a row of task {originator_id} has no topic")
-    if not isinstance(state, bytes | bytearray | memoryview | str):
-        raise CorruptEvent(position, f"{topic} of task {originator_id}: stored state {state!r}")
-    if topic not in EVENT_TYPES:
+    # The columns' types are checked only where a row fails (a log is read an event at
+    # a time): a topic not among ours, a state orjson cannot take, an id not text.
+    if topic not in EVENT_TYPES or originator_id.__class__ is not str:
+        problem = row_problem(originator_id, 1, topic, state)
+        if problem is not None:
+            raise CorruptEvent(position, problem)
         raise UnknownEventTopic(position, topic)
     try:
         payload = orjson.loads(state)
     except orjson.JSONDecodeError as error:
         raise CorruptEvent(
             position, f"{topic} of task {originator_id}: not JSON ({error})"
+        ) from None
+    except TypeError:
+        raise CorruptEvent(
+            position, f"{topic} of task {originator_id}: stored state {state!r}"
         ) from None
     return decode_payload(topic, originator_id, payload, position)
 

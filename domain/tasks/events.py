@@ -201,6 +201,7 @@ EVENT_TYPES: dict[str, type[TaskEvent]] = {}
 """Every known event class by its stored topic."""
 
 _TUPLE_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
+_TEXT_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
 _PAYLOAD_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
 _BUILDERS: dict[type[TaskEvent], Any] = {}
 
@@ -217,6 +218,13 @@ def register_event(cls: E) -> E:
         f.name for f in fields if f.name != "task_id" or not cls.task_stream
     )
     _TUPLE_FIELDS[cls] = tuple(f.name for f in fields if str(f.type).startswith("tuple"))
+    # What the limits look at: every stored field but plain numbers and flags.
+    _TEXT_FIELDS[cls] = tuple(
+        name
+        for name in _PAYLOAD_FIELDS[cls]
+        if str(next(f.type for f in fields if f.name == name)).replace(" | None", "")
+        not in ("int", "float", "bool")
+    )
     _BUILDERS[cls] = _builder(cls)
     return cls
 
@@ -323,7 +331,7 @@ def event_problem(event: TaskEvent) -> str | None:
     problem = text_problem("stream id", stream_id, MAX_STREAM_BYTES)
     if problem is None and isinstance(event.task_id, str):
         problem = text_problem("task_id", event.task_id)
-    for name in _PAYLOAD_FIELDS[cls]:
+    for name in _TEXT_FIELDS[cls]:  # the fields that may hold a string (see register_event)
         if problem is not None:
             break
         problem = value_problem(name, getattr(event, name))

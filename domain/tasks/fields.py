@@ -62,21 +62,28 @@ def limit_of(field: str) -> int:
 
 def text_problem(field: str, value: str, limit: int | None = None) -> str | None:
     """What makes a string unfit for the log, or ``None``."""
+    most = limit if limit is not None else limit_of(field)
+    if value.isascii() and len(value) <= most and "\x00" not in value:
+        return None  # the usual case, without encoding it
     if "\x00" in value:
         return f"{field} holds a NUL character, which a store cannot keep the same way"
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         return f"{field} holds a lone surrogate: it is not valid Unicode text (UTF-8)"
-    most = limit if limit is not None else limit_of(field)
     if size > most:
         return f"{field} is {size} bytes as UTF-8; the limit is {most}"
     return None
 
 
+_PLAIN = frozenset({int, float, bool})
+
+
 def value_problem(field: str, value: Any) -> str | None:
     """What makes a field's value unfit for the log (its strings, at the top level and in
     tuples and string maps), or ``None``; JSON values are checked as JSON elsewhere."""
+    if value is None or value.__class__ in _PLAIN:
+        return None
     if isinstance(value, str):
         return text_problem(field, value)
     if isinstance(value, tuple):
