@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.cli import run
+from helpers.cli import folder_state, run
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -131,7 +131,11 @@ def test_cli_replay_until_a_time_after_the_clock_ran_backwards(
     clock.set(START)
     s.submit("job", phase="p", id="early-by-the-clock")
     s.close()
+    before = folder_state(tmp_path)
     ran = run(["replay", str(tmp_path / "s.db"), "--until", "2026-01-05T09:00:05Z"], capsys)
     assert ran.code == 0 and "as of position 0 (0 events)" in ran.out
     ran = run(["replay", str(tmp_path / "s.db"), "--until", "2026-01-05T09:00:10Z"], capsys)
     assert ran.code == 0 and "as of position 2 (2 events): 2 tasks" in ran.out
+    ran = run(["replay", str(tmp_path / "s.db"), "--until", "soon"], capsys)
+    assert ran.code == 2 and "--until: until 'soon' is neither a position" in ran.err
+    assert folder_state(tmp_path) == before
