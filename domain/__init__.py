@@ -10,6 +10,7 @@ from .app.scheduler import Scheduler
 from .app.worker import TickReport, Worker
 from .clock import Clock, ManualClock, system_clock
 from .errors import (
+    ClockConflict,
     ConflictError,
     CorruptEvent,
     InvalidArgument,
@@ -67,6 +68,7 @@ __all__ = [
     "CancelResult",
     "Checkpoint",
     "Clock",
+    "ClockConflict",
     "ConflictError",
     "ControllerPassReport",
     "CorruptEvent",

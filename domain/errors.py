@@ -81,6 +81,13 @@ class ConflictError(TasktrailError):
         )
 
 
+class ClockConflict(ConflictError):
+    """Another writer, its clock ahead, appended an event stamped later than this
+    decision first: appended after it, this one would run the store's decision
+    times backwards. Nothing was recorded; the :class:`Scheduler` decides such a
+    command again on fresh state, stamped no earlier, on its own."""
+
+
 class StoreError(TasktrailError):
     """The store could not be opened or read: a bad URL, a corrupt file, no server."""
 

@@ -184,10 +184,12 @@ class Projector:
     def rebuild(self, *, progress: Progress | None = None) -> CatchUp:
         """Drop every read model and fold the whole log again from position 0."""
         with self.db.atomic():
-            for projection in self.projections:
-                for spec in projection.tables:
-                    self.db.table(spec.name).drop(ignore=True)
-            self.db.table(POSITIONS).drop(ignore=True)
+            # Not drop(ignore=True): it also swallows "database is locked", and a
+            # rebuild under another writer's lock would report success having done nothing.
+            names = [spec.name for p in self.projections for spec in p.tables]
+            for name in [*names, POSITIONS]:
+                if self.db.table(name).exists():
+                    self.db.table(name).drop()
         self.world = World()
         self.folded = 0
         self._create()

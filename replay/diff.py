@@ -1,9 +1,12 @@
-"""What differs between two scheduler states, task by task."""
+"""What differs between two scheduler states, task by task (``str()`` escapes what a
+log holds, :func:`~tasktrail.domain.tasks.describe.printable`; ``to_dict()`` is exact)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from tasktrail.domain.tasks.describe import printable
 
 from .state import SchedulerState
 
@@ -50,15 +53,16 @@ class StateDiff:
         lines = [f"a at position {self.positions[0]}, b at {self.positions[1]}:"]
         for d in self.tasks:
             if d.change == "changed":
-                lines.append(f"  ~ {d.task_id}")
+                lines.append(f"  ~ {printable(d.task_id)}")
                 for name, (a, b) in d.fields.items():
-                    lines.append(f"      {name}: {a!r} -> {b!r}")
+                    lines.append(printable(f"      {name}: {a!r} -> {b!r}"))
             else:
                 sign = "+" if d.change == "added" else "-"
                 status = d.fields.get("status", (None, None))
-                lines.append(f"  {sign} {d.task_id} ({status[1] if sign == '+' else status[0]})")
+                shown = status[1] if sign == "+" else status[0]
+                lines.append(f"  {sign} {printable(d.task_id)} ({shown})")
         for name, (a, b) in self.tables.items():
-            lines.append(f"  table {name}: {a} rows -> {b} rows (rows differ)")
+            lines.append(printable(f"  table {name}: {a} rows -> {b} rows (rows differ)"))
         return "\n".join(lines)
 
 

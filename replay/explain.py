@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tasktrail.domain import Store, UnknownTask
-from tasktrail.domain.tasks.describe import format_at
+from tasktrail.domain.tasks.describe import format_at, printable
 
 from .state import SchedulerState, replay
 
@@ -44,7 +44,7 @@ class Step:
             if self.status_before != self.status_after
             else f"stays {self.status_after}"
         )
-        return (
+        return printable(
             f"{self.position:>6}  {format_at(self.at)}  {self.event_type:<20} {move:<24} {self.why}"
         )
 

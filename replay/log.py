@@ -5,17 +5,29 @@ A JSONL export holds one event a line::
     {"position":1,"topic":"tasktrail.TaskSubmitted","originator_id":"t-1",
      "originator_version":1,"at":1000,"payload":{...the stored fields...}}
 
+The last line records the stream heads (each stream's last version and its
+digest, see :mod:`tasktrail.domain.store.chain`), how many events precede it and
+the position after which the source chains every event::
+
+    {"heads":{"t-1":[4,"9f…"],...},"events":1200,"chained_after":0}
+
+so that ``verify`` can tell, later, whether a stream was rewritten since (an
+export without it, from an earlier release, still reads).
+
 ``export`` then ``import_log`` then ``export`` gives the same bytes: the
-payload is the stored state exactly (recording timestamp included), and keys
-are written in one fixed order. A line that cannot be read is reported with
-its line number and what was expected; ``skip_invalid=True`` skips such lines
-instead and reports each one in :attr:`LogReader.skipped`.
+payload is the stored state exactly (recording timestamp and digest included),
+and keys are written in one fixed order. ``export`` writes a temporary file
+beside its target and renames it into place: a failure (a full disk) leaves
+the target as it was. A line that cannot be read is reported with its line
+number and what was expected; ``skip_invalid=True`` skips such lines instead and
+reports each one in :attr:`LogReader.skipped`. Stores are read read-only
+(:func:`~tasktrail.domain.open_store` with ``read_only=True``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,13 +36,28 @@ import orjson
 from eventsourcing.persistence import StoredEvent
 
 from tasktrail.domain import CorruptEvent, Store, StoreError, TasktrailError, open_store
+from tasktrail.domain.store.chain import as_bytes, unseal
 from tasktrail.domain.store.event_view import ensure_event_view
+from tasktrail.domain.store.files import atomic_output
+from tasktrail.domain.store.meta import CHAINED_AFTER_KEY
 from tasktrail.domain.store.store import Recorded
-from tasktrail.domain.store.transcoder import decode_payload
+from tasktrail.domain.store.transcoder import decode_payload, row_problem
 
 LINE_KEYS = ("position", "topic", "originator_id", "originator_version", "at", "payload")
+HEADS_KEYS = ("heads", "events", "chained_after")
 IMPORT_BATCH = 1_000
 _LINE_KEY_SET = frozenset(LINE_KEYS)
+
+
+@dataclass(frozen=True)
+class Heads:
+    """An export's last line: each stream's last version and digest, the number of
+    events before it, and the position after which the source chained every event."""
+
+    heads: dict[str, tuple[int, str | None]]
+    events: int
+    chained_after: int | None
+    line: int = 0
 
 
 class LogError(TasktrailError):
@@ -63,6 +90,13 @@ class LogReader:
     path: Path
     skip_invalid: bool = False
     skipped: list[Skipped] = field(default_factory=list)
+    heads: Heads | None = None
+    """The export's last heads line, once read (``None``: it had none). Events may
+    follow a heads line (a log extended after its export): it holds for those before."""
+    read: int = 0
+    """Event lines read so far."""
+    on_heads: Callable[[Heads, int], None] | None = None
+    """Called with each heads line and the number of events read before it."""
 
     def __iter__(self) -> Iterator[Recorded]:
         for recorded, _, _ in self.rows(states=False):
@@ -85,6 +119,15 @@ class LogReader:
                 if not raw.strip():
                     self._invalid(number, "empty line; expected one JSON object")
                     continue
+                if raw.startswith(b'{"heads"'):
+                    try:
+                        self.heads = _parse_heads(raw, number, name)
+                    except LogError as error:
+                        self._invalid(number, str(error).split(": ", 1)[1])
+                        continue
+                    if self.on_heads is not None:
+                        self.on_heads(self.heads, self.read)
+                    continue
                 try:
                     recorded, state = _parse_line(raw, number, name, states)
                 except LogError as error:
@@ -101,6 +144,7 @@ class LogReader:
                     )
                     continue
                 last_position = recorded.position
+                self.read += 1
                 yield recorded, state, number
 
     def _invalid(self, line: int, reason: str) -> None:
@@ -132,6 +176,34 @@ def _parse_line(raw: bytes, number: int, name: str, states: bool = True) -> tupl
     return Recorded(position, event, version), state
 
 
+def _parse_heads(raw: bytes, number: int, name: str) -> Heads:
+    try:
+        row = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise LogError(name, number, f"not JSON ({error})") from None
+    if not isinstance(row, dict) or list(row) != list(HEADS_KEYS):
+        raise LogError(name, number, f"a heads line holds exactly {', '.join(HEADS_KEYS)}")
+    heads, events, chained_after = row["heads"], row["events"], row["chained_after"]
+    if not isinstance(heads, dict) or type(events) is not int or events < 0:
+        raise LogError(name, number, "heads must be an object and events a count")
+    if chained_after is not None and (type(chained_after) is not int or chained_after < 0):
+        raise LogError(name, number, f"chained_after must be a position, not {chained_after!r}")
+    parsed: dict[str, tuple[int, str | None]] = {}
+    for stream_id, head in heads.items():
+        if (
+            not isinstance(head, list)
+            or len(head) != 2
+            or type(head[0]) is not int
+            or head[0] < 1
+            or not (head[1] is None or isinstance(head[1], str))
+        ):
+            raise LogError(
+                name, number, f"the head of stream {stream_id!r} is not [version, digest]"
+            )
+        parsed[stream_id] = (head[0], head[1])
+    return Heads(parsed, events, chained_after, number)
+
+
 def read_log(
     source: str | os.PathLike[str] | Store, *, skip_invalid: bool = False
 ) -> tuple[Iterator[Recorded], LogReader | None, Store | None]:
@@ -142,59 +214,53 @@ def read_log(
     if is_jsonl(source):
         reader = LogReader(Path(source), skip_invalid=skip_invalid)
         return iter(reader), reader, None
-    text = os.fspath(source)
-    if "://" not in text and not Path(text).exists():
-        raise StoreError(f"no store at {text} (give an existing SQLite file, URL or .jsonl)")
-    store = open_store(text)
+    store = open_store(source, read_only=True)
     return store.read(), None, store
 
 
 def export(store: Store | str | os.PathLike[str], path: str | os.PathLike[str]) -> int:
-    """Write a store's whole log to a JSONL file; returns how many events."""
-    opened = store if isinstance(store, Store) else open_store(_existing(store))
+    """Write a store's whole log to a JSONL file, its heads last; returns how many events.
+
+    The file is written beside ``path`` under a temporary name and renamed into
+    place once complete: a failure leaves ``path`` as it was.
+    """
+    opened = store if isinstance(store, Store) else open_store(store, read_only=True)
     count = 0
+    heads: dict[str, list[Any]] = {}
     try:
-        with Path(path).open("wb") as out:
-            for notification in _notifications(opened):
-                out.write(_line(notification))
+        with atomic_output(path) as out:
+            for position, originator_id, version, topic, state in opened.rows():
+                problem = row_problem(originator_id, version, topic, state)
+                if problem is not None:
+                    raise CorruptEvent(position, problem)
+                out.write(_line(position, topic, originator_id, version, state))
+                heads[originator_id] = [version, unseal(as_bytes(state))[1]]
                 count += 1
+            trailer = {"heads": heads, "events": count, "chained_after": opened.chained_after}
+            out.write(orjson.dumps(trailer) + b"\n")
     finally:
         if opened is not store:
             opened.close()
     return count
 
 
-def _existing(location: str | os.PathLike[str]) -> str:
-    text = os.fspath(location)
-    if "://" not in text and not Path(text).exists():
-        raise StoreError(f"no store at {text}")
-    return text
-
-
-def _notifications(store: Store) -> Iterator[Any]:
-    start = 1
-    while True:
-        page = store.app.recorder.select_notifications(start=start, limit=IMPORT_BATCH)
-        yield from page
-        if len(page) < IMPORT_BATCH:
-            return
-        start = page[-1].id + 1
-
-
-def _line(notification: Any) -> bytes:
+def _line(position: int, topic: str, originator_id: str, version: int, state: bytes) -> bytes:
     try:
-        payload = orjson.loads(notification.state)
+        payload = orjson.loads(state)
     except orjson.JSONDecodeError:
-        raise CorruptEvent(notification.id, "stored state is not JSON") from None
+        raise CorruptEvent(position, "stored state is not JSON") from None
     row = {
-        "position": notification.id,
-        "topic": notification.topic,
-        "originator_id": str(notification.originator_id),
-        "originator_version": notification.originator_version,
+        "position": position,
+        "topic": topic,
+        "originator_id": str(originator_id),
+        "originator_version": version,
         "at": payload.get("at") if isinstance(payload, dict) else None,
         "payload": payload,
     }
-    return orjson.dumps(row) + b"\n"
+    try:
+        return orjson.dumps(row) + b"\n"
+    except TypeError as error:  # a string the store holds that is not UTF-8
+        raise CorruptEvent(position, f"cannot be written as JSON: {error}") from None
 
 
 def import_log(
@@ -202,12 +268,15 @@ def import_log(
     store: Store | str | os.PathLike[str],
     *,
     skip_invalid: bool = False,
+    skipped: list[Skipped] | None = None,
 ) -> int:
     """Append a JSONL export's events to an empty store, unchanged; returns how many.
+    With ``skip_invalid``, ``skipped`` (if given) receives each line left out.
 
     Every line is checked (JSON, known topic, positions in order, each stream's
     versions contiguous) before anything is written; a bad line raises
-    :class:`LogError` and the store stays empty.
+    :class:`LogError` and the store stays empty. Each event keeps its digest, so
+    ``verify`` on the new store checks the chain the export carried.
     """
     opened = store if isinstance(store, Store) else open_store(store)
     try:
@@ -216,7 +285,10 @@ def import_log(
         reader = LogReader(Path(path), skip_invalid=skip_invalid)
         versions: dict[str, int] = {}
         rows: list[StoredEvent] = []
+        last_unchained = -1
         for recorded, state, line in reader.rows():
+            if unseal(state)[1] is None:
+                last_unchained = len(rows)
             stream_id = recorded.event.stream_id()
             expected = versions.get(stream_id, 0) + 1
             if recorded.originator_version != expected:
@@ -235,8 +307,14 @@ def import_log(
                     state=state,
                 )
             )
+        if skipped is not None:
+            skipped.extend(reader.skipped)
+        positions: list[int] = []
         for start in range(0, len(rows), IMPORT_BATCH):
-            opened.app.recorder.insert_events(rows[start : start + IMPORT_BATCH])
+            positions += opened.app.recorder.insert_events(rows[start : start + IMPORT_BATCH]) or []
+        if last_unchained >= 0 and len(positions) == len(rows):
+            # Events recorded before the chain came along unchained: say where they end.
+            opened.mark(CHAINED_AFTER_KEY, str(positions[last_unchained]))
         ensure_event_view(opened)
         return len(rows)
     finally:

@@ -3,7 +3,9 @@
 ``verify(source)`` folds a log leniently (an event that cannot follow its
 stream is reported, not raised) and checks the rules that can be stated over
 the resulting state. Each violation names the check, the task, what is wrong,
-and the positions of the events involved.
+and the positions of the events involved. On a log (not a state already
+folded) it also checks the digest chain (:mod:`.tamper`): an edited, removed,
+reordered or forged event is a ``chain`` violation at its position.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tasktrail.domain import CorruptEvent, Store
+from tasktrail.domain.tasks.describe import printable
 from tasktrail.domain.tasks.ending import cancelling_ancestor
 from tasktrail.domain.turns.state import turn_id_for
 from tasktrail.domain.world import Draft
 
 from .state import SchedulerState, replay
+from .tamper import ChainReport, check_chain
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ class Violation:
     def __str__(self) -> str:
         where = f" (positions {', '.join(map(str, self.positions))})" if self.positions else ""
         task = f"task {self.task_id}: " if self.task_id else ""
-        return f"{self.check}: {task}{self.message}{where}"
+        return printable(f"{self.check}: {task}{self.message}{where}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,16 +57,32 @@ class VerifyReport:
     events: int
     checks: list[str]
     violations: list[Violation] = field(default_factory=list)
+    chain: ChainReport | None = None
+    """The digest chain's tally (``None`` for a state folded already: no rows to check)."""
 
     @property
     def ok(self) -> bool:
         return not self.violations
 
-    def __str__(self) -> str:
+    @property
+    def unreadable(self) -> bool:
+        """Whether the log could not be read to its end (a corrupt or unknown event)."""
+        return any(v.check == "readable" for v in self.violations)
+
+    def lines(self) -> list[str]:
+        """The report, a line each: the verdict, the chain's tally, each violation."""
         verdict = "ok" if self.ok else f"{len(self.violations)} violations"
         head = f"{self.events} events to position {self.position}, {len(self.checks)} checks: "
-        head += verdict
-        return "\n".join([head, *(f"  {v}" for v in self.violations)])
+        lines = [head + verdict]
+        if self.chain is not None:
+            lines.append(
+                f"  chain: {self.chain.chained} events chained, {self.chain.unchained} "
+                "unchained (recorded before the chain)"
+            )
+        return lines + [f"  {v}" for v in self.violations]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +91,7 @@ class VerifyReport:
             "events": self.events,
             "checks": self.checks,
             "violations": [v.to_dict() for v in self.violations],
+            "chain": self.chain.to_dict() if self.chain is not None else None,
         }
 
 
@@ -302,32 +323,73 @@ def _ledger(state: SchedulerState) -> Iterator[Violation]:
                 )
 
 
-def verify(source: SchedulerState | str | os.PathLike[str] | Store) -> VerifyReport:
-    """Check every registered invariant on a state, or on a log (folded leniently)."""
+def verify(
+    source: SchedulerState | str | os.PathLike[str] | Store,
+    *,
+    against: str | os.PathLike[str] | None = None,
+    skip_invalid: bool = False,
+) -> VerifyReport:
+    """Check every registered invariant on a state, or on a log (folded leniently),
+    and a log's digest chain; ``against`` (an export kept apart) also checks that
+    every stream head it recorded is still in the log, unchanged."""
     violations: list[Violation] = []
+    chain: ChainReport | None = None
     if isinstance(source, SchedulerState):
         state = source
     else:
+        unreadable: CorruptEvent | None = None
         try:
-            state = replay(source, strict=False)
+            state = replay(source, strict=False, skip_invalid=skip_invalid)
         except CorruptEvent as error:
+            unreadable = error
+        # The chain reads rows undecoded: it still points at an edit that left an
+        # event unreadable (a store's rows; an export's lines up to that event).
+        chain = _chain(source, against, skip_invalid)
+        if unreadable is not None:
             # An unreadable event ends the log here: nothing after it can be trusted.
             return VerifyReport(
-                position=error.position or 0,
+                position=unreadable.position or 0,
                 events=0,
-                checks=["readable"],
-                violations=[Violation("readable", None, str(error), _pos(error))],
+                checks=["readable", "chain"],
+                violations=[
+                    Violation("readable", None, str(unreadable), _pos(unreadable)),
+                    *_chain_violations(chain),
+                ],
+                chain=chain,
             )
     for problem in state.problems:
         violations.append(Violation("fold", None, problem.message, (problem.position,)))
     for fn in CHECKS.values():
         violations.extend(fn(state))
+    if chain is not None:
+        violations.extend(_chain_violations(chain))
     return VerifyReport(
         position=state.position,
         events=state.events,
-        checks=["fold", *CHECKS],
+        checks=["fold", *CHECKS, *(["chain"] if chain is not None else [])],
         violations=violations,
+        chain=chain,
     )
+
+
+def _chain(
+    source: str | os.PathLike[str] | Store,
+    against: str | os.PathLike[str] | None,
+    skip_invalid: bool,
+) -> ChainReport:
+    try:
+        return check_chain(source, against=against, skip_invalid=skip_invalid)
+    except CorruptEvent:  # an export's unreadable line: its reader stopped there
+        return ChainReport()
+
+
+def _chain_violations(chain: ChainReport | None) -> list[Violation]:
+    found = []
+    for broken in chain.problems if chain is not None else []:
+        positions = (broken.position,) if broken.position is not None else ()
+        where = "" if broken.stream_id == "*" else f"stream {broken.stream_id}: "
+        found.append(Violation("chain", None, where + broken.message, positions))
+    return found
 
 
 def _pos(error: CorruptEvent) -> tuple[int, ...]:

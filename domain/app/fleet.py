@@ -92,6 +92,7 @@ class FleetCommands:
 
         def refresh(self) -> int: ...
         def _context(self) -> Context: ...
+        def _reading(self) -> float: ...
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
     _leases: Leases | None = None
@@ -137,7 +138,7 @@ class FleetCommands:
         return beat + self.lease_ms / 3
 
     def _renew_lease(self, *, force: bool = False) -> None:
-        now = self._context().now  # the clock's reading, checked
+        now = self._reading()  # the clock's own reading (leases compare readings), checked
         renewed = self._renewed_at
         if not force and renewed is not None and now - renewed < self.lease_ms / 4:
             return
@@ -151,7 +152,7 @@ class FleetCommands:
 
     def _lost(self, *, at_open: bool) -> Callable[[str | None], bool]:
         """Which workers' running tasks are recovered now."""
-        now = self._context().now
+        now = self._reading()
         try:
             alive = self.leases.alive(now)
         except StoreError:

@@ -21,12 +21,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..clock import Clock, system_clock
-from ..errors import ConflictError, InvalidArgument, RuleViolation, UnknownTask
+from ..errors import ClockConflict, ConflictError, InvalidArgument, RuleViolation, UnknownTask
 from ..store.event_view import ensure_event_view
 from ..store.store import Durability, Store, open_store
 from ..tasks import decide
 from ..tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
 from ..tasks.events import TaskEvent
+from ..tasks.fields import MAX_TIME_MS
 from ..tasks.invocation import Invocation
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
@@ -40,6 +41,8 @@ from .turn_commands import TurnCommands
 
 T = TypeVar("T")
 DEFAULT_RESTART_LIMIT = 3
+CLOCK_RETRIES = 10
+"""How often a command whose only conflict was its time is decided again."""
 
 
 class Scheduler(
@@ -275,12 +278,21 @@ class Scheduler(
 
     # ─── the decision cycle ─────────────────────────────────────────────────
 
-    def _context(self) -> decide.Context:
+    def _reading(self) -> float:
+        """The clock's reading, checked: a finite time in ms, no later than year 9999."""
         now = self.clock()
         # Every event carries this time: one that is not a finite number would
         # be recorded as null and read back differently.
         if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
             raise InvalidArgument(f"the clock returned {now!r}, not a finite time in ms")
+        if abs(now) > MAX_TIME_MS:
+            raise InvalidArgument(f"the clock returned {now!r}, past year 9999 in ms")
+        return now
+
+    def _context(self) -> decide.Context:
+        # Decision times never run backwards within a store: a reading behind the
+        # latest time the store holds is moved up to it (Store.stamp counts it).
+        now = self.store.stamp(self._reading())
         return decide.Context(
             now=now, restart_limit=self.restart_limit, closing=self.closing, worker=self.worker
         )
@@ -303,13 +315,20 @@ class Scheduler(
                 # Decide on the store's current state: fold what other writers appended.
                 self.refresh()
                 self._renew_lease()
-            try:
-                return self._decide_once(fn, *args, **kwargs)
-            except UnknownTask:
-                # Another writer may have submitted it since we last read.
-                if self.refresh() == 0:
-                    raise
-                return self._decide_once(fn, *args, **kwargs)
+            for attempt in range(CLOCK_RETRIES):
+                try:
+                    return self._decide_once(fn, *args, **kwargs)
+                except UnknownTask:
+                    # Another writer may have submitted it since we last read.
+                    if self.refresh() == 0:
+                        raise
+                    return self._decide_once(fn, *args, **kwargs)
+                except ClockConflict:
+                    # Only the time lost a race (another writer's clock is ahead): the
+                    # store is folded in by now, so decide again, stamped no earlier.
+                    if attempt == CLOCK_RETRIES - 1 or self._batch is not None:
+                        raise
+            raise AssertionError("unreachable")
 
     def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         draft = Draft(self.world)

@@ -21,10 +21,17 @@ The workload, on a simulated clock that starts at 2026-01-05 09:00 UTC:
 Each phase works a while on the simulated clock, and owned work nests under the phase
 that submitted it in ``tasktrail trace`` (see :mod:`.timing`). Everything is
 deterministic: the same ``tasks`` gives the same log.
+
+The store is recorded under a temporary name beside ``path`` and renamed into
+place when complete, marked as the demo's (``made_by`` in its format marker): a
+demo replaces only a store a demo made, and refuses any other file at ``path``;
+an interrupted demo leaves ``path`` as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -34,6 +41,10 @@ from typing import Any
 
 from ..app.scheduler import Scheduler
 from ..clock import ManualClock
+from ..errors import InvalidArgument, StoreError
+from ..store.files import companions
+from ..store.meta import MADE_BY_KEY
+from ..store.store import open_store
 from ..tasks.definitions import Registry, TaskDefinition
 from ..tasks.describe import describe, format_at
 from ..tasks.invocation import Invocation
@@ -47,6 +58,13 @@ RESTART_LIMIT = 2
 DEMO_WORKER = "demo"
 SCENARIO_TASKS = 11  # the crew and ten nightly jobs
 MIN_TASKS = 30
+MAX_TASKS = 50_000
+"""The most tasks a demo records (a few minutes, a few hundred MB)."""
+DEMO_MARK = "tasktrail demo"
+"""The ``made_by`` of a demo's store: the only kind of file a demo replaces."""
+
+Progress = Callable[[int, int], Any]
+"""``progress(ended, tasks)``, called as the demo's tasks end."""
 
 
 class SimulatedCrash(BaseException):
@@ -159,15 +177,69 @@ def _definitions(crashes: dict[str, int], ids: _Ids, clock: ManualClock) -> Regi
     return Registry([timed(clock, definition) for definition in definitions])
 
 
+def check_demo_target(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` holds a store a demo made (to be replaced); ``False`` when
+    nothing is there. Any other file, and a folder, is refused: a demo never
+    replaces what it did not make."""
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidArgument(f"{target} is a directory: give the demo a file path")
+    if not target.parent.is_dir():
+        raise InvalidArgument(f"{target}: the folder {target.parent} does not exist")
+    if not target.exists():
+        return False
+    refusal = (
+        f"{target} exists and is not a store tasktrail demo made: refusing to replace it "
+        "(give another --db, or remove it yourself)"
+    )
+    try:
+        with open_store(target, read_only=True) as store:
+            made_by = store.made_by
+    except StoreError:
+        raise InvalidArgument(refusal) from None
+    if made_by != DEMO_MARK:
+        raise InvalidArgument(refusal)
+    return True
+
+
 def run_demo(
-    path: str | Path, tasks: int = 200, *, log: Callable[[str], Any] = print
+    path: str | Path,
+    tasks: int = 200,
+    *,
+    log: Callable[[str], Any] = print,
+    progress: Progress | None = None,
 ) -> DemoReport:
-    """Record the demo workload (about ``tasks`` tasks) into a fresh SQLite file at ``path``."""
-    if tasks < MIN_TASKS:
-        raise ValueError(f"the demo needs at least {MIN_TASKS} tasks to show each scenario")
-    path = Path(path)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    """Record the demo workload (about ``tasks`` tasks) into a SQLite file at ``path``:
+    a new file, or a store an earlier demo made (any other file is refused)."""
+    if isinstance(tasks, bool) or not isinstance(tasks, int) or not MIN_TASKS <= tasks <= MAX_TASKS:
+        raise InvalidArgument(
+            f"the demo records {MIN_TASKS} to {MAX_TASKS} tasks (enough to show each "
+            f"scenario, few enough for a laptop), not {tasks!r}"
+        )
+    target = Path(path)
+    replacing = check_demo_target(target)
+    draft = target.with_name(f".{target.name}.{os.getpid()}.demo")
+    try:
+        try:
+            report = _record(draft, tasks, log, progress)
+        except StoreError as error:  # it names the draft: say which file was meant
+            raise StoreError(f"cannot record the demo at {target}: {error}") from None
+        if replacing:  # the old demo store's own WAL must not meet the new file
+            for companion in companions(target):
+                companion.unlink(missing_ok=True)
+        os.replace(draft, target)
+    except BaseException:
+        for leftover in (draft, *companions(draft)):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+        raise
+    report.path = target
+    return report
+
+
+def _record(
+    path: Path, tasks: int, log: Callable[[str], Any], progress: Progress | None
+) -> DemoReport:
     clock = ManualClock(DEMO_START_MS)
     crashes: dict[str, int] = {}
     ids = _Ids()
@@ -183,6 +255,7 @@ def run_demo(
         ),
         tracer_provider,
     )
+    scheduler.store.mark(MADE_BY_KEY, DEMO_MARK)
     fragile = scheduler.submit("fragile", id=ids("fragile"))
     crashes[fragile] = RESTART_LIMIT
     batch = scheduler.submit("batch", id=ids("batch"))
@@ -197,7 +270,7 @@ def run_demo(
         else:
             scheduler.submit("search", id=ids("search"))
             budget -= 1
-    log(f"submitted {len(scheduler.world.tasks)} root tasks into {path}")
+    log(f"submitted {len(scheduler.world.tasks)} root tasks")
 
     aborted = False
     for crash_round in range(RESTART_LIMIT + 1):
@@ -205,6 +278,9 @@ def run_demo(
             for _ in range(400):
                 report = scheduler.run_pass()
                 clock.advance(PASS_MS)
+                if progress is not None:
+                    total = len(scheduler.world.tasks)
+                    progress(total - len(scheduler.world.live), total)
                 if not aborted and scheduler.task(batch).status == "waiting":
                     parts = scheduler.task(batch).on
                     if all(scheduler.task(p).status == "sleeping" for p in parts):

@@ -11,7 +11,7 @@ import math
 
 from ..errors import InvalidArgument, RuleViolation
 from ..tasks.context import Context
-from ..tasks.validation import require_task
+from ..tasks.validation import require_task, time_ms
 from ..world import Draft
 from .events import ScheduleSet
 from .identity import schedule_stream_id
@@ -45,4 +45,6 @@ def set_schedule(draft: Draft, ctx: Context, task_id: str, run_at: float | None)
         raise InvalidArgument(
             f"run_at must be a finite time >= 0 in ms, or None, not {run_at!r}", task_id=task_id
         )
+    if run_at is not None:
+        time_ms(run_at, "run_at", task_id)
     draft.emit_stream(ScheduleSet(task_id=task_id, at=ctx.now, run_at=run_at))

@@ -3,13 +3,16 @@ moved on. A decision's guards map each stream it read but does not write to the
 version it read; both recorders (SQLite's and PostgreSQL's) run the SQL of
 :func:`guard_sql` inside the append's transaction, after its INSERTs and under the
 write lock, so a guard that trips breaks the (stream, version) key and the store's
-own conflict handling rolls the whole append back.
+own conflict handling rolls the whole append back. The time guard
+(:func:`later_stamp`) runs in the same place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 
 def guard_sql(table: str, mark: str) -> str:
@@ -29,3 +32,51 @@ def check_guards(cursor: Any, statement: str, guards: Mapping[str, int] | None) 
     """Run a decision's read guards in the append's transaction (see :func:`guard_sql`)."""
     if guards:
         cursor.executemany(statement, [(stream, version + 1) for stream, version in guards.items()])
+
+
+STAMPED_LATER = "tasktrail: an event stamped later was appended first"
+"""What the time guard raises (both stores), so the store can tell it from other conflicts."""
+
+
+def stamped_later_sql() -> str:
+    """PostgreSQL: fail the append's transaction with the time guard's message (an error
+    raised in Python there would be kept aside while eventsourcing's pipeline commits)."""
+    return f"DO $$ BEGIN RAISE EXCEPTION '{STAMPED_LATER}'; END $$"
+
+
+def previous_at_sql(table: str, mark: str, position: str) -> str:
+    """The stored state of the row just before a position (the time guard reads its ``at``)."""
+    return f"SELECT state FROM {table} WHERE {position} < {mark} ORDER BY {position} DESC LIMIT 1"
+
+
+def later_stamp(
+    cursor: Any,
+    statement: str,
+    first_position: int,
+    earliest_at: float | None,
+    known: tuple[int, float] | None = None,
+) -> float | None:
+    """The time guard: run inside the append's transaction, under the write lock, it
+    returns the ``at`` of the event just before the append when that is later than
+    the append's earliest event (another writer, its clock ahead, appended first),
+    else ``None``. Decision times then never run backwards within a store.
+
+    ``known`` is the position and time of the last event the appending store read
+    or wrote: when it is the event just before the append, nothing need be read."""
+    if earliest_at is None:
+        return None
+    if known is not None and known[0] == first_position - 1 and known[1] <= earliest_at:
+        return None
+    cursor.execute(statement, (first_position,))
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    state = row["state"] if isinstance(row, dict) else row[0]
+    try:
+        payload = orjson.loads(state)
+    except orjson.JSONDecodeError:
+        return None  # a damaged row is verify's to report, not this append's to refuse
+    at = payload.get("at") if isinstance(payload, dict) else None
+    if isinstance(at, int | float) and not isinstance(at, bool) and at > earliest_at:
+        return float(at)
+    return None

@@ -1,19 +1,23 @@
-"""Where a store is: a SQLite file path or a ``postgresql://`` URL, parsed into the
-eventsourcing settings that open it. :func:`parse_location` checks the text and
-builds a :class:`StoreLocation` (its kind, a target safe to show with any password
-redacted, and the environment the recorders read, naming tasktrail's guarded
+"""Where a store is: a SQLite file path, a SQLite ``file:`` URI or a ``postgresql://``
+URL, parsed into the eventsourcing settings that open it. :func:`parse_location`
+checks the text and builds a :class:`StoreLocation` (its kind, a target safe to show
+with any password redacted, the SQLite file's path, whether the location asks for
+reading only, and the environment the recorders read, naming tasktrail's guarded
 PostgreSQL recorder by topic so that only a PostgreSQL store imports the driver).
+:func:`read_only_location` turns a location into one that reads without creating or
+writing anything (see :mod:`.files` for how a SQLite file is opened that way).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from ..errors import StoreError
+from .files import read_only_mode
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,10 @@ class StoreLocation:
     kind: Literal["sqlite", "postgresql"]
     target: str
     env: dict[str, str]
+    path: str | None = None
+    """The SQLite file (``None`` for PostgreSQL)."""
+    read_only: bool = False
+    """Opened to read only: no table is created, nothing is written."""
 
     def __str__(self) -> str:
         return self.target
@@ -63,6 +71,8 @@ def parse_location(location: str | os.PathLike[str]) -> StoreLocation:
         if "schema" in query:
             env["POSTGRES_SCHEMA"] = query["schema"][0]
         return StoreLocation("postgresql", _redact(text), env)
+    if text.startswith("file:"):
+        return _sqlite_uri(text)
     if "://" in text:
         scheme = text.split("://", 1)[0]
         raise StoreError(
@@ -77,7 +87,54 @@ def parse_location(location: str | os.PathLike[str]) -> StoreLocation:
         "SQLITE_LOCK_TIMEOUT": "30",
         "ORIGINATOR_ID_TYPE": "text",
     }
-    return StoreLocation("sqlite", str(path), env)
+    return StoreLocation("sqlite", str(path), env, path=str(path))
+
+
+def _sqlite_uri(text: str) -> StoreLocation:
+    """A SQLite ``file:`` URI (``file:trail.db?mode=ro``, ``file:///abs/trail.db?immutable=1``),
+    passed to SQLite as it is; ``mode=ro`` or ``immutable=1`` make it a read-only store."""
+    parts = urlsplit(text)
+    if parts.netloc not in ("", "localhost"):
+        raise StoreError(f"{text}: a file: URI names a local file, not host {parts.netloc!r}")
+    path = unquote(parts.path)
+    if not path:
+        raise StoreError(f"{text}: the file: URI names no file")
+    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    if query.get("mode") == "memory":
+        raise StoreError(f"{text}: an in-memory database keeps nothing; give a file")
+    if Path(path).is_dir():
+        raise StoreError(f"{path}: is a directory; give a file path for a SQLite store")
+    read_only = query.get("mode") == "ro" or query.get("immutable") == "1"
+    env = {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "SQLITE_DBNAME": text,
+        "SQLITE_LOCK_TIMEOUT": "30",
+        "ORIGINATOR_ID_TYPE": "text",
+    }
+    if read_only:
+        env["CREATE_TABLE"] = "false"
+    return StoreLocation("sqlite", text, env, path=path, read_only=read_only)
+
+
+def read_only_location(location: StoreLocation) -> StoreLocation:
+    """The same store, opened to read only: no table created, nothing written, and for a
+    SQLite file no ``-wal``/``-shm`` left behind (``mode=ro``, or ``immutable=1`` where
+    nothing could write the file; :func:`.files.read_only_mode` says which).
+
+    A SQLite file must exist and be a SQLite database, or :class:`StoreError` says
+    what it is instead (missing, empty, not a database), without touching it.
+    """
+    env = {**location.env, "CREATE_TABLE": "false"}
+    if location.kind != "sqlite":
+        return replace(location, env=env, read_only=True)
+    assert location.path is not None
+    mode = read_only_mode(location.path)
+    if "immutable=1" in location.target.partition("?")[2]:
+        uri = location.target  # the user's own promise that nothing writes the file
+    else:
+        uri = f"file:{quote(os.path.abspath(location.path), safe='/')}?{mode}"
+    env["SQLITE_DBNAME"] = uri
+    return replace(location, env=env, read_only=True)
 
 
 def _redact(url: str) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import InterfaceError, StoredEvent
+from eventsourcing.persistence import IntegrityError, InterfaceError, StoredEvent
 from eventsourcing.sqlite import (
     SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteApplicationRecorder,
@@ -26,7 +26,7 @@ from eventsourcing.sqlite import (
     SQLiteTransaction,
 )
 
-from .guards import check_guards, guard_sql
+from .guards import STAMPED_LATER, check_guards, guard_sql, later_stamp, previous_at_sql
 from .transcoder import Row
 
 STATEMENT_CACHE = 64
@@ -36,6 +36,8 @@ class _TunedSQLitePool(SQLiteConnectionPool):
     """eventsourcing's pool, with the synchronous level set on each connection."""
 
     synchronous = "FULL"
+    read_only = False
+    """Reading only: the journal mode is left as it is (setting WAL would write)."""
 
     def _create_connection(self) -> SQLiteConnection:
         # eventsourcing's own connection settings, but for the statement cache: it
@@ -52,7 +54,7 @@ class _TunedSQLitePool(SQLiteConnectionPool):
             )
         except (sqlite3.Error, TypeError) as error:
             raise InterfaceError(error) from error
-        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+        if not self.read_only and not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
             mode = conn.execute("PRAGMA journal_mode;").fetchone()[0]
             if mode.lower() != "wal":
                 conn.execute("PRAGMA journal_mode=WAL;")
@@ -157,18 +159,44 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         ]
         if len(params) == 1:
             c.execute(self.insert_events_statement, params[0])
-            position = c.lastrowid
-            check_guards(c, self.guard_statement, kwargs.get("guards"))
-            return [position]
-        c.executemany(self.insert_events_statement, params)
-        c.execute(self.select_max_notification_id_statement)
-        last: int = c.fetchone()[0]
+            positions = [c.lastrowid]
+        else:
+            c.executemany(self.insert_events_statement, params)
+            c.execute(self.select_max_notification_id_statement)
+            last: int = c.fetchone()[0]
+            positions = list(range(last - len(stored_events) + 1, last + 1))
         check_guards(c, self.guard_statement, kwargs.get("guards"))
-        return list(range(last - len(stored_events) + 1, last + 1))
+        later = later_stamp(
+            c,
+            self.previous_at_statement,
+            positions[0],
+            kwargs.get("earliest_at"),
+            kwargs.get("known"),
+        )
+        if later is not None:  # raised inside the transaction: it rolls back
+            raise IntegrityError(f"{STAMPED_LATER} (at {later})")
+        return positions
 
     @property
     def guard_statement(self) -> str:
         return guard_sql(self.events_table_name, "?")
+
+    @property
+    def previous_at_statement(self) -> str:
+        return previous_at_sql(self.events_table_name, "?", "rowid")
+
+    def select_stream_rows(self, stream_id: str) -> list[tuple[int, int, str, bytes]]:
+        """One stream's rows, by version: ``(position, version, topic, state)``."""
+        with self.datastore.transaction(commit=False) as c:
+            cursor = c.sqlite_cursor
+            cursor.row_factory = None
+            cursor.execute(
+                f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
+                "WHERE originator_id = ? ORDER BY originator_version",
+                (stream_id,),
+            )
+            rows: list[tuple[int, int, str, bytes]] = cursor.fetchall()
+            return rows
 
     def select_rows(self, start: int, limit: int, stop: int | None = None) -> list[Row]:
         """Rows from position ``start`` (up to ``stop``) as plain tuples ``(position,
@@ -207,11 +235,12 @@ def _text_id(originator_id: Any) -> Any:
 class TunedSQLiteFactory(SQLiteFactory):
     application_recorder_class = _BulkSQLiteApplicationRecorder
 
-    def __init__(self, env: Any, synchronous: str) -> None:
+    def __init__(self, env: Any, synchronous: str, *, read_only: bool = False) -> None:
         super().__init__(env)
         old = self.datastore
         pool = _TunedSQLitePool(db_name=old.pool.db_name, lock_timeout=old.pool.lock_timeout)
         pool.synchronous = synchronous
+        pool.read_only = read_only
         old.close()
         self.datastore = _OneConnectionDatastore(
             pool, old.single_row_tracking, old.originator_id_type

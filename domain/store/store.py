@@ -11,15 +11,28 @@ a command that returned survives a power cut. ``"normal"`` syncs only at
 checkpoints: still safe against a crash of the process, but a power cut or OS
 crash may lose the last commits. PostgreSQL is always synchronous.
 
+``read_only=True`` opens a store to read it and nothing else: no table is
+created, nothing is written, and a SQLite file is left exactly as it was (see
+:mod:`.files`). Every open reads the store's format marker (:mod:`.meta`) and
+refuses a store a newer tasktrail wrote; a writer adds the marker to a store
+without one.
+
+Every append checks its events against the stored limits (:mod:`..tasks.fields`),
+seals each with its digest chained to the previous event of its stream
+(:mod:`.chain`), and, inside its transaction, checks that no event stamped later
+precedes it (decision times never run backwards within a store: :meth:`Store.stamp`
+clamps the scheduler's clock to the latest time the store holds).
+
 This module is the :class:`Store` facade and :func:`open_store`; beside it are
-:mod:`.location` (parsing a path or URL), :mod:`.transcoder` (events to stored
-bytes and back), :mod:`.sqlite` (the tuned SQLite recorder), :mod:`.postgres`
-(the PostgreSQL recorder) and :mod:`.guards` (read guards, shared by both).
+:mod:`.location` (parsing a path or URL), :mod:`.files` (a SQLite file on disk),
+:mod:`.meta` (the format marker), :mod:`.chain` (digests), :mod:`.transcoder`
+(events to stored bytes and back), :mod:`.sqlite` (the tuned SQLite recorder),
+:mod:`.postgres` (the PostgreSQL recorder) and :mod:`.guards` (read and time
+guards, shared by both).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,54 +40,27 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from eventsourcing.application import Application
 from eventsourcing.persistence import (
     InfrastructureFactory,
-    Mapper,
     PersistenceError,
     RecordConflictError,
-    StoredEvent,
 )
 
-from ..errors import ConflictError, InvalidArgument, StoreError
-from ..tasks.events import TaskEvent
-from .location import StoreLocation, parse_location
+from ..errors import ClockConflict, ConflictError, CorruptEvent, InvalidArgument, StoreError
+from ..tasks.events import TaskEvent, event_problem
+from .application import TaskApplication, close_quietly, creation_race
+from .chain import Sealer
+from .files import existing_companions, remove_created_companions
+from .guards import STAMPED_LATER
+from .location import StoreLocation, parse_location, read_only_location
+from .meta import MADE_BY_KEY, Meta, chained_after, store_format
 from .sqlite import TunedSQLiteFactory
-from .transcoder import OrjsonTranscoder, Row, TaskMapper, decode_event, encode_event
+from .transcoder import Row, decode_event, row_problem
 
 Durability = Literal["full", "normal"]
 SQLITE_SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
 READ_PAGE = 10_000
 OPEN_ATTEMPTS = 3
-POSTGRES_CREATION_RACES = frozenset({"23505", "42P07", "42710", "XX000"})
-"""unique_violation, duplicate_table, duplicate_object, internal_error: what
-concurrent ``CREATE ... IF NOT EXISTS`` on a fresh PostgreSQL schema raise."""
-
-
-class TaskApplication(Application[str]):
-    """The eventsourcing application that holds task streams."""
-
-    name = "tasktrail"
-
-    def __init__(
-        self, env: dict[str, str], factory: InfrastructureFactory[Any] | None = None
-    ) -> None:
-        self._prebuilt_factory = factory
-        try:
-            super().__init__(env)
-        except BaseException:
-            # Half built: release its connections now, not whenever it is collected
-            # (a psycopg pool closed from its own worker thread cannot join it).
-            _close_quietly(getattr(self, "factory", None))
-            raise
-
-    def construct_factory(self, env: Any) -> InfrastructureFactory[Any]:
-        if self._prebuilt_factory is not None:
-            return self._prebuilt_factory
-        return super().construct_factory(env)
-
-    def construct_mapper(self) -> Mapper[str]:
-        return TaskMapper(transcoder=OrjsonTranscoder())
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,29 +75,128 @@ class Recorded:
 class Store:
     """An event store of tasks: append events atomically, read them back in order."""
 
-    def __init__(self, location: StoreLocation, *, durability: Durability = "full") -> None:
+    def __init__(
+        self,
+        location: StoreLocation,
+        *,
+        durability: Durability = "full",
+        read_only: bool = False,
+    ) -> None:
         if not isinstance(durability, str) or durability not in SQLITE_SYNCHRONOUS:
             raise StoreError(f"durability must be 'full' or 'normal', not {durability!r}")
+        if read_only or location.read_only:
+            location = read_only_location(location)
         self.location = location
         self.durability = durability
+        self.read_only = location.read_only
+        self.latest_at: float = float("-inf")
+        """The latest decision time this store has read or appended (see :meth:`stamp`)."""
+        self.clamped = 0
+        """How many clock readings :meth:`stamp` moved forward to :attr:`latest_at`."""
+        self._seen: tuple[int, float] | None = None
+        """The position and time of the last event read or appended (the time guard
+        reads nothing when it is the one just before an append)."""
+        self._sealer = Sealer(self._previous_row)
+        self._companions = (
+            existing_companions(location.path)
+            if self.read_only and location.path is not None
+            else frozenset()
+        )
+        self._open()
+
+    def _open(self) -> None:
+        location = self.location
         for attempt in range(1, OPEN_ATTEMPTS + 1):
             try:
                 factory: InfrastructureFactory[Any] | None = None
                 if location.kind == "sqlite":
-                    factory = TunedSQLiteFactory(location.env, SQLITE_SYNCHRONOUS[durability])
+                    factory = TunedSQLiteFactory(
+                        location.env,
+                        SQLITE_SYNCHRONOUS[self.durability],
+                        read_only=self.read_only,
+                    )
                 self.app = TaskApplication(location.env, factory)
                 # Reading the head proves the file is a database and the server answers.
                 self.app.recorder.max_notification_id()
+                self._read_marker()
                 return
             except StoreError:
+                self._release()
                 raise
             except Exception as error:  # psycopg's pool raises its own types on connect
-                _close_quietly(getattr(self, "app", None))
-                if attempt < OPEN_ATTEMPTS and _creation_race(error):
+                self._release()
+                if attempt < OPEN_ATTEMPTS and creation_race(error):
                     # Another process created the tables at the same moment; they are there now.
                     time.sleep(0.05 * attempt)
                     continue
-                raise StoreError(f"cannot open store {location}: {_describe(error)}") from None
+                raise StoreError(f"cannot open store {location}: {self._cause(error)}") from None
+
+    def _read_marker(self) -> None:
+        """Read the format marker: refuse a newer format; a writer marks an unmarked store."""
+        meta = Meta(self.app.recorder, self.kind)
+        marker = meta.read()
+        self.format = store_format(marker, str(self.location))
+        if marker is None and not self.read_only:
+            marker = meta.ensure()
+            self.format = store_format(marker, str(self.location))
+        self.marker: dict[str, str] = dict(marker or {})
+        self.chained_after = chained_after(marker)
+        """Every event after this position carries a digest (``None``: no marker)."""
+
+    def _cause(self, error: BaseException) -> str:
+        """Why opening failed: a database without the log, or the server's own words."""
+        text = _describe(error)
+        if "no such table" in text or "does not exist" in text:
+            return "it holds no tasktrail log (no table of events)"
+        if self.location.kind == "postgresql":
+            from .postgres import connection_problem  # the driver: PostgreSQL stores only
+
+            return connection_problem(self.location.env) or text
+        return text
+
+    def _why(self, error: BaseException) -> str:
+        """Why a read or write failed; when PostgreSQL's pool only says it timed out, with
+        the cause one direct connection gives (the server went away, refused us, ...)."""
+        text = _describe(error)
+        if self.location.kind == "postgresql" and "couldn't get a connection" in text:
+            from .postgres import connection_problem
+
+            cause = connection_problem(self.location.env)
+            return f"{text}: {cause}" if cause else text
+        return text
+
+    def _release(self) -> None:
+        close_quietly(getattr(self, "app", None))
+        if self.location.path is not None and self.read_only:
+            remove_created_companions(self.location.path, self._companions)
+
+    def _previous_row(self, stream_id: str, version: int) -> bytes | None:
+        """The stored state of one version of a stream (for its digest), or ``None``."""
+        try:
+            stored = self.app.recorder.select_events(stream_id, gt=version - 1, lte=version)
+        except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
+            raise StoreError(f"cannot read store {self.location}: {self._why(error)}") from None
+        return bytes(stored[0].state) if stored else None
+
+    def mark(self, key: str, value: str) -> None:
+        """Write one key of the store's marker (``made_by``, say)."""
+        Meta(self.app.recorder, self.kind).set(key, value)
+        self.marker[key] = value
+
+    @property
+    def made_by(self) -> str | None:
+        """The tool that made this store, if one marked it (``tasktrail demo``)."""
+        return self.marker.get(MADE_BY_KEY)
+
+    def stamp(self, reading: float) -> float:
+        """The decision time for a clock ``reading``: never earlier than the latest time
+        this store holds (decision times never run backwards within a store). A
+        reading behind it is moved up to it and counted in :attr:`clamped`."""
+        if reading < self.latest_at:
+            self.clamped += 1
+            return self.latest_at
+        self.latest_at = reading
+        return reading
 
     @property
     def kind(self) -> str:
@@ -135,42 +220,65 @@ class Store:
         """
         if not events:
             return []
-        # The rows eventsourcing's mapper would store (TaskMapper's bytes exactly), built
-        # directly: no envelope objects, no Recording and Notification objects back.
+        for event in events:  # the same limits on every store, before anything is written
+            problem = event_problem(event)
+            if problem is not None:
+                raise InvalidArgument(problem, task_id=_printable_id(event.task_id))
+        # The rows eventsourcing's mapper would store (TaskMapper's bytes exactly, sealed
+        # with their digests), built directly: no envelope objects, no Recording and
+        # Notification objects back.
         now = datetime.now(UTC)
         try:
-            rows = [
-                StoredEvent(e.stream_id(), v, type(e).topic, encode_event(e, now))
-                for e, v in zip(events, versions, strict=True)
-            ]
+            rows = self._sealer.seal(events, versions, now)
         except TypeError as error:  # a value orjson cannot encode: nothing was written
             raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
         try:
             written = {row.originator_id for row in rows}
             read_guards = {k: v for k, v in (guards or {}).items() if k not in written}
-            positions = self.app.recorder.insert_events(rows, guards=read_guards)
-        except RecordConflictError as error:
+            positions = self.app.recorder.insert_events(
+                rows, guards=read_guards, earliest_at=min(e.at for e in events), known=self._seen
+            )
+        except (RecordConflictError, PersistenceError) as error:
             streams = sorted({e.stream_id() for e in events})
-            raise ConflictError(streams, _describe(error)) from None
-        except PersistenceError as error:  # locked out, read-only, corrupt, disconnected
-            raise StoreError(f"cannot write to store {self.location}: {_describe(error)}") from None
+            if STAMPED_LATER in str(error):
+                raise ClockConflict(streams, _describe(error)) from None
+            if isinstance(error, RecordConflictError):
+                raise ConflictError(streams, _describe(error)) from None
+            # locked out, read-only, corrupt, disconnected
+            raise StoreError(f"cannot write to store {self.location}: {self._why(error)}") from None
         except TypeError as error:  # a value orjson cannot encode: nothing was written
             raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
         assert positions is not None and len(positions) == len(rows)
+        self._sealer.appended()
+        self._seen = (positions[-1], events[-1].at)
+        self.latest_at = max(self.latest_at, max(e.at for e in events))
         return list(positions)
 
     def head(self) -> int:
         """The position of the last event (0 for an empty store)."""
         try:
             return self.app.recorder.max_notification_id() or 0
-        except PersistenceError as error:
-            raise StoreError(f"cannot read store {self.location}: {_describe(error)}") from None
+        except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
+            raise StoreError(f"cannot read store {self.location}: {self._why(error)}") from None
 
     def read(self, after: int = 0, *, until: int | None = None) -> Iterator[Recorded]:
         """Every event after position ``after`` (up to ``until``), in log order."""
-        for position, originator_id, version, topic, state in self.rows(after, until=until):
-            event = decode_event(topic, originator_id, state, position)
-            yield Recorded(position, event, version)
+        latest = self.latest_at
+        last: tuple[int, float] | None = None
+        try:
+            for position, originator_id, version, topic, state in self.rows(after, until=until):
+                if type(version) is not int or version < 1:
+                    problem = row_problem(originator_id, version, topic, state)
+                    raise CorruptEvent(position, problem or f"version {version!r}")
+                event = decode_event(topic, originator_id, state, position)
+                if event.at > latest:
+                    latest = event.at
+                last = (position, event.at)
+                yield Recorded(position, event, version)
+        finally:
+            self.latest_at = max(self.latest_at, latest)
+            if last is not None and (self._seen is None or last[0] >= self._seen[0]):
+                self._seen = last
 
     def rows(self, after: int = 0, *, until: int | None = None) -> Iterator[Row]:
         """The stored rows after position ``after`` (up to ``until``), in log order, as
@@ -189,10 +297,10 @@ class Store:
                             start=start, limit=READ_PAGE, stop=until
                         )
                     ]
-            except PersistenceError as error:
+            except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
                 raise StoreError(
                     f"cannot read store {self.location} after position {start - 1}: "
-                    f"{_describe(error)}"
+                    f"{self._why(error)}"
                 ) from None
             yield from page
             if len(page) < READ_PAGE:
@@ -201,19 +309,35 @@ class Store:
 
     def stream(self, stream_id: str) -> list[TaskEvent]:
         """Every event of one stream (a task's, by its id), oldest first."""
+        return [recorded.event for recorded in self.stream_records(stream_id)]
+
+    def stream_records(self, stream_id: str) -> list[Recorded]:
+        """Every event of one stream, oldest first, with its position in the log and
+        its version in the stream, as stored (a removed event leaves a gap)."""
+        if not isinstance(stream_id, str) or not _encodable(stream_id):
+            return []  # not UTF-8: no store could have recorded such an id
         try:
-            stored = self.app.recorder.select_events(stream_id)
-        except PersistenceError as error:
-            raise StoreError(f"cannot read store {self.location}: {_describe(error)}") from None
-        return [decode_event(s.topic, stream_id, s.state) for s in stored]
+            rows = getattr(self.app.recorder, "select_stream_rows")(stream_id)  # noqa: B009
+        except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
+            raise StoreError(f"cannot read store {self.location}: {self._why(error)}") from None
+        records = []
+        for position, version, topic, state in rows:
+            problem = row_problem(stream_id, version, topic, state)
+            if problem is not None:
+                raise CorruptEvent(position, problem)
+            records.append(
+                Recorded(position, decode_event(topic, stream_id, state, position), version)
+            )
+        return records
 
     def aggregate(self, stream_id: str) -> Any:
         """The eventsourcing aggregate of one stream (a :class:`Task` for a task id)."""
         return self.app.repository.get(stream_id)
 
     def close(self) -> None:
-        """Release the store's connections."""
-        self.app.close()
+        """Release the store's connections (a read-only SQLite open also lets SQLite
+        remove the ``-wal``/``-shm`` it created)."""
+        self._release()
 
     def __enter__(self) -> Store:
         return self
@@ -222,28 +346,34 @@ class Store:
         self.close()
 
 
-def open_store(location: str | os.PathLike[str], *, durability: Durability = "full") -> Store:
-    """Open (creating if needed) the store at a SQLite path or a ``postgresql://`` URL."""
-    return Store(parse_location(location), durability=durability)
+def open_store(
+    location: str | os.PathLike[str],
+    *,
+    durability: Durability = "full",
+    read_only: bool = False,
+) -> Store:
+    """Open (creating if needed) the store at a SQLite path or a ``postgresql://`` URL.
+
+    ``read_only=True`` creates and writes nothing: the store must exist (a SQLite
+    file, or a SQLite ``file:`` URI; ``mode=ro`` or ``immutable=1`` in a URI read
+    only as well), and a SQLite file is left exactly as it was.
+    """
+    return Store(parse_location(location), durability=durability, read_only=read_only)
 
 
-def _creation_race(error: BaseException) -> bool:
-    """Whether opening failed because another process created the same tables at once
-    (PostgreSQL: a unique or duplicate error in its catalog, "tuple concurrently updated")."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if getattr(seen, "sqlstate", None) in POSTGRES_CREATION_RACES:
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+def _encodable(text: str) -> bool:
+    """Whether ``text`` is valid UTF-8 (no lone surrogate): what a store can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
-def _close_quietly(resource: Any) -> None:
-    """Close an application or factory that failed to open; its own errors do not matter."""
-    if resource is not None:
-        # Already broken: the error that matters is the one being raised.
-        with contextlib.suppress(Exception):
-            resource.close()
+def _printable_id(task_id: object) -> str | None:
+    if not isinstance(task_id, str):
+        return None
+    return task_id.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _describe(error: BaseException) -> str:

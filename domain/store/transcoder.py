@@ -20,6 +20,8 @@ from .aggregate import envelope
 
 Row = tuple[int, str, int, str, bytes]
 """A stored row: position, originator id, originator version, topic, state."""
+_STATE_TYPES = (bytes, bytearray, memoryview, str)
+"""What a stored state may be read back as (a tuple: an ``X | Y`` is built on each use)."""
 
 
 class OrjsonTranscoder(Transcoder):
@@ -32,19 +34,40 @@ class OrjsonTranscoder(Transcoder):
         return orjson.loads(data)
 
 
+def row_problem(originator_id: Any, version: Any, topic: Any, state: Any) -> str | None:
+    """What makes a stored row unreadable before its payload is looked at (a column of
+    the wrong type: the table was edited by hand), or ``None``."""
+    if not isinstance(originator_id, str):
+        return f"its stream id is {originator_id!r}, not text"
+    if type(version) is not int or version < 1:
+        return f"its version in stream {originator_id} is {version!r}, not a number from 1"
+    if not isinstance(topic, str):
+        return f"a row of stream {originator_id} has no topic ({topic!r})"
+    if not isinstance(state, _STATE_TYPES):
+        return f"{topic} of stream {originator_id}: its stored state is {state!r}"
+    return None
+
+
 def decode_event(
     topic: str, originator_id: str, state: bytes, position: int | None = None
 ) -> TaskEvent:
     """Rebuild the tasktrail event of one stored row; errors name the position."""
-    if not isinstance(topic, str):
-        raise CorruptEvent(position, f"a row of task {originator_id} has no topic")
-    if topic not in EVENT_TYPES:
+    # The columns' types are checked only where a row fails (a log is read an event at
+    # a time): a topic not among ours, a state orjson cannot take, an id not text.
+    if topic not in EVENT_TYPES or originator_id.__class__ is not str:
+        problem = row_problem(originator_id, 1, topic, state)
+        if problem is not None:
+            raise CorruptEvent(position, problem)
         raise UnknownEventTopic(position, topic)
     try:
         payload = orjson.loads(state)
     except orjson.JSONDecodeError as error:
         raise CorruptEvent(
             position, f"{topic} of task {originator_id}: not JSON ({error})"
+        ) from None
+    except TypeError:
+        raise CorruptEvent(
+            position, f"{topic} of task {originator_id}: stored state {state!r}"
         ) from None
     return decode_payload(topic, originator_id, payload, position)
 
@@ -60,6 +83,7 @@ def decode_payload(
     if not isinstance(payload, dict):
         raise CorruptEvent(position, f"{topic} of task {originator_id}: payload is not an object")
     payload.pop("timestamp", None)
+    payload.pop("digest", None)  # the chain's (.chain.DIGEST_KEY), checked by verify
     from_version = payload.pop("class_version", 1)
     if isinstance(from_version, bool) or not isinstance(from_version, int) or from_version < 1:
         raise CorruptEvent(

@@ -1,4 +1,9 @@
-"""Events and times in words a person reads (for the CLI, the demo and notebooks)."""
+"""Events and times in words a person reads (for the CLI, the demo and notebooks).
+
+Text from a log reaches a terminal only through :func:`printable`: an id, a kind or
+a reason may hold ESC sequences (colours, window titles, a cleared screen), NUL, or
+CR/LF that would forge whole lines; each such character is shown as its escape.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,31 @@ from typing import Any
 from .events import TaskEvent, event_payload
 
 _QUIET_FIELDS = {"at", "rule", "owner_id", "conversation_id", "project_ids", "trace"}
+_UNPRINTABLE = {
+    **{code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))},
+    **{ord("\t"): "\\t", ord("\n"): "\\n", ord("\r"): "\\r"},
+    # Bidirectional overrides and isolates reorder what follows them on screen; line
+    # and paragraph separators break lines; lone surrogates are not text at all.
+    **{code: f"\\u{code:04x}" for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+    **{code: f"\\u{code:04x}" for code in (0x2028, 0x2029, 0xFEFF)},
+    **{code: f"\\u{code:04x}" for code in range(0xD800, 0xE000)},
+}
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character (C0, DEL, C1), bidirectional control,
+    line separator and lone surrogate shown as its escape (``\\x1b``, ``\\n``,
+    ``\\u202e``): safe to print to a terminal, one line."""
+    return text.translate(_UNPRINTABLE)
 
 
 def format_at(at: float) -> str:
-    """A scheduler time (ms since the epoch) as an ISO-8601 UTC time to the millisecond."""
-    moment = datetime.fromtimestamp(at / 1000.0, tz=UTC)
+    """A scheduler time (ms since the epoch) as an ISO-8601 UTC time to the millisecond
+    (a time no date can show, from a log an older release wrote, as its number of ms)."""
+    try:
+        moment = datetime.fromtimestamp(at / 1000.0, tz=UTC)
+    except (OverflowError, ValueError, OSError, TypeError):
+        return f"{at!r} ms"
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -26,7 +51,7 @@ def describe(event: TaskEvent) -> str:
             continue
         parts.append(f"{name}={_short(value)}")
     rule = f"  [rule {event.rule}]" if event.rule is not None else ""
-    return f"{type(event).__name__}({', '.join(parts)}){rule}"
+    return printable(f"{type(event).__name__}({', '.join(parts)}){rule}")
 
 
 def _short(value: Any) -> str:

@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import types
+import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
+
+from .fields import MAX_STREAM_BYTES, field_check, text_problem, value_problem
 
 Mode = Literal["run", "abort"]
 Policy = Literal["all", "failFast"]
@@ -198,6 +201,7 @@ EVENT_TYPES: dict[str, type[TaskEvent]] = {}
 """Every known event class by its stored topic."""
 
 _TUPLE_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
+_TEXT_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
 _PAYLOAD_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
 _BUILDERS: dict[type[TaskEvent], Any] = {}
 
@@ -214,6 +218,13 @@ def register_event(cls: E) -> E:
         f.name for f in fields if f.name != "task_id" or not cls.task_stream
     )
     _TUPLE_FIELDS[cls] = tuple(f.name for f in fields if str(f.type).startswith("tuple"))
+    # What the limits look at: every stored field but plain numbers and flags.
+    _TEXT_FIELDS[cls] = tuple(
+        name
+        for name in _PAYLOAD_FIELDS[cls]
+        if str(next(f.type for f in fields if f.name == name)).replace(" | None", "")
+        not in ("int", "float", "bool")
+    )
     _BUILDERS[cls] = _builder(cls)
     return cls
 
@@ -222,32 +233,60 @@ def _builder(cls: type[TaskEvent]) -> Any:
     """``build(stream_id, payload)``: the event, made as its generated ``__init__`` would
     make it (each slot set once), at half its cost: a log is read an event at a time.
 
-    A missing field or an unknown one is a :class:`TypeError`, as with ``__init__``.
-    Classes the fast way cannot build (no slots, a ``__post_init__``, a default
-    factory) are built by ``__init__``.
+    A missing field or an unknown one is a :class:`TypeError`, as with ``__init__``,
+    and so is a stored value of the wrong type for its field (each checked against
+    its annotation, :func:`.fields.field_check`). Classes the fast way cannot build
+    (no slots, a ``__post_init__``, a default factory) are built by ``__init__``.
     """
     fields = dataclasses.fields(cls)
+    hints = typing.get_type_hints(cls)
+
+    def wrong(name: str, value: Any, expected: str) -> None:
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise TypeError(f"{cls.__name__}.{name} must be {expected}, not {shown}")
+
+    namespace: dict[str, Any] = {"new_object": object.__new__, "cls": cls, "wrong": wrong}
+    checks: list[str] = []
+    for f in fields:
+        expression, expected, names = field_check(hints[f.name], f.name)
+        namespace.update(names)
+        namespace[f"expected_{f.name}"] = expected
+        checks.append(
+            f"if not ({expression}): wrong({f.name!r}, v, expected_{f.name})" if expression else ""
+        )
     plain = not hasattr(cls, "__post_init__") and all(
         isinstance(getattr(cls, f.name, None), types.MemberDescriptorType)
         and f.default_factory is dataclasses.MISSING
         for f in fields
     )
     if not plain:
+        lines = ["def check(payload):"]
+        for f, check in zip(fields, checks, strict=True):
+            if check:
+                lines += [f"    if {f.name!r} in payload:", f"        v = payload[{f.name!r}]"]
+                lines.append(f"        {check}")
+        lines.append("    return payload")
+        exec("\n".join(lines), namespace)
+        checked = namespace["check"]
         if cls.task_stream:
-            return lambda stream_id, payload: cls(task_id=stream_id, **payload)
-        return lambda stream_id, payload: cls(**payload)
-    namespace: dict[str, Any] = {"new_object": object.__new__, "cls": cls}
+            return lambda stream_id, payload: cls(task_id=stream_id, **checked(payload))
+        return lambda stream_id, payload: cls(**checked(payload))
     lines = ["def build(stream_id, payload):", "    new = new_object(cls)"]
     lines += ["    take = payload.pop", "    try:"]
-    for f in fields:
+    for f, check in zip(fields, checks, strict=True):
         namespace[f"set_{f.name}"] = getattr(cls, f.name).__set__
         if f.name == "task_id" and cls.task_stream:
             lines.append("        set_task_id(new, stream_id)")
-        elif f.default is not dataclasses.MISSING:
+            continue
+        if f.default is not dataclasses.MISSING:
             namespace[f"default_{f.name}"] = f.default
-            lines.append(f"        set_{f.name}(new, take({f.name!r}, default_{f.name}))")
+            lines.append(f"        v = take({f.name!r}, default_{f.name})")
         else:
-            lines.append(f"        set_{f.name}(new, take({f.name!r}))")
+            lines.append(f"        v = take({f.name!r})")
+        if check:
+            lines.append(f"        {check}")
+        lines.append(f"        set_{f.name}(new, v)")
     lines += [
         "    except KeyError as missing:",
         "        raise TypeError(f'{cls.__name__} is missing the field {missing}') from None",
@@ -280,6 +319,23 @@ for _cls in (
 def event_payload(event: TaskEvent) -> dict[str, Any]:
     """The stored fields of an event: all but ``task_id`` where that is the stream's id."""
     return {name: getattr(event, name) for name in _PAYLOAD_FIELDS[type(event)]}
+
+
+def event_problem(event: TaskEvent) -> str | None:
+    """What keeps an event out of the log (the limits of :mod:`.fields`: NUL, lone
+    surrogates, lengths), or ``None``. Every store checks it before writing."""
+    cls = type(event)
+    stream_id = event.stream_id()
+    if not isinstance(stream_id, str):
+        return f"{cls.__name__}: the stream id must be a string, not {stream_id!r}"
+    problem = text_problem("stream id", stream_id, MAX_STREAM_BYTES)
+    if problem is None and isinstance(event.task_id, str):
+        problem = text_problem("task_id", event.task_id)
+    for name in _TEXT_FIELDS[cls]:  # the fields that may hold a string (see register_event)
+        if problem is not None:
+            break
+        problem = value_problem(name, getattr(event, name))
+    return f"{cls.__name__}: {problem}" if problem is not None else None
 
 
 def event_from_payload(cls: type[TaskEvent], stream_id: str, payload: dict[str, Any]) -> TaskEvent:

@@ -23,7 +23,7 @@ from .context import Context
 from .events import CheckpointCommitted, MemoRecorded, Policy, SleepStarted, WaitStarted
 from .guards import invocation_decision
 from .state import TaskState
-from .validation import json_value, phase_name, require_task
+from .validation import json_value, phase_name, require_task, time_ms
 
 
 def wait_satisfied(draft: Draft, task: TaskState) -> bool:
@@ -151,6 +151,7 @@ def sleep(
         raise RuleViolation(
             8, f"until must be a finite time >= 0 in ms, not {until!r}", task_id=task_id
         )
+    time_ms(until, "until", task_id)  # a finite time past year 9999 is a bad argument
     if task.mode == "abort":
         raise RuleViolation(8, "an abort handler cannot sleep", task_id=task_id)
     resume = phase if phase is not None else (task.checkpoint.phase if task.checkpoint else None)

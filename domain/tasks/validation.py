@@ -15,6 +15,7 @@ import orjson
 
 from ..errors import InvalidArgument, UnknownTask
 from ..world import Draft
+from .fields import MAX_NAME_BYTES, MAX_TIME_MS, text_problem
 from .state import TaskState
 
 MAX_VALUE_BYTES = 64 * 1024
@@ -34,9 +35,29 @@ def require_task(draft: Draft, task_id: str) -> TaskState:
 
 
 def phase_name(value: object, what: str, task_id: str | None) -> str:
-    """Check that ``value`` (a phase, a kind, a name) is a non-empty string; returns it."""
+    """Check that ``value`` (a phase, a kind, a name) is a non-empty string the log can
+    keep (no NUL, valid Unicode, at most MAX_NAME_BYTES as UTF-8); returns it."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgument(f"{what} must be a non-empty string, not {value!r}", task_id=task_id)
+    problem = text_problem(what, value, MAX_NAME_BYTES)
+    if problem is not None:
+        raise InvalidArgument(problem, task_id=task_id)
+    return value
+
+
+def time_ms(value: object, what: str, task_id: str | None) -> float:
+    """Check that ``value`` is a finite time >= 0 in ms, no later than MAX_TIME_MS."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+        or value > MAX_TIME_MS
+    ):
+        raise InvalidArgument(
+            f"{what} must be a time in ms from 0 to {MAX_TIME_MS} (year 9999), not {value!r}",
+            task_id=task_id,
+        )
     return value
 
 

@@ -1,21 +1,33 @@
 """The ``tasktrail`` command line: :func:`main` assembles the parser from the command
 groups (:mod:`.store_commands`, :mod:`.replay_commands`, :mod:`.io_commands`) and
-dispatches to their handlers. Exit codes a script can use (:mod:`.common`): 0 ok,
-1 violations (or differences) found, 2 bad input (an unknown or unreadable store, a
-bad log line, an unknown task or flag).
+dispatches to their handlers, holding every command to one error contract
+(:mod:`.common`): 0 ok, 1 violations (or differences) found, 2 bad input (an unknown
+or unreadable store, a bad log line, an unknown task or flag, an output that would
+write over an input: what was wrong and where), 3 an internal error (one line; the
+traceback only with ``--debug``), 130 interrupted. No traceback reaches a user
+otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
+import traceback
 from collections.abc import Sequence
 
 from tasktrail.domain import TasktrailError
 
 from . import io_commands, replay_commands, report_command, store_commands, worker_command
-from .common import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS
+from .common import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    warn,
+)
 
 EPILOG = """\
 examples:
@@ -33,8 +45,11 @@ examples:
   tasktrail trace tasktrail-demo.db fragile-0001 --out fragile.json
   tasktrail worker myapp.tasks:registry --store trail.db --worker w1
 
-A STORE is a SQLite file path or a postgresql:// URL; a SOURCE may also be a
-.jsonl export. Exit codes: 0 ok, 1 violations or differences, 2 bad input.
+A STORE is a SQLite file path (or a file: URI, mode=ro or immutable=1 to read
+only) or a postgresql:// URL; a SOURCE may also be a .jsonl export. Commands that
+read never create or write anything; no command writes over one of its inputs.
+Exit codes: 0 ok, 1 violations or differences, 2 bad input (named), 3 internal
+error (--debug shows the traceback), 130 interrupted.
 """
 
 
@@ -47,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an internal error"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # In this order: the order ``tasktrail --help`` lists the commands in.
@@ -63,19 +81,47 @@ def build_parser() -> argparse.ArgumentParser:
     io_commands.add_trace(commands)
     report_command.add_report(commands)
     worker_command.add_worker(commands)
+    for command in commands.choices.values():
+        # ``tasktrail verify --debug X`` as well as ``tasktrail --debug verify X``.
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # a bad flag: usage and exit 2, by argparse
     try:
         return _dispatch(parser, args)
     except BrokenPipeError:
         # The reader (``| head``) went away: not an error of ours.
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115
         return EXIT_OK
+    except KeyboardInterrupt:
+        warn("interrupted")
+        return EXIT_INTERRUPTED
+    except TasktrailError as error:
+        # Bad input: the error names what was wrong and where.
+        for line in str(error).splitlines() or [type(error).__name__]:
+            warn(line)
+        return EXIT_BAD_INPUT
+    except sqlite3.DatabaseError as error:  # the read models' file, beside the store
+        hint = " (another tasktrail process is writing it: try again)"
+        warn(f"{error}{hint if 'locked' in str(error) else ''}")
+        return EXIT_BAD_INPUT
+    except OSError as error:  # a path: missing, a folder, no permission, a full disk
+        where = f"{error.filename}: " if error.filename else ""
+        warn(f"{where}{error.strerror or error}")
+        return EXIT_BAD_INPUT
+    except Exception as error:  # a bug of ours: one line, the traceback on request
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        text = str(error).splitlines()[0] if str(error) else ""
+        warn(
+            f"internal error: {type(error).__name__}: {text} "
+            "(run again with --debug for the traceback, and report it)"
+        )
+        return EXIT_INTERNAL
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -97,11 +143,15 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     handler = handlers.get(args.command)
     if handler is None:
         parser.error(f"unknown command {args.command}")
-    try:
-        return handler(args)
-    except (TasktrailError, ValueError) as error:
-        print(f"tasktrail: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    return handler(args)
 
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_OK", "EXIT_PROBLEMS", "build_parser", "main"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_PROBLEMS",
+    "build_parser",
+    "main",
+]

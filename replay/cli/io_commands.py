@@ -1,7 +1,9 @@
 """The ``tasktrail`` commands that move a log in or out of a store: ``export`` writes
-it as byte-stable JSONL, ``import`` appends such an export to a new, empty store, and
-``trace`` rebuilds its phase spans as OTLP/JSON for a tracing UI. Each command is a
-parser builder ``add_<name>`` and a handler ``do_<name>``.
+it as byte-stable JSONL (its stream heads last), ``import`` appends such an export to
+a new, empty store, and ``trace`` rebuilds its phase spans as OTLP/JSON for a tracing
+UI. An output is never one of the inputs (by any name) nor a SQLite database, and is
+written to a temporary file renamed into place. Each command is a parser builder
+``add_<name>`` and a handler ``do_<name>``.
 """
 
 from __future__ import annotations
@@ -10,16 +12,35 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .common import EXIT_OK, SKIP_HELP, SOURCE_HELP, emit, existing
+import orjson
+
+from tasktrail.domain import InvalidArgument
+from tasktrail.domain.store.files import atomic_output, is_sqlite_file
+
+from .common import (
+    EXIT_OK,
+    SKIP_HELP,
+    SOURCE_HELP,
+    STORE_HELP,
+    check_output,
+    emit,
+    refuse_inputs,
+    say,
+    task_id_argument,
+    warn,
+)
 
 
 def add_export(commands: Any) -> None:
     export = commands.add_parser(
         "export",
         help="write a store's log as JSONL (byte-stable)",
-        description="Write every event as one JSON line: position, topic, stream, version, at.",
+        description=(
+            "Write every event as one JSON line (position, topic, stream, version, at, the "
+            "stored payload), then one line of the stream heads that verify --against reads."
+        ),
     )
-    export.add_argument("store", help="SQLite path or postgresql:// URL")
+    export.add_argument("store", help=STORE_HELP)
     export.add_argument("out", type=Path, metavar="OUT.jsonl", help="the .jsonl file to write")
     export.add_argument("--json", action="store_true", help="report as JSON")
 
@@ -31,7 +52,7 @@ def add_import(commands: Any) -> None:
         description="Check every line, then append the events unchanged to an empty store.",
     )
     imp.add_argument("log", type=Path, metavar="LOG.jsonl", help="the .jsonl export")
-    imp.add_argument("store", help="SQLite path or postgresql:// URL (must be empty)")
+    imp.add_argument("store", help="SQLite path or postgresql:// URL (new, or empty)")
     imp.add_argument("--json", action="store_true", help="report as JSON")
     imp.add_argument("--skip-invalid", action="store_true", help=SKIP_HELP)
 
@@ -56,33 +77,52 @@ def add_trace(commands: Any) -> None:
 def do_export(args: argparse.Namespace) -> int:
     from tasktrail.replay import export
 
-    count = export(existing(args.store), args.out)
+    out = check_output(args.out, [args.store])
+    count = export(args.store, out)
     if args.json:
         emit({"events": count, "out": str(args.out)})
     else:
-        print(f"exported {count} events to {args.out}")
+        say(f"exported {count} events to {args.out}")
     return EXIT_OK
 
 
 def do_import(args: argparse.Namespace) -> int:
     from tasktrail.replay import import_log
+    from tasktrail.replay.log import Skipped
 
-    count = import_log(args.log, args.store, skip_invalid=args.skip_invalid)
+    target = Path(args.store)
+    if "://" not in args.store and not args.store.startswith("file:"):
+        refuse_inputs(target, [args.log], what="refusing to import a log into itself")
+        if target.is_file() and target.stat().st_size and not is_sqlite_file(target):
+            raise InvalidArgument(f"{args.store} is not a SQLite store: refusing to write into it")
+    skipped: list[Skipped] = []
+    count = import_log(args.log, args.store, skip_invalid=args.skip_invalid, skipped=skipped)
+    for line in skipped:
+        warn(f"{args.log}:{line.line}: skipped: {line.reason}")
     if args.json:
-        emit({"events": count, "store": args.store})
+        emit(
+            {
+                "events": count,
+                "store": args.store,
+                "skipped": [{"line": s.line, "reason": s.reason} for s in skipped],
+            }
+        )
     else:
-        print(f"imported {count} events into {args.store}")
+        say(f"imported {count} events into {args.store}")
     return EXIT_OK
 
 
 def do_trace(args: argparse.Namespace) -> int:
-    from tasktrail.projections.trace import rebuild, to_otlp_json, write_otlp_json
+    from tasktrail.projections.trace import rebuild, to_otlp_json
 
-    spans = rebuild(args.source, args.task)
-    if args.out is None:
+    out = check_output(args.out, [args.source]) if args.out is not None else None
+    task = task_id_argument(args.task) if args.task is not None else None
+    spans = rebuild(args.source, task)
+    if out is None:
         emit(to_otlp_json(spans))
         return EXIT_OK
-    write_otlp_json(spans, args.out)
+    with atomic_output(out) as handle:
+        handle.write(orjson.dumps(to_otlp_json(spans), option=orjson.OPT_INDENT_2) + b"\n")
     traces = len({span.context.trace_id for span in spans if span.context is not None})
-    print(f"wrote {len(spans)} spans ({traces} traces) to {args.out}")
+    say(f"wrote {len(spans)} spans ({traces} traces) to {args.out}")
     return EXIT_OK

@@ -2,18 +2,30 @@
 touching it: ``replay`` shows the state as of a position or time, ``diff`` compares
 two states task by task, ``verify`` checks the rules' invariants over a state, and
 ``explain`` tells one task's story with the rule behind each event. Each command is
-a parser builder ``add_<name>`` and a handler ``do_<name>``.
+a parser builder ``add_<name>`` and a handler ``do_<name>``. Every source is read
+read-only; human output is escaped, ``--json`` exact.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from tasktrail.domain.tasks.describe import format_at
 
-from .common import EXIT_OK, EXIT_PROBLEMS, SKIP_HELP, SOURCE_HELP, UNTIL_HELP, emit, existing
+from .common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    SKIP_HELP,
+    SOURCE_HELP,
+    UNTIL_HELP,
+    emit,
+    say,
+    task_id_argument,
+    until_argument,
+    warn,
+)
 
 
 def add_replay(commands: Any) -> None:
@@ -54,10 +66,18 @@ def add_verify(commands: Any) -> None:
         description=(
             "Fold a log leniently and check every invariant stated over state (no event "
             "after terminal, one invocation a task, held outcomes, cascades, waits, sleeps, "
-            "memos, ...). Each violation names its positions. Exits 1 on any violation."
+            "memos, ...), and the digest chain: an edited, removed, reordered or forged "
+            "event is reported with its position (events recorded before the chain count "
+            "as unchained). Each violation names its positions. Exits 1 on any violation, "
+            "2 when the log cannot be read to its end (a corrupt, unknown or newer event)."
         ),
     )
     verify.add_argument("source", help=SOURCE_HELP)
+    verify.add_argument(
+        "--against",
+        metavar="EXPORT",
+        help="an export kept apart: every stream head it recorded must still be in the log",
+    )
     verify.add_argument("--json", action="store_true", help="the report as JSON")
     verify.add_argument("--skip-invalid", action="store_true", help=SKIP_HELP)
 
@@ -78,13 +98,13 @@ def add_explain(commands: Any) -> None:
 
 def _report_skipped(state: Any) -> None:
     for skipped in getattr(state, "skipped", []):
-        print(f"tasktrail: skipped line {skipped.line}: {skipped.reason}", file=sys.stderr)
+        warn(f"skipped line {skipped.line}: {skipped.reason}")
 
 
 def do_replay(args: argparse.Namespace) -> int:
     from tasktrail.replay import replay
 
-    state = replay(args.source, args.until, skip_invalid=args.skip_invalid)
+    state = replay(args.source, until_argument(args.until), skip_invalid=args.skip_invalid)
     _report_skipped(state)
     if args.json:
         emit(
@@ -98,12 +118,12 @@ def do_replay(args: argparse.Namespace) -> int:
         return EXIT_OK
     summary = state.summary()
     counts = ", ".join(f"{k} {v}" for k, v in summary["by_status"].items()) or "none"
-    print(f"as of position {state.position} ({state.events} events): {summary['tasks']} tasks")
-    print(f"  {counts}")
+    say(f"as of position {state.position} ({state.events} events): {summary['tasks']} tasks")
+    say(f"  {counts}")
     if state.live:
-        print(f"live tasks ({len(state.live)}):")
+        say(f"live tasks ({len(state.live)}):")
         for task in state.live.values():
-            print(f"  {task.id:<24} {task.kind:<12} {task.status:<10} {_where(task)}")
+            say(f"  {task.id:<24} {task.kind:<12} {task.status:<10} {_where(task)}")
     return EXIT_OK
 
 
@@ -127,11 +147,14 @@ def _where(task: Any) -> str:
 def do_diff(args: argparse.Namespace) -> int:
     from tasktrail.replay import diff, replay
 
-    found = diff(replay(args.a, args.until_a), replay(args.b, args.until_b))
+    found = diff(
+        replay(args.a, until_argument(args.until_a)), replay(args.b, until_argument(args.until_b))
+    )
     if args.json:
         emit(found.to_dict())
     else:
-        print(found)
+        for line in str(found).splitlines():
+            say(line)
     return EXIT_PROBLEMS if found else EXIT_OK
 
 
@@ -139,27 +162,33 @@ def do_verify(args: argparse.Namespace) -> int:
     from tasktrail.replay import replay, verify
 
     if args.skip_invalid:
-        state = replay(args.source, skip_invalid=True, strict=False)
-        _report_skipped(state)
-        report = verify(state)
-    else:
-        report = verify(existing(args.source))
+        _report_skipped(replay(args.source, skip_invalid=True, strict=False))
+    report = verify(args.source, against=args.against, skip_invalid=args.skip_invalid)
+    if report.unreadable:
+        # Not a finding about the log's history: the log itself cannot be read.
+        for violation in report.violations:
+            warn(violation.message)
+        if args.json:
+            emit(report.to_dict())
+        return EXIT_BAD_INPUT
     if args.json:
         emit(report.to_dict())
     else:
-        print(report)
+        for line in report.lines():
+            say(line)
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
 
 def do_explain(args: argparse.Namespace) -> int:
     from tasktrail.replay import explain, replay
 
-    steps = explain(replay(args.source, args.until), args.task)
+    task_id = task_id_argument(args.task)
+    steps = explain(replay(args.source, until_argument(args.until)), task_id)
     if args.json:
         for step in steps:
             emit(step.to_dict())
         return EXIT_OK
-    print(f"{args.task}: {len(steps)} events")
+    say(f"{task_id}: {len(steps)} events")
     for step in steps:
-        print(f"  {step}")
+        say(f"  {step}")
     return EXIT_OK

@@ -1,8 +1,9 @@
 """The ``tasktrail`` commands that work on a store as the scheduler keeps it:
-``demo`` records a workload into a fresh file, ``tasks`` lists a store's tasks,
-``history`` prints one task's events, and ``project`` folds the log into SQLite read
-models (with the progress bar it shows on stderr). Each command is a parser builder
-``add_<name>`` and a handler ``do_<name>``.
+``demo`` records a workload into a new file (or over a store a demo made), ``tasks``
+lists a store's tasks, ``history`` prints one task's events with their positions in
+the store, and ``project`` folds the log into SQLite read models (with a progress
+bar on a terminal). ``tasks``, ``history`` and ``project`` open the store read-only.
+Each command is a parser builder ``add_<name>`` and a handler ``do_<name>``.
 """
 
 from __future__ import annotations
@@ -13,14 +14,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from tasktrail.domain import Scheduler, UnknownTask, open_store
-from tasktrail.domain.demo.workload import MIN_TASKS
+from tasktrail.domain import InvalidArgument, Scheduler, UnknownTask, open_store
+from tasktrail.domain.store.files import is_sqlite_file, sqlite_tables
 from tasktrail.domain.tasks.describe import describe, format_at
 from tasktrail.domain.tasks.events import event_payload
+from tasktrail.projections.projector import POSITIONS
 
-from .common import EXIT_BAD_INPUT, EXIT_OK, existing
+from .common import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    STORE_HELP,
+    ProgressBar,
+    check_folder,
+    emit,
+    local_file,
+    refuse_inputs,
+    say,
+    task_id_argument,
+    warn,
+)
 
 
 def add_demo(commands: Any) -> None:
@@ -38,24 +50,29 @@ def add_demo(commands: Any) -> None:
         type=Path,
         default=Path("tasktrail-demo.db"),
         metavar="PATH",
-        help="the file (replaced; default tasktrail-demo.db)",
+        help="the file: new, or a store a demo made (replaced); any other file is refused",
     )
     demo.add_argument(
         "--tasks",
         type=int,
         default=200,
         metavar="N",
-        help=f"how many tasks (default 200, at least {MIN_TASKS})",
+        help="how many tasks, 30 to 50,000 (default 200)",
     )
+    demo.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def add_history(commands: Any) -> None:
     history = commands.add_parser(
         "history",
         help="every event of one task, oldest first",
-        description="Print every event of one task with its time on the scheduler clock.",
+        description=(
+            "Print every event of one task with its position in the store, its version in "
+            "the task's stream and its time on the scheduler clock. A version missing from "
+            "the stream (an event removed) is shown, and exits 1."
+        ),
     )
-    history.add_argument("store", help="SQLite path or postgresql:// URL")
+    history.add_argument("store", help=STORE_HELP)
     history.add_argument("task", help="the task id")
     history.add_argument(
         "--json", action="store_true", help="JSON Lines: one JSON object per event, a line each"
@@ -68,7 +85,7 @@ def add_tasks(commands: Any) -> None:
         help="the tasks of a store and their status",
         description="List the tasks of a store, in submission order.",
     )
-    tasks.add_argument("store", help="SQLite path or postgresql:// URL")
+    tasks.add_argument("store", help=STORE_HELP)
     tasks.add_argument(
         "--status",
         choices=["pending", "running", "waiting", "sleeping", "completing", "terminal"],
@@ -85,10 +102,11 @@ def add_project(commands: Any) -> None:
         description=(
             "Fold the store's log into SQLite read-model tables (readable with the sqlite3 "
             "shell or Datasette). Catches up from each table's tracked position: a second "
-            "run with nothing new is a no-op. --rebuild starts again from position 0."
+            "run with nothing new is a no-op. --rebuild starts again from position 0. "
+            "The store is only read."
         ),
     )
-    project.add_argument("store", help="SQLite path or postgresql:// URL")
+    project.add_argument("store", help=STORE_HELP)
     project.add_argument(
         "--out",
         type=Path,
@@ -105,74 +123,96 @@ def add_project(commands: Any) -> None:
 def do_demo(args: argparse.Namespace) -> int:
     from tasktrail.domain.demo.workload import print_report, run_demo
 
-    if args.tasks < MIN_TASKS:
-        print(f"tasktrail: --tasks must be at least {MIN_TASKS}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    report = run_demo(args.db, args.tasks)
-    print_report(report)
+    bar = ProgressBar("demo", enabled=not args.quiet, unit="tasks ended")
+
+    def log(line: str) -> None:
+        bar.finish()  # a line of its own, not over the bar
+        say(line)
+
+    try:
+        report = run_demo(args.db, args.tasks, log=log, progress=bar)
+    finally:
+        bar.finish()
+    print_report(report, log=say)
     return EXIT_OK
 
 
 def do_history(args: argparse.Namespace) -> int:
-    with open_store(existing(args.store)) as store:
-        events = store.stream(args.task)
-        if not events:
-            raise UnknownTask(args.task)
-        for version, event in enumerate(events, start=1):
-            if args.json:
-                row = {"version": version, "type": type(event).__name__, **event_payload(event)}
-                sys.stdout.write(orjson.dumps(row).decode() + "\n")
-            else:
-                print(f"{version:>4}  {format_at(event.at)}  {describe(event)}")
-    return EXIT_OK
+    task_id = task_id_argument(args.task)
+    with open_store(args.store, read_only=True) as store:
+        records = store.stream_records(task_id)
+    if not records:
+        raise UnknownTask(task_id)
+    gaps = 0
+    expected = 1
+    for recorded in records:
+        event = recorded.event
+        version = recorded.originator_version
+        if version != expected:
+            # Never hidden: an event removed from the store leaves its version out.
+            gaps += 1
+            missing = (
+                f"version {expected}"
+                if version == expected + 1
+                else f"versions {expected}-{version - 1}"
+            )
+            warn(f"task {task_id}: {missing} missing before position {recorded.position}")
+            if not args.json:
+                say(f"{'':>8}  {'':>4}  ({missing} missing from the store: removed?)")
+        expected = version + 1
+        if args.json:
+            emit(
+                {
+                    "position": recorded.position,
+                    "version": version,
+                    "type": type(event).__name__,
+                    **event_payload(event),
+                }
+            )
+        else:
+            say(f"{recorded.position:>8}  {version:>4}  {format_at(event.at)}  {describe(event)}")
+    return EXIT_PROBLEMS if gaps else EXIT_OK
 
 
 def do_tasks(args: argparse.Namespace) -> int:
-    scheduler = Scheduler(open_store(existing(args.store)))
+    scheduler = Scheduler(open_store(args.store, read_only=True))
     try:
         scheduler.refresh()  # read only: no recovery, nothing appended
         for task in scheduler.tasks(args.status):
             if args.json:
-                sys.stdout.write(orjson.dumps(task.to_dict()).decode() + "\n")
+                emit(task.to_dict())
             else:
                 outcome = task.outcome.status if task.outcome else ""
                 phase = task.checkpoint.phase if task.checkpoint else ""
-                print(f"{task.id:<36} {task.kind:<12} {task.status:<10} {outcome or phase}")
+                say(f"{task.id:<36} {task.kind:<12} {task.status:<10} {outcome or phase}")
     finally:
         scheduler.store.close()
     return EXIT_OK
 
 
-class ProgressBar:
-    """A one-line progress bar on stderr, for long work."""
-
-    def __init__(self, label: str, *, enabled: bool = True) -> None:
-        self.label = label
-        self.enabled = enabled
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or total <= 0:
-            return
-        width = 30
-        filled = min(width, width * done // total)
-        percent = min(100, 100 * done // total)
-        bar = "#" * filled + "." * (width - filled)
-        sys.stderr.write(f"\r{self.label} [{bar}] {percent:3d}% {done:,}/{total:,} events")
-        sys.stderr.flush()
-        self.shown = True
-
-    def finish(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
+def check_views_out(out: Path, store: str) -> Path:
+    """The read models' file: not the store (nor its companions), not another store,
+    not some other kind of file; a new file, or read models ``project`` wrote."""
+    refuse_inputs(out, [store], what="the read models need a file of their own")
+    check_folder(out)
+    if not out.exists() or out.stat().st_size == 0:
+        return out
+    if not is_sqlite_file(out):
+        raise InvalidArgument(f"{out} is not a SQLite database: refusing to write read models")
+    tables = sqlite_tables(out)
+    if "stored_events" in tables:
+        raise InvalidArgument(f"{out} is a tasktrail store, not read models: refusing to write")
+    if tables and POSITIONS not in tables:
+        raise InvalidArgument(f"{out} is a SQLite database of something else: refusing to write")
+    return out
 
 
 def do_project(args: argparse.Namespace) -> int:
     from tasktrail.projections import Projector, default_out
     from tasktrail.projections.projector import LEGACY_SUFFIX, is_legacy_out
 
-    location = existing(args.store)
-    out = args.out or default_out(location)
+    beside = local_file(args.store)
+    out = check_views_out(args.out or default_out(beside or args.store), args.store)
     if args.out is None and is_legacy_out(out):
         renamed = out.with_name(out.name.removesuffix(LEGACY_SUFFIX) + "-views.db")
         print(
@@ -180,22 +220,30 @@ def do_project(args: argparse.Namespace) -> int:
             f"rename it to {renamed} (Datasette serves a name with one dot at a plain URL)",
             file=sys.stderr,
         )
-    with Projector(location, out) as projector:
-        bar = ProgressBar("project", enabled=not args.quiet)
-        report = (
-            projector.rebuild(progress=bar) if args.rebuild else projector.catch_up(progress=bar)
-        )
-        bar.finish()
-        verb = "rebuilt" if args.rebuild else ("no-op" if report.noop else "caught up")
-        print(f"{verb}: {out} at position {report.position} ({report.read} events folded)")
-        for name, count in report.written.items():
-            print(f"  {name:<16} {count} new events")
-        for table, digest in projector.table_checksums().items():
-            print(f"  table {table:<16} checksum {digest}")
-        if args.follow:
-            print("following the store; Ctrl-C stops", file=sys.stderr)
-            with contextlib.suppress(KeyboardInterrupt):
-                projector.follow(
-                    on_batch=lambda r: print(f"position {r.position}: +{r.read} events")
+    store = open_store(args.store, read_only=True)
+    try:
+        with Projector(store, out) as projector:
+            bar = ProgressBar("project", enabled=not args.quiet)
+            try:
+                report = (
+                    projector.rebuild(progress=bar)
+                    if args.rebuild
+                    else projector.catch_up(progress=bar)
                 )
+            finally:
+                bar.finish()
+            verb = "rebuilt" if args.rebuild else ("no-op" if report.noop else "caught up")
+            say(f"{verb}: {out} at position {report.position} ({report.read} events folded)")
+            for name, count in report.written.items():
+                say(f"  {name:<16} {count} new events")
+            for table, digest in projector.table_checksums().items():
+                say(f"  table {table:<16} checksum {digest}")
+            if args.follow:
+                warn("following the store; Ctrl-C stops")
+                with contextlib.suppress(KeyboardInterrupt):
+                    projector.follow(
+                        on_batch=lambda r: say(f"position {r.position}: +{r.read} events")
+                    )
+    finally:
+        store.close()
     return EXIT_OK

@@ -1,0 +1,62 @@
+"""The eventsourcing ``Application`` behind a store, and what opening one needs: closing a
+half-built one, and telling PostgreSQL's creation races from real failures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import InfrastructureFactory, Mapper
+
+from .transcoder import OrjsonTranscoder, TaskMapper
+
+POSTGRES_CREATION_RACES = frozenset({"23505", "42P07", "42710", "XX000"})
+"""unique_violation, duplicate_table, duplicate_object, internal_error: what
+concurrent ``CREATE ... IF NOT EXISTS`` on a fresh PostgreSQL schema raise."""
+
+
+class TaskApplication(Application[str]):
+    """The eventsourcing application that holds task streams."""
+
+    name = "tasktrail"
+
+    def __init__(
+        self, env: dict[str, str], factory: InfrastructureFactory[Any] | None = None
+    ) -> None:
+        self._prebuilt_factory = factory
+        try:
+            super().__init__(env)
+        except BaseException:
+            # Half built: release its connections now, not whenever it is collected
+            # (a psycopg pool closed from its own worker thread cannot join it).
+            close_quietly(getattr(self, "factory", None))
+            raise
+
+    def construct_factory(self, env: Any) -> InfrastructureFactory[Any]:
+        if self._prebuilt_factory is not None:
+            return self._prebuilt_factory
+        return super().construct_factory(env)
+
+    def construct_mapper(self) -> Mapper[str]:
+        return TaskMapper(transcoder=OrjsonTranscoder())
+
+
+def creation_race(error: BaseException) -> bool:
+    """Whether opening failed because another process created the same tables at once
+    (PostgreSQL: a unique or duplicate error in its catalog, "tuple concurrently updated")."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if getattr(seen, "sqlstate", None) in POSTGRES_CREATION_RACES:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def close_quietly(resource: Any) -> None:
+    """Close an application or factory that failed to open; its own errors do not matter."""
+    if resource is not None:
+        # Already broken: the error that matters is the one being raised.
+        with contextlib.suppress(Exception):
+            resource.close()

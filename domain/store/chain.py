@@ -1,0 +1,243 @@
+"""Tamper evidence: each event carries a digest chained to the previous event of its
+stream, so an edited, removed, reordered or forged event shows.
+
+The digest of version ``v`` of stream ``s`` is the SHA-256 of the previous event's
+digest (empty for a stream's first event, or after one recorded before the chain),
+the stream id, the version, the topic and the event's stored payload, the bytes
+exactly as the transcoder wrote them. It is computed when the event is appended
+and stored as the last key of that payload, ``"digest"`` (:func:`seal`): the row
+stays a plain eventsourcing row (no column of our own in eventsourcing's table),
+the payload stays one JSON object that any reader of the table can read, and an
+export carries the digest inside the payload it copies byte for byte.
+
+:class:`ChainCheck` reads rows in log order and reports, with positions, every
+event whose digest does not match (edited, or copied under another stream or
+version), every stream whose versions jump or repeat (an event removed, reordered
+or copied), and every event without a digest where one belongs. Events recorded
+before the chain existed read as *unchained*, not as errors. Its :attr:`heads`
+(each stream's last version and digest) are what an export records, so a later
+check can tell whether a stream was rewritten since.
+
+This is evidence, not a signature: someone who can write the store and knows the
+scheme can recompute a stream's digests from the edit on. Heads recorded elsewhere
+(an export kept apart) catch that too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from eventsourcing.persistence import StoredEvent
+
+from ..tasks.events import TaskEvent
+from .transcoder import encode_event
+
+DIGEST_KEY = "digest"
+HEAD_CACHE = 50_000
+"""Streams whose last digest an appending store remembers (a miss reads one row)."""
+_HEAD = b',"digest":"'
+_HEX = 64
+_SUFFIX = len(_HEAD) + _HEX + 2
+_HEX_DIGITS = frozenset(b"0123456789abcdef")
+
+
+def digest(previous: str, stream_id: str, version: int, topic: str, payload: bytes) -> str:
+    """The digest of one event, chained to ``previous`` (its stream's previous digest)."""
+    hashed = hashlib.sha256(
+        f"{previous}\n{stream_id}\n{version}\n{topic}\n".encode("utf-8", "surrogatepass")
+    )
+    hashed.update(payload)
+    return hashed.hexdigest()
+
+
+def seal(payload: bytes, value: str) -> bytes:
+    """The stored state: the payload (a JSON object) with its digest as the last key."""
+    return payload[:-1] + _HEAD + value.encode("ascii") + b'"}'
+
+
+def as_bytes(state: bytes | bytearray | memoryview | str) -> bytes:
+    """A stored state as bytes (a hand-edited table may hold it as text)."""
+    return state.encode("utf-8", "surrogateescape") if isinstance(state, str) else bytes(state)
+
+
+def unseal(state: bytes) -> tuple[bytes, str | None]:
+    """The payload a digest covers, and the digest; ``(state, None)`` when the event
+    carries none where :func:`seal` puts it."""
+    if (
+        len(state) > _SUFFIX
+        and state.endswith(b'"}')
+        and state[-_SUFFIX : -_HEX - 2] == _HEAD
+        and _HEX_DIGITS.issuperset(state[-_HEX - 2 : -2])
+    ):
+        return state[:-_SUFFIX] + b"}", state[-_HEX - 2 : -2].decode("ascii")
+    return state, None
+
+
+class Sealer:
+    """The append side: seals each event of an append with its digest, chained to the
+    previous version of its stream, which it remembers for the streams it appended
+    to (bounded) and otherwise reads back with ``read_row(stream_id, version)``.
+
+    Reading the previous row outside the append's transaction is safe: if another
+    writer holds that version with another digest, it appended first, and this
+    append conflicts on the version anyway.
+    """
+
+    def __init__(self, read_row: Callable[[str, int], bytes | None]) -> None:
+        self._read_row = read_row
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._last: dict[str, tuple[int, str]] = {}
+
+    def seal(
+        self, events: Sequence[TaskEvent], versions: Sequence[int], timestamp: datetime
+    ) -> list[StoredEvent]:
+        """The rows to store: each event's payload sealed with its chained digest."""
+        rows = []
+        sealed: dict[str, tuple[int, str]] = {}
+        for event, version in zip(events, versions, strict=True):
+            stream_id = event.stream_id()
+            topic = type(event).topic
+            payload = encode_event(event, timestamp)
+            head = sealed.get(stream_id)
+            previous = head[1] if head is not None else self._previous(stream_id, version)
+            value = digest(previous, stream_id, version, topic, payload)
+            sealed[stream_id] = (version, value)
+            rows.append(StoredEvent(stream_id, version, topic, seal(payload, value)))
+        self._last = sealed
+        return rows
+
+    def appended(self) -> None:
+        """Remember the digests of the rows just sealed: the store took them."""
+        if len(self._heads) > HEAD_CACHE:
+            self._heads.clear()  # bounded: a miss costs one indexed read
+        self._heads.update(self._last)
+
+    def _previous(self, stream_id: str, version: int) -> str:
+        """The digest of version ``version - 1`` ("" for a stream's first event, or after
+        one recorded before the chain)."""
+        if version <= 1:
+            return ""
+        cached = self._heads.get(stream_id)
+        if cached is not None and cached[0] == version - 1:
+            return cached[1]
+        state = self._read_row(stream_id, version - 1)
+        return (unseal(state)[1] or "") if state is not None else ""
+
+
+@dataclass(frozen=True)
+class ChainProblem:
+    """An event the chain does not vouch for."""
+
+    position: int | None
+    stream_id: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"event at position {self.position}" if self.position is not None else "log"
+        return f"{where}, stream {self.stream_id}: {self.message}"
+
+
+@dataclass
+class ChainCheck:
+    """Checks rows, in log order, against the digest chain of their streams.
+
+    ``chained_after`` is the position after which every event must carry a digest
+    (the store's marker; ``None`` when unknown). ``contiguous`` says the positions
+    have no legitimate gaps (SQLite's), so a gap is rows removed. ``expected`` are
+    heads recorded earlier (an export's): each must still be in the log, with the
+    same digest, or the stream was rewritten since (:meth:`finish` reports those
+    never seen).
+    """
+
+    chained_after: int | None = None
+    contiguous: bool = False
+    expected: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+    heads: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+    """Each stream's last version and its digest (``None``: unchained)."""
+    problems: list[ChainProblem] = field(default_factory=list)
+    chained: int = 0
+    unchained: int = 0
+    last_position: int = 0
+
+    def add(self, position: int, stream_id: str, version: int, topic: str, state: bytes) -> None:
+        """Check one row (its stored state exactly as the store holds it)."""
+        if self.contiguous and position > self.last_position + 1:
+            first, last = self.last_position + 1, position - 1
+            span = f"position {first} is" if first == last else f"positions {first}-{last} are"
+            self._problem(position, stream_id, f"{span} missing: rows removed from the store")
+        self.last_position = max(self.last_position, position)
+        have, previous = self.heads.get(stream_id, (0, None))
+        payload, found = unseal(state)
+        self.heads[stream_id] = (version, found)
+        recorded = self.expected.get(stream_id)
+        if recorded is not None and recorded[0] == version:
+            del self.expected[stream_id]
+            if recorded[1] != found:
+                self._problem(
+                    position,
+                    stream_id,
+                    f"version {version} has another digest than the head recorded earlier: "
+                    "the stream was rewritten since",
+                )
+        if version != have + 1:
+            if version <= have:
+                what = f"version {version} comes after version {have}: reordered or copied"
+            else:
+                missing = (
+                    f"version {have + 1}"
+                    if version == have + 2
+                    else (f"versions {have + 1}-{version - 1}")
+                )
+                what = f"the stream jumps from version {have} to {version}: {missing} removed"
+            self._problem(position, stream_id, what)
+            return
+        if found is None:
+            if f'"{DIGEST_KEY}"'.encode() in state:
+                self._problem(position, stream_id, "its digest is not where it belongs: edited")
+            elif previous is not None:
+                self._problem(
+                    position,
+                    stream_id,
+                    "carries no digest after chained events of its stream: its digest was "
+                    "removed, or the event was forged",
+                )
+            elif self.chained_after is not None and position > self.chained_after:
+                self._problem(
+                    position,
+                    stream_id,
+                    f"carries no digest, though every event after position {self.chained_after}"
+                    " is chained: its digest was removed, or the event was forged",
+                )
+            else:
+                self.unchained += 1
+            return
+        if digest(previous or "", stream_id, version, topic, payload) != found:
+            self._problem(
+                position,
+                stream_id,
+                f"version {version} ({topic}) does not match its digest: edited, forged, or "
+                "copied from another stream or version",
+            )
+            return
+        self.chained += 1
+
+    def finish(self) -> None:
+        """Report the recorded heads the log never reached: their events are gone."""
+        for stream_id, (version, _) in sorted(self.expected.items()):
+            self._problem(
+                None,
+                stream_id,
+                f"the head recorded earlier is version {version}, which the log no longer "
+                "holds: events removed",
+            )
+        self.expected.clear()
+
+    def _problem(self, position: int | None, stream_id: str, message: str) -> None:
+        self.problems.append(ChainProblem(position, stream_id, message))
+
+    def head_list(self) -> dict[str, list[object]]:
+        """The heads as JSON: stream -> [version, digest or null]."""
+        return {stream: [version, value] for stream, (version, value) in self.heads.items()}

@@ -1,0 +1,187 @@
+"""A SQLite store's files on disk: what a path holds before SQLite is let near it, and
+how a read-only open leaves the directory as it found it.
+
+SQLite treats an empty file as an empty database (and writes one into it), and a
+read-only connection to a WAL database creates ``-wal`` and ``-shm`` files it never
+removes (with the database's permissions, so a read-only store's leftovers later
+break writers). So a read-only open first checks the file (:func:`check_sqlite_file`),
+then either promises SQLite that nothing can change it (``immutable=1``, when no
+``-wal`` exists and the file or its folder cannot be written: no writer can be at
+work) or opens it ``mode=ro`` and, once closed, lets SQLite remove the companions
+this open created (:func:`remove_created_companions`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+from urllib.parse import quote
+
+from ..errors import StoreError
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+COMPANIONS = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside a database: written by it, part of it."""
+
+
+def companions(path: str | os.PathLike[str]) -> list[Path]:
+    """The files SQLite may keep beside the database at ``path``."""
+    return [Path(f"{os.fspath(path)}{suffix}") for suffix in COMPANIONS]
+
+
+def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is an existing file that starts with SQLite's header."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def check_sqlite_file(path: str | os.PathLike[str]) -> None:
+    """Refuse, untouched, a path that is not an existing SQLite database: missing, a
+    folder, empty, unreadable, or some other kind of file."""
+    target = Path(path)
+    try:
+        size = target.stat().st_size
+    except FileNotFoundError:
+        raise StoreError(f"no store at {target} (give an existing SQLite file or a URL)") from None
+    except OSError as error:
+        raise StoreError(f"cannot read {target}: {error.strerror or error}") from None
+    if target.is_dir():
+        raise StoreError(f"{target}: is a directory; give a file path for a SQLite store")
+    if size == 0:
+        raise StoreError(f"{target} is empty (0 bytes): not a tasktrail store")
+    try:
+        with target.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as error:
+        raise StoreError(f"cannot read {target}: {error.strerror or error}") from None
+    if header != SQLITE_HEADER:
+        raise StoreError(
+            f"{target} is not a SQLite database (it starts with {header[:8]!r}): "
+            "not a tasktrail store"
+        )
+
+
+def read_only_mode(path: str | os.PathLike[str]) -> str:
+    """The SQLite URI parameter that reads ``path`` without writing: ``immutable=1`` when
+    no ``-wal`` exists and the file or its folder is not writable (no writer can be
+    at work, and SQLite could not create its companions anyway), else ``mode=ro``."""
+    check_sqlite_file(path)
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    writable = os.access(target, os.W_OK) and os.access(folder, os.W_OK)
+    if not Path(f"{target}-wal").exists() and not writable:
+        return "immutable=1"
+    _probe(target)
+    return "mode=ro"
+
+
+def _probe(path: Path) -> None:
+    """Read the schema without creating anything (``immutable=1``) before a ``mode=ro``
+    open creates companions: a damaged file is refused here, while nothing is left
+    that only a readable schema would let SQLite remove again."""
+    uri = f"file:{quote(os.path.abspath(path), safe='/')}?immutable=1"
+    try:
+        connection = sqlite3.connect(uri, uri=True)
+        try:
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        finally:
+            connection.close()
+    except (sqlite3.Error, UnicodeError) as error:  # a damaged file's bytes in a message
+        raise StoreError(f"{path}: cannot read it as a SQLite database ({error})") from None
+
+
+def existing_companions(path: str | os.PathLike[str]) -> frozenset[Path]:
+    """The companions of ``path`` that exist now."""
+    return frozenset(p for p in companions(path) if p.exists())
+
+
+def remove_created_companions(path: str | os.PathLike[str], before: frozenset[Path]) -> None:
+    """Remove the ``-wal``/``-shm`` a read-only connection created, if it did.
+
+    A read-write connection opened and closed is what removes them: SQLite's last
+    connection to close checkpoints an empty WAL (the database's bytes do not
+    change) and deletes both; if another process has the store open, it is not the
+    last, and leaves them to that process, which is exactly right.
+    """
+    created = existing_companions(path) - before
+    if not created:
+        return
+    # Best effort: the store was only read, and any failure here leaves what SQLite left.
+    with contextlib.suppress(sqlite3.Error, OSError):
+        connection = sqlite3.connect(os.fspath(path), timeout=1)
+        try:
+            connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        finally:
+            connection.close()
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """Write a file whole or not at all: a temporary file beside ``path`` (same folder,
+    same file system), synced and renamed over ``path`` once the block ends; if the
+    block raises (a full disk, an interrupt), the temporary file is removed and
+    ``path`` is as it was. A symbolic link at ``path`` is followed: its target is
+    what gets replaced. Errors name the path (:class:`OSError` with its filename)."""
+    target = Path(os.path.realpath(path))
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(path))
+    folder = target.parent
+    if not folder.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such folder", os.fspath(folder))
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (renamed or removed below)
+        dir=folder, prefix=f".{target.name}.", suffix=".tmp", delete=False
+    )
+    try:
+        with handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(handle.name, _mode_for(target))
+        os.replace(handle.name, target)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(handle.name)
+        if error.filename is None:  # a write (a full disk): say which file it was
+            raise type(error)(error.errno, error.strerror, os.fspath(path)) from None
+        raise
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(handle.name)
+        raise
+
+
+def _mode_for(target: Path) -> int:
+    """The permissions the replaced file had, or 0644 for a new one: not the 0600 of a
+    temporary file."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        return 0o644
+
+
+def sqlite_tables(path: str | os.PathLike[str]) -> set[str]:
+    """The tables of the SQLite database at ``path``, read without writing anything
+    (``-wal``/``-shm`` an open creates are removed again)."""
+    before = existing_companions(path)
+    uri = f"file:{quote(os.path.abspath(path), safe='/')}?{read_only_mode(path)}"
+    try:
+        connection = sqlite3.connect(uri, uri=True)
+        try:
+            rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            return {str(row[0]) for row in rows}
+        finally:
+            connection.close()
+    except (sqlite3.Error, UnicodeError) as error:  # a damaged file's bytes in a message
+        raise StoreError(f"{path}: cannot read it as a SQLite database ({error})") from None
+    finally:
+        remove_created_companions(path, before)

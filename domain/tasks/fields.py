@@ -1,0 +1,156 @@
+"""What a stored field may hold: its type, checked as an event is read back, and its
+limits, checked before an event is written.
+
+Reading: :func:`field_check` turns a field's annotation (``str``, ``int``,
+``float``, ``bool``, a ``Literal``, ``tuple[str, ...]``, ``dict[str, str]``, any of
+them ``| None``, or ``Any``) into a Python expression the event builders of
+:mod:`.events` run on each stored value, so a field of the wrong JSON type
+(``"on": 42``, ``"until": "soon"``) is refused where it is read, with its position,
+instead of failing later in a fold.
+
+Writing: :func:`text_problem` holds every store to the same limits (SQLite would
+take a 1 MiB id that PostgreSQL refuses, and a NUL that PostgreSQL's text cannot
+hold): no NUL, no lone surrogate (not UTF-8), and at most :data:`MAX_NAME_BYTES`
+for names (ids, kinds, phases, memo names, roles, workers),
+:data:`MAX_TEXT_BYTES` for free text (messages, reasons, summaries, errors) and
+:data:`MAX_OTHER_BYTES` for any other string, as UTF-8.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any, Literal, Union
+
+MAX_TIME_MS = 253_402_300_799_999
+"""The latest time (ms) a command takes and an event's ``at`` may hold:
+9999-12-31T23:59:59.999Z; beyond it a time cannot be shown as a date, and it is no
+deadline anyone means."""
+MAX_NAME_BYTES = 256
+MAX_TEXT_BYTES = 64 * 1024
+MAX_OTHER_BYTES = 4096
+MAX_STREAM_BYTES = 1024
+NAME_FIELDS = frozenset(
+    {
+        "task_id",
+        "kind",
+        "phase",
+        "owner_id",
+        "conversation_id",
+        "project_ids",
+        "name",
+        "on",
+        "by",
+        "role",
+        "turn_id",
+        "active_turn_id",
+        "worker",
+        "pass_id",
+    }
+)
+TEXT_FIELDS = frozenset({"message", "reason", "reasons", "summary", "error", "why"})
+
+
+def limit_of(field: str) -> int:
+    """The most UTF-8 bytes a string in ``field`` may take."""
+    if field in NAME_FIELDS:
+        return MAX_NAME_BYTES
+    if field in TEXT_FIELDS:
+        return MAX_TEXT_BYTES
+    return MAX_OTHER_BYTES
+
+
+def text_problem(field: str, value: str, limit: int | None = None) -> str | None:
+    """What makes a string unfit for the log, or ``None``."""
+    most = limit if limit is not None else limit_of(field)
+    if value.isascii() and len(value) <= most and "\x00" not in value:
+        return None  # the usual case, without encoding it
+    if "\x00" in value:
+        return f"{field} holds a NUL character, which a store cannot keep the same way"
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return f"{field} holds a lone surrogate: it is not valid Unicode text (UTF-8)"
+    if size > most:
+        return f"{field} is {size} bytes as UTF-8; the limit is {most}"
+    return None
+
+
+_PLAIN = frozenset({int, float, bool})
+
+
+def value_problem(field: str, value: Any) -> str | None:
+    """What makes a field's value unfit for the log (its strings, at the top level and in
+    tuples and string maps), or ``None``; JSON values are checked as JSON elsewhere."""
+    if value is None or value.__class__ in _PLAIN:
+        return None
+    if isinstance(value, str):
+        return text_problem(field, value)
+    if isinstance(value, tuple):
+        for item in value:
+            if isinstance(item, str):
+                problem = text_problem(field, item)
+                if problem is not None:
+                    return problem
+    elif isinstance(value, dict) and field == "trace":
+        for key, item in value.items():
+            for text in (key, item):
+                if isinstance(text, str):
+                    problem = text_problem(field, text)
+                    if problem is not None:
+                        return problem
+    return None
+
+
+def field_check(annotation: Any, name: str = "") -> tuple[str | None, str, dict[str, Any]]:
+    """``(expression, description, names)``: a Python expression over ``v`` that is true
+    when a stored value fits the annotation (``None``: anything fits), what it
+    expects in words, and the names the expression uses. ``at``, every event's
+    decision time, must also lie within year 9999 either side of the epoch."""
+    names: dict[str, Any] = {}
+    if name == "at":
+        names["max_time"] = MAX_TIME_MS
+        return (
+            "(v.__class__ is float or v.__class__ is int) and -max_time <= v <= max_time",
+            "a time in ms within year 9999",
+            names,
+        )
+    expression, description = _check(annotation, names)
+    return expression, description, names
+
+
+def _check(annotation: Any, names: dict[str, Any]) -> tuple[str | None, str]:
+    if annotation is Any:
+        return None, "any JSON value"
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        options = [a for a in typing.get_args(annotation) if a is not type(None)]
+        inner = [_check(a, names) for a in options]
+        if any(expression is None for expression, _ in inner):
+            return None, "any JSON value"
+        expression = " or ".join(f"({e})" for e, _ in inner)
+        words = " or ".join(d for _, d in inner)
+        return f"v is None or {expression}", f"{words} or null"
+    if origin is Literal:
+        allowed = frozenset(typing.get_args(annotation))
+        key = f"allowed_{len(names)}"
+        names[key] = allowed
+        listed = ", ".join(repr(a) for a in sorted(allowed, key=str))
+        return f"v.__class__ is str and v in {key}", f"one of {listed}"
+    if origin is tuple:
+        return "v.__class__ is tuple and all(x.__class__ is str for x in v)", "a list of strings"
+    if origin is dict:
+        return (
+            "v.__class__ is dict and all(k.__class__ is str and x.__class__ is str "
+            "for k, x in v.items())",
+            "an object of strings",
+        )
+    simple = {
+        str: ("v.__class__ is str", "a string"),
+        int: ("v.__class__ is int", "an integer"),
+        float: ("v.__class__ is float or v.__class__ is int", "a number"),
+        bool: ("v.__class__ is bool", "true or false"),
+    }
+    if annotation in simple:
+        return simple[annotation]
+    return None, "any JSON value"
