@@ -136,7 +136,7 @@ def test_a_surrogate_in_an_id_is_bad_input_not_a_unicode_error(
 def test_a_concurrent_project_rebuild_is_a_clear_refusal(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    views = store.with_name("v.views.db")
+    views = store.with_name("v-views.db")  # the default read-model file
     assert run(["project", str(store), "--quiet"], capsys).code == 0
     holder = sqlite3.connect(views, timeout=0, check_same_thread=False)
     holder.execute("BEGIN EXCLUSIVE")  # another `project --rebuild`, mid-batch
