@@ -142,6 +142,7 @@ class Scheduler(
             telemetry.opened(scheduler)  # the live tasks it loaded count as active
             scheduler._lease_optional = True  # a read-only store still opens for reading
             scheduler._renew_lease(force=True)
+            scheduler._beat_at = scheduler._renewed_at  # open looks for lost workers too
             scheduler._lease_optional = scheduler._renewed_at is None
             scheduler.parked = scheduler._recover_lost(at_open=True).parked
             ensure_event_view(store)  # a writer's open: the store's readable view of its log

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..tasks.definitions import blocked_reason
 from ..turns.runtime import Runtime
 from ..turns.settings import retry_delay_ms
+from .fleet import HeartbeatReport
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -110,7 +111,9 @@ class Worker:
         """One cycle of work: heartbeat, phases, controller pass, dispatch, reconcile."""
         s = self.scheduler
         report = TickReport()
-        beat = s.heartbeat()
+        # Due a third of a lease after the last one: a busy worker's ticks do not each
+        # write its lease (commands renew it, and run() beats on a thread of its own).
+        beat = s.heartbeat() if s.now() >= s.next_heartbeat() else HeartbeatReport()
         report.recovered = beat.recovered
         for task_id in beat.recovered:
             log.info("recovered %s from lost worker %s", task_id, beat.lost.get(task_id))
