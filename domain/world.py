@@ -13,6 +13,7 @@ draft; the world is untouched.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +21,18 @@ from .errors import CorruptEvent
 from .tasks.events import TaskEvent, TaskSubmitted
 from .tasks.evolve import evolve, evolve_stream
 from .tasks.state import TaskState
+
+Loader = Callable[[str, bool, "int | None"], "tuple[Any, int] | None"]
+"""Reads one stream back from the store: ``loader(stream_id, task_stream, below)`` is
+the stream's state folded from its events of version < ``below`` (all, if ``None``)
+with that version, or ``None`` for a stream with no such events."""
+
+Retirer = Callable[["World", str, Any], "bool | None"]
+"""Whether a non-task stream's state is finished with (``True``), still needed in
+memory (``False``), or not of this retirer's kind (``None``)."""
+
+Compactor = Callable[["World"], None]
+"""Drops what an index keeps only for work that has ended (see :meth:`World.compact`)."""
 
 Indexer = Callable[["World", TaskEvent, Any, Any], None]
 """Keeps one index of a world current: ``fn(world, event, previous, state)``,
@@ -30,6 +43,24 @@ INDEXERS: list[Indexer] = []
 STREAM_INDEXERS: list[Indexer] = []
 """Indexers that only read events of streams other than tasks' own (not called for
 task-stream events: most of a log)."""
+
+
+RETIRERS: list[Retirer] = []
+COMPACTORS: list[Compactor] = []
+
+
+def register_retirer(retirer: Retirer) -> Retirer:
+    """Say when a kind of non-task stream is finished with (:meth:`World.compact`)."""
+    if retirer not in RETIRERS:
+        RETIRERS.append(retirer)
+    return retirer
+
+
+def register_compactor(compactor: Compactor) -> Compactor:
+    """Add a step to :meth:`World.compact` (an index dropping what ended work left)."""
+    if compactor not in COMPACTORS:
+        COMPACTORS.append(compactor)
+    return compactor
 
 
 def register_indexer(indexer: Indexer, *, task_streams: bool = True) -> Indexer:
@@ -43,7 +74,13 @@ def register_indexer(indexer: Indexer, *, task_streams: bool = True) -> Indexer:
 
 
 class World:
-    """Every task of one store, folded from its events, with the indexes rules read."""
+    """The tasks of one store, folded from its events, with the indexes rules read.
+
+    A full fold holds every task. A scheduler's world holds the live work: after
+    :meth:`compact`, an ended task or a finished stream that nothing live refers to
+    is dropped from memory, and :meth:`get` / :meth:`stream` read it back from the
+    store through :attr:`loader` (one indexed read) when a rule asks for it.
+    """
 
     def __init__(self) -> None:
         self.tasks: dict[str, TaskState] = {}
@@ -56,13 +93,106 @@ class World:
         self.stream_versions: dict[str, int] = {}
         self.indexes: dict[str, Any] = {}
         """Indexes registered with :func:`register_indexer`, by the name each chose."""
+        self.folded = 0
+        """How many events this world folded (a snapshot's included)."""
+        self.counts: dict[str, int] = {}
+        """How many tasks are in each status (every task, dropped ones included)."""
+        self.loader: Loader | None = None
+        """Reads a dropped stream back from the store (``None``: a full fold, nothing dropped)."""
+        self.absent: set[str] = set()
+        """Non-task streams the loader found empty (not read again until one is created)."""
 
     def get(self, task_id: str) -> TaskState | None:
-        """The task's current state, or ``None`` for an id no event created."""
-        return self.tasks.get(task_id)
+        """The task's current state, or ``None`` for an id no event created (that this
+        world has folded): a dropped, ended task is read back from the store."""
+        state = self.tasks.get(task_id)
+        if state is not None or self.loader is None:
+            return state
+        loaded = self.loader(task_id, True, None)
+        # Only an ended task is ever dropped: a live one the store holds and this
+        # world does not is newer than the world (refresh folds it in, indexed).
+        if loaded is None or loaded[0].status != "terminal":
+            return None
+        task: TaskState = loaded[0]
+        self.tasks[task_id] = task
+        return task
+
+    def stream(self, stream_id: str) -> Any:
+        """A non-task stream's state (``None`` if it has no events): a dropped,
+        finished stream is read back from the store."""
+        state = self.streams.get(stream_id)
+        if (
+            state is not None
+            or self.loader is None
+            or stream_id in self.stream_versions
+            or stream_id in self.absent
+        ):
+            return state
+        loaded = self.loader(stream_id, False, None)
+        if loaded is None:
+            self.absent.add(stream_id)
+            return None
+        self.streams[stream_id], self.stream_versions[stream_id] = loaded
+        return loaded[0]
+
+    def copy(self) -> World:
+        """A copy to change apart from this world (the states are immutable and shared;
+        the indexes are copied whole). It reads nothing back: no loader."""
+        other = World()
+        other.tasks = dict(self.tasks)
+        other.live_children = {k: set(v) for k, v in self.live_children.items()}
+        other.waiters = {k: set(v) for k, v in self.waiters.items()}
+        other.sleeping, other.live = set(self.sleeping), set(self.live)
+        other.streams, other.stream_versions = dict(self.streams), dict(self.stream_versions)
+        other.indexes = copy.deepcopy(self.indexes)
+        other.counts, other.folded = dict(self.counts), self.folded
+        return other
+
+    def retired(self, stream_id: str, state: Any) -> bool:
+        """Whether a non-task stream is finished with: nothing live needs it in memory."""
+        for retirer in RETIRERS:
+            verdict = retirer(self, stream_id, state)
+            if verdict is not None:
+                return verdict
+        return False
+
+    def compact(self) -> None:
+        """Drop what ended work left: every terminal task that no live task owns,
+        awaits or is owned by, and every retired stream; each compactor trims its
+        index. Deterministic: a full fold compacted equals a scheduler's world
+        compacted at the same position."""
+        keep = set(self.waiters) | set(self.live_children)
+        for task_id in self.live:
+            owner = self.tasks[task_id].owner_id
+            if owner is not None:
+                keep.add(owner)
+        self.tasks = {
+            task_id: task
+            for task_id, task in self.tasks.items()
+            if task.status != "terminal" or task_id in keep
+        }
+        for task_id in keep:
+            if task_id not in self.tasks:
+                self.get(task_id)  # dropped before something live referred to it again
+        for stream_id, state in list(self.streams.items()):
+            if state is None or self.retired(stream_id, state):
+                del self.streams[stream_id]
+                del self.stream_versions[stream_id]
+        self.absent.clear()
+        for compactor in COMPACTORS:
+            compactor(self)
 
     def version_of(self, stream_id: str, task_stream: bool = True) -> int:
         """How many events the stream holds: the version its next event follows."""
+        if task_stream:
+            task = self.get(stream_id)
+            return task.events if task is not None else 0
+        if stream_id not in self.stream_versions:
+            self.stream(stream_id)  # a dropped stream goes on from its stored version
+        return self.stream_versions.get(stream_id, 0)
+
+    def held_version(self, stream_id: str, task_stream: bool = True) -> int:
+        """:meth:`version_of` of what is in memory (0 for a dropped or unknown stream)."""
         if task_stream:
             task = self.tasks.get(stream_id)
             return task.events if task is not None else 0
@@ -76,6 +206,7 @@ class World:
         ``evolve`` does not run twice.
         """
         previous: Any
+        self.folded += 1
         if type(event).task_stream:
             previous = self.tasks.get(event.task_id)
             state: Any = folded if folded is not None else evolve(previous, event)
@@ -87,6 +218,7 @@ class World:
             state = folded if folded is not None else evolve_stream(previous, event)
             self.streams[stream_id] = state
             self.stream_versions[stream_id] = self.stream_versions.get(stream_id, 0) + 1
+            self.absent.discard(stream_id)
             for indexer in STREAM_INDEXERS:
                 indexer(self, event, previous, state)
         for indexer in INDEXERS:
@@ -103,7 +235,9 @@ class World:
         """
         stream_id = event.stream_id()
         task_stream = type(event).task_stream
-        have = self.version_of(stream_id, task_stream)
+        have = self.held_version(stream_id, task_stream)
+        if have == 0 and version > 1:
+            have = self.version_of(stream_id, task_stream)  # dropped: read back first
         if version != have + 1:
             raise CorruptEvent(
                 position, f"stream {stream_id} jumps from version {have} to {version}"
@@ -117,6 +251,10 @@ class World:
 
     def _index(self, previous: TaskState | None, state: TaskState) -> None:
         task_id = state.id
+        counts = self.counts
+        if previous is not None:
+            counts[previous.status] -= 1
+        counts[state.status] = counts.get(state.status, 0) + 1
         if previous is not None and previous.status == "waiting":
             for awaited in previous.on:
                 waiting = self.waiters.get(awaited)
@@ -167,7 +305,7 @@ class Draft:
         state = self.changed.get(task_id)
         if state is not None:
             return state
-        state = self.world.tasks.get(task_id)
+        state = self.world.get(task_id)
         # A terminal task never changes again: reading it needs no guard.
         if state is not None and state.status != "terminal":
             self.read[task_id] = state.events
@@ -182,7 +320,7 @@ class Draft:
         """A non-task stream's state as this decision sees it so far (``None`` if new)."""
         if stream_id in self.changed_streams:
             return self.changed_streams[stream_id]
-        return self.world.streams.get(stream_id)
+        return self.world.stream(stream_id)
 
     def emit_stream(self, event: TaskEvent) -> Any:
         """Add an event of a non-task stream; returns that stream's state after it."""

@@ -13,7 +13,7 @@ import contextlib
 import gc
 import hashlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from html import escape
@@ -21,13 +21,14 @@ from typing import Any
 
 import orjson
 
-from tasktrail.domain import CorruptEvent, Store, TaskState, World
+from tasktrail.domain import CorruptEvent, Store, TaskState, World, open_store
+from tasktrail.domain.history import restore, stream_loader
 from tasktrail.domain.store.store import Recorded
-from tasktrail.domain.tasks.describe import format_at
 from tasktrail.projections import Changes, Projection, default_projections
 from tasktrail.projections.base import Coalescer
 
-from .log import Skipped, read_log
+from .log import Skipped, is_jsonl, read_log
+from .until import Until as Until
 
 COALESCE_BATCH = 10_000
 """Events between two applications of the projections that coalesce (bounds the memory
@@ -46,7 +47,10 @@ class Problem:
 class SchedulerState:
     """The scheduler's state after a log (or a prefix of one)."""
 
-    world: World
+    held: World
+    """The world folded: every task after a fold from position 0; the live work (and
+    what the events after the snapshot touched) after a start from a snapshot.
+    :attr:`world` is always every task."""
     position: int = 0
     """The last position folded."""
     events: int = 0
@@ -58,6 +62,26 @@ class SchedulerState:
     problems: list[Problem] = field(default_factory=list)
     last_position: dict[str, int] = field(default_factory=dict)
     """The position of the last event of each stream (for pointing at a problem)."""
+    snapshot: int | None = None
+    """The snapshot this state started from (``None``: folded from position 0). Such a
+    state holds the live work; :meth:`complete` folds the log from 0 the first time
+    every task or a read-model table is asked for."""
+    _full: Callable[[], SchedulerState] | None = field(default=None, repr=False, compare=False)
+
+    def complete(self) -> SchedulerState:
+        """This state with every task and every read-model row (a state started from
+        a snapshot folds the whole log once, to the same position)."""
+        full, self._full = self._full, None
+        if full is not None:
+            folded = full()
+            self.held, self.tables, self.keys = folded.held, folded.tables, folded.keys
+            self.last_position = folded.last_position
+        return self
+
+    @property
+    def world(self) -> World:
+        """The world with every task, terminal ones included (see :meth:`complete`)."""
+        return self.complete().held
 
     @property
     def tasks(self) -> dict[str, TaskState]:
@@ -66,12 +90,13 @@ class SchedulerState:
 
     @property
     def live(self) -> dict[str, TaskState]:
-        """Every task that is not terminal."""
-        return {tid: t for tid, t in self.world.tasks.items() if t.live}
+        """Every task that is not terminal, in submission order."""
+        tasks = self.held.tasks
+        return {tid: tasks[tid] for tid in tasks if tid in self.held.live}
 
     def table(self, name: str) -> list[dict[str, Any]]:
         """The rows of one read-model table, in key order."""
-        rows = self.tables.get(name, {})
+        rows = self.complete().tables.get(name, {})
         return [rows[key] for key in sorted(rows, key=_sort_key)]
 
     @property
@@ -92,6 +117,7 @@ class SchedulerState:
     def state_hash(self) -> str:
         """A stable hash of the whole state: the same log always gives the same hash."""
         digest = hashlib.sha256()
+        self.complete()
         for task_id in sorted(self.world.tasks):
             digest.update(orjson.dumps(self.world.tasks[task_id].to_dict(), default=repr))
         for name in sorted(self.tables):
@@ -103,21 +129,21 @@ class SchedulerState:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SchedulerState):
             return NotImplemented
-        return self.world.tasks == other.world.tasks and self.tables == other.tables
+        if self.tasks != other.tasks:  # each completed first
+            return False
+        return self.tables == other.tables
 
     __hash__ = None  # type: ignore[assignment]
 
     def summary(self) -> dict[str, Any]:
         """Counts a person reads first: tasks by status, events, position."""
-        by_status: dict[str, int] = {}
-        for task in self.world.tasks.values():
-            by_status[task.status] = by_status.get(task.status, 0) + 1
+        by_status = {status: n for status, n in sorted(self.held.counts.items()) if n}
         return {
             "position": self.position,
             "events": self.events,
-            "tasks": len(self.world.tasks),
+            "tasks": sum(by_status.values()),
             "by_status": dict(sorted(by_status.items())),
-            "live": len(self.world.live),
+            "live": len(self.held.live),
         }
 
     def _repr_html_(self, max_live: int = 50) -> str:
@@ -164,59 +190,6 @@ def _sort_key(key: Any) -> Any:
     return tuple(str(k) for k in key) if isinstance(key, tuple) else (str(type(key)), key)
 
 
-@dataclass(frozen=True)
-class Until:
-    """Where a replay stops: after a position, or at a clock time (ms, inclusive)."""
-
-    position: int | None = None
-    at: float | None = None
-
-    @classmethod
-    def parse(cls, value: int | float | str | datetime | Until | None) -> Until:
-        """``12`` is a position; ``"2026-01-05T09:00:03Z"`` or a datetime is a clock time."""
-        if value is None:
-            return cls()
-        if isinstance(value, Until):
-            return value
-        if isinstance(value, bool):
-            raise ValueError(f"until must be a position or a time, not {value!r}")
-        if isinstance(value, int):
-            if value < 0:
-                raise ValueError(f"a position is >= 0, not {value}")
-            return cls(position=value)
-        if isinstance(value, datetime):
-            if value.tzinfo is None:
-                raise ValueError("a time to replay until needs a time zone")
-            return cls(at=value.timestamp() * 1000.0)
-        if isinstance(value, float):
-            return cls(at=value)
-        text = str(value).strip()
-        if text.isdigit():
-            return cls(position=int(text))
-        try:
-            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(
-                f"until {value!r} is neither a position (an integer) nor an ISO-8601 time"
-            ) from None
-        if moment.tzinfo is None:
-            raise ValueError(f"until {value!r} needs a time zone (say Z for UTC)")
-        return cls(at=moment.timestamp() * 1000.0)
-
-    def reached(self, recorded: Recorded) -> bool:
-        """Whether this event is past the stop (and so not folded)."""
-        if self.position is not None and recorded.position > self.position:
-            return True
-        return self.at is not None and recorded.event.at > self.at
-
-    def __str__(self) -> str:
-        if self.position is not None:
-            return f"position {self.position}"
-        if self.at is not None:
-            return format_at(self.at)
-        return "the end"
-
-
 def fold(
     records: Iterable[Recorded],
     *,
@@ -230,8 +203,8 @@ def fold(
     stop = until or Until()
     projections = list(projections) if projections is not None else default_projections()
     if state is None:
-        state = SchedulerState(world=World())
-    world = state.world
+        state = SchedulerState(held=World())
+    world = state.held
     shared = Changes(upserts=state.tables)  # rows land straight in the state's tables
     for projection in projections:
         for spec in projection.tables:
@@ -307,6 +280,8 @@ def replay(
     skip_invalid: bool = False,
     strict: bool = True,
     audit: bool = True,
+    snapshots: bool = True,
+    watch: Callable[[Iterator[Recorded], SchedulerState], Iterator[Recorded]] | None = None,
 ) -> SchedulerState:
     """Fold a log into a :class:`SchedulerState`, as of ``until`` (a position or a time).
 
@@ -316,19 +291,73 @@ def replay(
     memory a big log takes, about 1 KB an event); every other table, and every
     task's state, is the same. The cyclic garbage collector is paused while the
     log is folded (the fold makes no cycles; see ``_collector_paused``).
+
+    A store replayed to a position (or its end) starts from the nearest snapshot at
+    or before it (:mod:`tasktrail.domain.history`) and folds the events after it:
+    the state holds the live work, and folds the whole log the first time every
+    task or a read-model table is asked for (:meth:`SchedulerState.complete`).
+    ``snapshots=False`` folds from position 0 (``verify`` always does);
+    ``watch(records, state)`` wraps the records of such a fold (``verify`` checks
+    each snapshot on the way).
     """
     stop = Until.parse(until)
+    a_store = isinstance(source, Store) or (
+        isinstance(source, str | os.PathLike) and not is_jsonl(source)
+    )
+    if snapshots and a_store and stop.at is None and strict and not skip_invalid:
+        return from_snapshot(source, stop, audit=audit)  # type: ignore[arg-type]
     projections = None if audit else [p for p in default_projections() if p.name != "audit"]
     if isinstance(source, (str, os.PathLike, Store)):
         records, reader, opened = read_log(source, skip_invalid=skip_invalid)
     else:
         records, reader, opened = iter(source), None, None
     try:
+        state = SchedulerState(held=World())
+        if watch is not None:
+            records = watch(records, state)
         with _collector_paused():
-            state = fold(records, until=stop, strict=strict, projections=projections)
+            fold(records, until=stop, strict=strict, projections=projections, state=state)
     finally:
         if opened is not None:
             opened.close()
     if reader is not None:
         state.skipped = list(reader.skipped)
     return state
+
+
+def from_snapshot(
+    source: str | os.PathLike[str] | Store, stop: Until, *, audit: bool = True
+) -> SchedulerState:
+    """A store's state as of ``stop`` from its nearest snapshot and the events after it;
+    the full fold stays a call away (:meth:`SchedulerState.complete`)."""
+    store = source if isinstance(source, Store) else open_store(source, read_only=True)
+    try:
+        restored = restore(store, stop.position)
+    finally:
+        if store is not source:
+            store.close()
+    if restored.snapshot is None:
+        # No snapshot: the full fold it is, with every table.
+        return replay(source, stop, audit=audit, snapshots=False)
+    world = restored.world
+    world.loader = _stream_reader(source, restored.position)
+    return SchedulerState(
+        held=world,
+        position=restored.position,
+        events=world.folded,
+        snapshot=restored.snapshot,
+        _full=lambda: replay(source, stop, audit=audit, snapshots=False),
+    )
+
+
+def _stream_reader(source: str | os.PathLike[str] | Store, position: int) -> Any:
+    """Read a dropped stream back, opening the store (read-only) for each read when
+    the caller gave a path: a replayed state outlives the replay's own open."""
+
+    def load(stream_id: str, task_stream: bool, below: int | None) -> Any:
+        if isinstance(source, Store):
+            return stream_loader(source, lambda: position)(stream_id, task_stream, below)
+        with open_store(source, read_only=True) as store:
+            return stream_loader(store, lambda: position)(stream_id, task_stream, below)
+
+    return load

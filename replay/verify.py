@@ -13,87 +13,19 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from tasktrail.domain import CorruptEvent, Store
-from tasktrail.domain.tasks.describe import printable
 from tasktrail.domain.tasks.ending import cancelling_ancestor
 from tasktrail.domain.turns.state import turn_id_for
 from tasktrail.domain.world import Draft
 
+from .log import is_jsonl
+from .snapshot_check import SnapshotWatch
 from .state import SchedulerState, replay
 from .tamper import ChainReport, check_chain
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken invariant."""
-
-    check: str
-    task_id: str | None
-    message: str
-    positions: tuple[int, ...] = ()
-
-    def __str__(self) -> str:
-        where = f" (positions {', '.join(map(str, self.positions))})" if self.positions else ""
-        task = f"task {self.task_id}: " if self.task_id else ""
-        return printable(f"{self.check}: {task}{self.message}{where}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "check": self.check,
-            "task_id": self.task_id,
-            "message": self.message,
-            "positions": list(self.positions),
-        }
-
-
-@dataclass
-class VerifyReport:
-    """What ``verify`` found: ``ok`` when nothing."""
-
-    position: int
-    events: int
-    checks: list[str]
-    violations: list[Violation] = field(default_factory=list)
-    chain: ChainReport | None = None
-    """The digest chain's tally (``None`` for a state folded already: no rows to check)."""
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-    @property
-    def unreadable(self) -> bool:
-        """Whether the log could not be read to its end (a corrupt or unknown event)."""
-        return any(v.check == "readable" for v in self.violations)
-
-    def lines(self) -> list[str]:
-        """The report, a line each: the verdict, the chain's tally, each violation."""
-        verdict = "ok" if self.ok else f"{len(self.violations)} violations"
-        head = f"{self.events} events to position {self.position}, {len(self.checks)} checks: "
-        lines = [head + verdict]
-        if self.chain is not None:
-            lines.append(
-                f"  chain: {self.chain.chained} events chained, {self.chain.unchained} "
-                "unchained (recorded before the chain)"
-            )
-        return lines + [f"  {v}" for v in self.violations]
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "position": self.position,
-            "events": self.events,
-            "checks": self.checks,
-            "violations": [v.to_dict() for v in self.violations],
-            "chain": self.chain.to_dict() if self.chain is not None else None,
-        }
-
+from .verify_report import VerifyReport as VerifyReport
+from .verify_report import Violation as Violation
 
 Check = Callable[[SchedulerState], Iterator[Violation]]
 CHECKS: dict[str, Check] = {}
@@ -334,12 +266,17 @@ def verify(
     every stream head it recorded is still in the log, unchanged."""
     violations: list[Violation] = []
     chain: ChainReport | None = None
+    watch: SnapshotWatch | None = None
     if isinstance(source, SchedulerState):
         state = source
     else:
         unreadable: CorruptEvent | None = None
+        # A store's snapshots are checked against the fold (from position 0) on the way.
+        watch = SnapshotWatch(source) if isinstance(source, Store) or not is_jsonl(source) else None
         try:
-            state = replay(source, strict=False, skip_invalid=skip_invalid)
+            state = replay(
+                source, strict=False, skip_invalid=skip_invalid, snapshots=False, watch=watch
+            )
         except CorruptEvent as error:
             unreadable = error
         # The chain reads rows undecoded: it still points at an edit that left an
@@ -363,10 +300,19 @@ def verify(
         violations.extend(fn(state))
     if chain is not None:
         violations.extend(_chain_violations(chain))
+    snapshots = watch.problems if chain is not None and watch is not None else []
+    for position, why in snapshots:
+        text = f"snapshot at position {position}: {why}"
+        violations.append(Violation("snapshots", None, text, (position,)))
     return VerifyReport(
         position=state.position,
         events=state.events,
-        checks=["fold", *CHECKS, *(["chain"] if chain is not None else [])],
+        checks=[
+            "fold",
+            *CHECKS,
+            *(["chain"] if chain is not None else []),
+            *(["snapshots"] if chain is not None and watch is not None else []),
+        ],
         violations=violations,
         chain=chain,
     )

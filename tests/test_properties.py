@@ -93,9 +93,16 @@ def check_invariants(scheduler: Scheduler) -> None:
     fresh = World()
     for recorded in store.read():
         fresh.apply(recorded.event)
-    # What the store holds folds to exactly what the scheduler holds in memory.
-    assert fresh.tasks == scheduler.world.tasks
-    for task_id, task in scheduler.world.tasks.items():
+    # What the store holds folds to exactly what the scheduler holds in memory: every
+    # live task, and any ended one the same once read back (issue 14: a reopened
+    # scheduler holds the live work only).
+    assert scheduler.world.live == fresh.live
+    assert {t: scheduler.world.tasks[t] for t in fresh.live} == {
+        t: fresh.tasks[t] for t in fresh.live
+    }
+    assert set(scheduler.world.tasks) <= set(fresh.tasks)
+    for task_id, task in fresh.tasks.items():
+        assert scheduler.world.get(task_id) == task
         stream = store.stream(task_id)
         ends = [i for i, e in enumerate(stream) if isinstance(e, TaskEnded)]
         # Never an event after a terminal one.

@@ -37,7 +37,9 @@ def test_store_round_trip_and_reopen(
     assert event_count(store_url) == written
 
     reopened = Scheduler.open(store_url, clock=clock, registry=registry)
-    assert {t.id: t for t in reopened.tasks()} == states
+    # Ended, the tasks are not held after the reopen (issue 14); each reads back the same.
+    assert reopened.tasks() == []
+    assert {tid: reopened.task(tid) for tid in states} == states
     assert reopened.task(owner).status == "terminal"
     # The eventsourcing aggregate of each task applies its events through evolve.
     assert reopened.store.aggregate(child).state == states[child]

@@ -14,28 +14,34 @@ cycle; the commands are mixed in: :mod:`.task_commands`, :mod:`.phases`
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..clock import Clock, system_clock
-from ..errors import ClockConflict, ConflictError, InvalidArgument, RuleViolation, UnknownTask
+from ..errors import (
+    ClockConflict,
+    ConflictError,
+    RuleViolation,
+    UnknownTask,
+)
+from ..history import DEFAULT_EVERY, stream_loader
 from ..store.event_view import ensure_event_view
 from ..store.store import Durability, Store, open_store
 from ..tasks import decide
 from ..tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
 from ..tasks.events import TaskEvent
-from ..tasks.fields import MAX_TIME_MS
 from ..tasks.invocation import Invocation
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
+from .arguments import check_open_arguments, checked_reading
 from .batch import BatchCommands
 from .fleet import DEFAULT_LEASE_MS, FleetCommands, lease_ms, worker_name
 from .phases import PhaseCommands
 from .run_commands import RunCommands
+from .snapshots import SnapshotCommands
 from .task_commands import TaskCommands, _task_id
 from .turn_commands import TurnCommands
 
@@ -46,7 +52,13 @@ CLOCK_RETRIES = 10
 
 
 class Scheduler(
-    TaskCommands, PhaseCommands, BatchCommands, TurnCommands, RunCommands, FleetCommands
+    TaskCommands,
+    PhaseCommands,
+    BatchCommands,
+    TurnCommands,
+    RunCommands,
+    FleetCommands,
+    SnapshotCommands,
 ):
     """A durable task scheduler kept as an event-sourced state machine.
 
@@ -64,6 +76,7 @@ class Scheduler(
         restart_limit: int = DEFAULT_RESTART_LIMIT,
         worker: str | None = None,
         lease: float = DEFAULT_LEASE_MS,
+        snapshot_every: int | None = DEFAULT_EVERY,
     ) -> None:
         self.worker = worker_name(worker)
         """This scheduler's name in the fleet; reservations record it on the task."""
@@ -74,8 +87,15 @@ class Scheduler(
         self.registry = registry if registry is not None else Registry()
         self.restart_limit = restart_limit
         self.world = World()
+        self.world.loader = stream_loader(store, lambda: self.position)
         self.position = 0
         """The last store position folded into :attr:`world`."""
+        self.snapshot_every = snapshot_every
+        """Events between two snapshots this scheduler takes (``None``: only at close)."""
+        self.snapshot_at = 0
+        """The position of the latest snapshot this scheduler read or took."""
+        self.snapshot_problems: list[str] = []
+        """Snapshots the open found but could not use, and why (each was passed over)."""
         self.parked: list[str] = []
         """Tasks the last recovery parked at the restart limit (rule 9)."""
         self.events_written = 0
@@ -103,6 +123,7 @@ class Scheduler(
         durability: Durability = "full",
         worker: str | None = None,
         lease: float = DEFAULT_LEASE_MS,
+        snapshot_every: int | None = DEFAULT_EVERY,
     ) -> Scheduler:
         """Open the store at a SQLite path or ``postgresql://`` URL, load it, recover.
 
@@ -113,17 +134,13 @@ class Scheduler(
         ``worker`` name (default ``$TASKTRAIL_WORKER``, else a fresh unique name)
         and of workers whose ``lease`` (ms of the scheduler clock) expired; a task
         another live worker holds is left alone.
+
+        Opening folds the latest snapshot and the events after it, and holds the
+        live work (:mod:`..history`): ended tasks are read back from the store when
+        a command names one. A snapshot is taken every ``snapshot_every`` events
+        (``None``: only at close) and at :meth:`close`.
         """
-        if (
-            isinstance(restart_limit, bool)
-            or not isinstance(restart_limit, int)
-            or restart_limit < 1
-        ):
-            raise InvalidArgument(f"restart_limit must be an int >= 1, not {restart_limit!r}")
-        if not callable(clock):
-            raise InvalidArgument(f"clock must be a function returning ms, not {clock!r}")
-        if registry is not None and not isinstance(registry, Registry):
-            raise InvalidArgument(f"registry must be a Registry, not {registry!r}")
+        check_open_arguments(clock, registry, restart_limit, snapshot_every)
         store = (
             location if isinstance(location, Store) else open_store(location, durability=durability)
         )
@@ -135,8 +152,9 @@ class Scheduler(
                 restart_limit=restart_limit,
                 worker=worker,
                 lease=lease,
+                snapshot_every=snapshot_every,
             )
-            scheduler.refresh()
+            scheduler._restore()
             scheduler._resumed = set(scheduler.world.live)
             scheduler._warn_if_name_is_live()
             telemetry.opened(scheduler)  # the live tasks it loaded count as active
@@ -173,6 +191,8 @@ class Scheduler(
         self.closing = True
         self._closed = True
         self._flush_batch()  # closed inside a batch: what it decided is appended first
+        if self.position > self.snapshot_at and not self.store.read_only:
+            self._snapshot_quietly()
         telemetry.closed(self)  # what this process counted as active, it takes back
         try:
             self._release_lease()
@@ -207,7 +227,10 @@ class Scheduler(
         return state
 
     def tasks(self, status: str | None = None) -> list[TaskState]:
-        """Every task (or those with ``status``), in submission order."""
+        """The tasks this scheduler holds (or those with ``status``), in submission
+        order: every live task, and the ended ones not yet dropped from memory (a
+        snapshot drops them; :meth:`task` reads any back). The whole history is
+        the read models' and :func:`tasktrail.replay.replay`'s."""
         return [t for t in self.world.tasks.values() if status is None or t.status == status]
 
     def history(self, task_id: str) -> list[TaskEvent]:
@@ -259,7 +282,10 @@ class Scheduler(
         with self._lock:
             for recorded in self.store.read(after=self.position):
                 event = recorded.event
-                have = self.world.version_of(event.stream_id(), type(event).task_stream)
+                stream_id, task_stream = event.stream_id(), type(event).task_stream
+                have = self.world.held_version(stream_id, task_stream)
+                if have == 0 and recorded.originator_version > 1:
+                    have = self.world.version_of(stream_id, task_stream)  # dropped: read back
                 # An event at or below the version we hold is our own, folded when appended.
                 if recorded.originator_version > have:
                     self.world.apply_stored(recorded.position, event, recorded.originator_version)
@@ -280,15 +306,8 @@ class Scheduler(
     # ─── the decision cycle ─────────────────────────────────────────────────
 
     def _reading(self) -> float:
-        """The clock's reading, checked: a finite time in ms, no later than year 9999."""
-        now = self.clock()
-        # Every event carries this time: one that is not a finite number would
-        # be recorded as null and read back differently.
-        if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
-            raise InvalidArgument(f"the clock returned {now!r}, not a finite time in ms")
-        if abs(now) > MAX_TIME_MS:
-            raise InvalidArgument(f"the clock returned {now!r}, past year 9999 in ms")
-        return now
+        """The clock's reading, checked (:func:`.arguments.checked_reading`)."""
+        return checked_reading(self.clock())
 
     def _context(self) -> decide.Context:
         # Decision times never run backwards within a store: a reading behind the
@@ -316,6 +335,8 @@ class Scheduler(
                 # Decide on the store's current state: fold what other writers appended.
                 self.refresh()
                 self._renew_lease()
+            if self._batch is None:
+                self._snapshot_due()
             for attempt in range(CLOCK_RETRIES):
                 try:
                     return self._decide_once(fn, *args, **kwargs)

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..tasks.events import TaskEvent
-from ..world import World, register_indexer
+from ..world import World, register_compactor, register_indexer, register_retirer
 from .events import RunAdopted, RunDone, RunEvent, RunFailed, RunMinted, RunSubmitted, ScheduleSet
-from .state import RunState
+from .state import RunState, ScheduleState
 
 Marker = Literal["running", "done", "failed"]
 
@@ -137,3 +137,44 @@ def index_ledger(world: World, event: TaskEvent, previous: Any, state: Any) -> N
 
 
 register_indexer(index_ledger, task_streams=False)  # run and schedule streams only
+
+
+RECENT_DAYS = 3
+"""Days of counters a compacted ledger keeps: today's (the daily cap and the attempts of a
+task and day read it) with a margin for clocks in other time zones."""
+
+
+def compact_ledger(world: World) -> None:
+    """Keep what the rules read: live runs, the recent days' runs and counters, the
+    schedules, and the markers of live or scheduled tasks (older runs stay in the log
+    and the read models)."""
+    ledger = world.indexes.get(LEDGER)
+    if not isinstance(ledger, Ledger):
+        return
+    days = set(sorted(ledger.per_day)[-RECENT_DAYS:])
+    ledger.runs = {r: run for r, run in ledger.runs.items() if run.live or run.day in days}
+    days.update(run.day for run in ledger.runs.values())
+    ledger.per_day = {day: counts for day, counts in ledger.per_day.items() if day in days}
+    ledger.by_task_day = {
+        key: [r for r in ids if r in ledger.runs]
+        for key, ids in ledger.by_task_day.items()
+        if key[1] in days
+    }
+    ledger.markers = {
+        task_id: marker
+        for task_id, marker in ledger.markers.items()
+        if task_id in world.live or task_id in ledger.schedules
+    }
+
+
+def retired_run_stream(world: World, stream_id: str, state: Any) -> bool | None:
+    """A run stream is finished with once the run ended; a schedule's once its task did."""
+    if isinstance(state, RunState):
+        return not state.live
+    if isinstance(state, ScheduleState):
+        return state.task_id not in world.live
+    return None
+
+
+register_compactor(compact_ledger)
+register_retirer(retired_run_stream)

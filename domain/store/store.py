@@ -316,6 +316,8 @@ class Store:
         its version in the stream, as stored (a removed event leaves a gap)."""
         if not isinstance(stream_id, str) or not _encodable(stream_id):
             return []  # not UTF-8: no store could have recorded such an id
+        if "\x00" in stream_id and self.kind == "postgresql":
+            return []  # PostgreSQL text cannot hold NUL: no such stream was recorded
         try:
             rows = getattr(self.app.recorder, "select_stream_rows")(stream_id)  # noqa: B009
         except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file

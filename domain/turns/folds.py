@@ -13,7 +13,7 @@ from typing import Any
 from ..tasks.events import TaskEvent
 from ..tasks.evolve import InvalidTransition, evolves, evolves_stream
 from ..tasks.state import TaskState
-from ..world import World, register_indexer
+from ..world import World, register_indexer, register_retirer
 from .events import (
     RuntimeCleanupFailed,
     RuntimeCleanupRequired,
@@ -363,3 +363,18 @@ def pending_wakeups(world: World) -> dict[str, Any]:
 def task_pass_retries(world: World) -> dict[str, TaskPassRetry]:
     """Every armed task-pass retry, by task id."""
     return dict(world.indexes.get("task_pass_retries", {}))
+
+
+def _retired(world: World, stream_id: str, state: Any) -> bool | None:
+    """A pass is finished with once it finished; a task's wakeup and retry streams once
+    the task ended, its cleanup stream once no cleanup is open as well."""
+    if isinstance(state, PassState):
+        return state.finished_at is not None
+    if isinstance(state, CleanupState):
+        return state.task_id not in world.live and not state.open_roles()
+    if isinstance(state, WakeupState | TaskPassRetry):
+        return state.task_id not in world.live
+    return None
+
+
+register_retirer(_retired)

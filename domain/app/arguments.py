@@ -1,0 +1,42 @@
+"""What :meth:`Scheduler.open <.scheduler.Scheduler.open>` checks of its arguments
+before it touches the store: each wrong one is named in an :class:`InvalidArgument`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..errors import InvalidArgument
+from ..tasks.definitions import Registry
+from ..tasks.fields import MAX_TIME_MS
+
+
+def check_open_arguments(
+    clock: Any, registry: Any, restart_limit: Any, snapshot_every: Any
+) -> None:
+    """Refuse a ``restart_limit`` that is not an int >= 1, a ``clock`` that is not
+    callable, a ``registry`` that is not a :class:`Registry`, or a ``snapshot_every``
+    that is neither ``None`` nor an int >= 1."""
+    if isinstance(restart_limit, bool) or not isinstance(restart_limit, int) or restart_limit < 1:
+        raise InvalidArgument(f"restart_limit must be an int >= 1, not {restart_limit!r}")
+    if not callable(clock):
+        raise InvalidArgument(f"clock must be a function returning ms, not {clock!r}")
+    if registry is not None and not isinstance(registry, Registry):
+        raise InvalidArgument(f"registry must be a Registry, not {registry!r}")
+    if snapshot_every is not None and (
+        isinstance(snapshot_every, bool)
+        or not isinstance(snapshot_every, int)
+        or snapshot_every < 1
+    ):
+        raise InvalidArgument(f"snapshot_every must be an int >= 1 or None, not {snapshot_every!r}")
+
+
+def checked_reading(now: Any) -> float:
+    """A clock's reading, checked: a finite time in ms, no later than year 9999."""
+    # Every event carries this time: one that is not a finite number would
+    # be recorded as null and read back differently.
+    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+        raise InvalidArgument(f"the clock returned {now!r}, not a finite time in ms")
+    if abs(now) > MAX_TIME_MS:
+        raise InvalidArgument(f"the clock returned {now!r}, past year 9999 in ms")
+    return float(now) if isinstance(now, float) else now

@@ -1,0 +1,35 @@
+"""Snapshots: a world saved as of a log position, so that opening a store, replaying
+to a position or resuming a projector folds only the events after it.
+
+:mod:`.codec` turns a world into bytes and back, :mod:`.table` keeps them in the
+store's database, :mod:`.restore` builds a world from the latest good snapshot
+and the events after it. A snapshot is derived data, never the truth: one that
+cannot be read is reported and passed over, and ``tasktrail verify`` checks
+each against the fold.
+"""
+
+from .codec import SnapshotUnreadable, decode_world, encode_world
+from .restore import (
+    DEFAULT_EVERY,
+    Restored,
+    restore,
+    snapshot_differs,
+    stream_loader,
+    take_snapshot,
+)
+from .table import FORMAT, SnapshotTable, StoredSnapshot
+
+__all__ = [
+    "DEFAULT_EVERY",
+    "FORMAT",
+    "Restored",
+    "SnapshotTable",
+    "SnapshotUnreadable",
+    "StoredSnapshot",
+    "decode_world",
+    "encode_world",
+    "restore",
+    "snapshot_differs",
+    "stream_loader",
+    "take_snapshot",
+]

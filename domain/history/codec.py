@@ -1,0 +1,141 @@
+"""A world to bytes and back: the body of a snapshot.
+
+A world holds frozen dataclasses (task, turn, run states...), tuples, sets and
+dicts keyed by tuples, none of which JSON keeps apart. Each value is written as
+JSON with a one-letter tag where JSON would lose its type, and read back
+through an allowlist of tasktrail's own state classes: a snapshot names no
+code to run, and one that names a class tasktrail does not know is refused as
+corrupt (:class:`SnapshotUnreadable`), never half-read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import orjson
+
+from ..world import World
+
+
+class SnapshotUnreadable(ValueError):
+    """A snapshot's body that cannot be read back into a world (corrupt, or of
+    classes this tasktrail does not have)."""
+
+
+_CLASSES: dict[str, type[Any]] = {}
+
+
+def _known_classes() -> dict[str, type[Any]]:
+    """Every state class a world may hold, by ``module:qualname`` (found once)."""
+    if not _CLASSES:
+        from ..runs import ledger
+        from ..runs import settings as run_settings
+        from ..runs import state as run_state
+        from ..tasks import state as task_state
+        from ..turns import settings as turn_settings
+        from ..turns import state as turn_state
+
+        for module in (task_state, turn_state, turn_settings, run_state, run_settings, ledger):
+            for value in vars(module).values():
+                if dataclasses.is_dataclass(value) and isinstance(value, type):
+                    _CLASSES[_name(value)] = value
+    return _CLASSES
+
+
+def _name(cls: type[Any]) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _encode(value: Any) -> Any:
+    kind = type(value)
+    if value is None or kind is str or kind is bool or kind is int:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else {"n": repr(value)}
+    if kind is list:
+        return [_encode(v) for v in value]
+    if kind is tuple:
+        return {"t": [_encode(v) for v in value]}
+    if kind is dict:
+        return {"d": [[_encode(k), _encode(v)] for k, v in value.items()]}
+    if kind is set or kind is frozenset:
+        return {"s" if kind is set else "f": sorted((_encode(v) for v in value), key=repr)}
+    if dataclasses.is_dataclass(value):
+        fields = {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {"c": _name(kind), "v": fields}
+    raise TypeError(f"a world holds a {kind.__name__}, which a snapshot cannot keep")
+
+
+def _decode(value: Any) -> Any:
+    if type(value) is list:
+        return [_decode(v) for v in value]
+    if type(value) is not dict:
+        return value
+    if "c" in value:
+        cls = _known_classes().get(value["c"])
+        if cls is None:
+            raise SnapshotUnreadable(f"it holds a {value['c']!r}, a class tasktrail does not have")
+        made = object.__new__(cls)
+        names = {f.name for f in dataclasses.fields(cls)}
+        given = value["v"]
+        if set(given) != names:
+            raise SnapshotUnreadable(f"its {cls.__name__} has fields {sorted(given)}")
+        for name, field_value in given.items():
+            object.__setattr__(made, name, _decode(field_value))
+        return made
+    if "t" in value:
+        return tuple(_decode(v) for v in value["t"])
+    if "d" in value:
+        return {_decode(k): _decode(v) for k, v in value["d"]}
+    if "s" in value:
+        return {_decode(v) for v in value["s"]}
+    if "f" in value:
+        return frozenset(_decode(v) for v in value["f"])
+    if "n" in value:
+        return float(value["n"])
+    raise SnapshotUnreadable(f"it holds an object tagged {sorted(value)}")
+
+
+WORLD_PARTS = (
+    "tasks",
+    "live_children",
+    "waiters",
+    "sleeping",
+    "live",
+    "streams",
+    "stream_versions",
+    "indexes",
+    "counts",
+    "folded",
+)
+"""What of a :class:`World` a snapshot keeps: all of its state, none of its wiring."""
+
+
+def encode_world(world: World) -> bytes:
+    """The world's state as bytes (JSON); :func:`decode_world` reads it back equal."""
+    return orjson.dumps({part: _encode(getattr(world, part)) for part in WORLD_PARTS})
+
+
+def decode_world(body: bytes) -> World:
+    """A world from :func:`encode_world`'s bytes; :class:`SnapshotUnreadable` if they
+    are not such bytes."""
+    try:
+        parts = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise SnapshotUnreadable(f"its body is not JSON ({error})") from None
+    if not isinstance(parts, dict) or set(parts) != set(WORLD_PARTS):
+        raise SnapshotUnreadable("its body is not a world's parts")
+    world = World()
+    try:
+        for part in WORLD_PARTS:
+            decoded = _decode(parts[part])
+            if type(decoded) is not type(getattr(world, part)):
+                raise SnapshotUnreadable(f"its {part} is a {type(decoded).__name__}")
+            setattr(world, part, decoded)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        if isinstance(error, SnapshotUnreadable):
+            raise
+        raise SnapshotUnreadable(f"its body does not decode ({error})") from None
+    return world

@@ -1,0 +1,146 @@
+"""Where snapshots are kept: a table of their own in the store's database.
+
+A snapshot is derived data: the world as of one log position, written so that
+opening a store folds only the events after it. It lives beside the log
+(``tasktrail_snapshots``: position, format, time written, body), never in it,
+and is never the truth: :mod:`.restore` reports and ignores one that is
+missing, corrupt or of another format, and ``tasktrail verify`` checks each
+against the fold. A read-only open reads the table if it is there and creates
+nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StoreError
+
+if TYPE_CHECKING:
+    from ..store.store import Store
+
+TABLE = "tasktrail_snapshots"
+FORMAT = 1
+"""The body's format; a snapshot of another format is ignored (folded past)."""
+
+
+@dataclass(frozen=True)
+class StoredSnapshot:
+    """One row of the snapshot table."""
+
+    position: int
+    format: int
+    written_at: float
+    body: bytes
+
+
+class SnapshotTable:
+    """The snapshot table of one store (SQLite or PostgreSQL)."""
+
+    def __init__(self, store: Store) -> None:
+        self._postgres = store.location.kind == "postgresql"
+        self._mark = "%s" if self._postgres else "?"
+        self._read_only = store.read_only
+        # eventsourcing's recorders for SQLite and PostgreSQL both keep a datastore.
+        self._datastore: Any = getattr(store.app.recorder, "datastore")  # noqa: B009
+        schema = getattr(self._datastore, "schema", "") if self._postgres else ""
+        self._table = f'"{schema}".{TABLE}' if schema else TABLE
+        self._created = False
+
+    @contextmanager
+    def _cursor(self, commit: bool) -> Iterator[Any]:
+        try:
+            with self._datastore.transaction(commit=commit) as cursor:
+                yield cursor
+        except StoreError:
+            raise
+        except Exception as error:  # sqlite3 / psycopg errors: locked, read-only, gone
+            raise StoreError(f"cannot use the snapshot table: {error}") from None
+
+    def _ensure(self) -> None:
+        if self._created:
+            return
+        blob = "BYTEA" if self._postgres else "BLOB"
+        with self._cursor(commit=True) as cursor:
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {self._table} ("
+                "position BIGINT PRIMARY KEY, format INTEGER NOT NULL, "
+                f"written_at DOUBLE PRECISION NOT NULL, body {blob} NOT NULL)"
+            )
+        self._created = True
+
+    def _exists(self) -> bool:
+        if self._created:
+            return True
+        with self._cursor(commit=False) as cursor:
+            if self._postgres:
+                cursor.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (self._table,))
+            else:
+                cursor.execute(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+                    (TABLE,),
+                )
+            row = cursor.fetchone()
+        found = bool(next(iter(row.values())) if isinstance(row, dict) else row[0])
+        self._created = found and not self._read_only
+        return found
+
+    def write(self, position: int, body: bytes) -> None:
+        """Save the world as of ``position`` (a snapshot already there is kept: the
+        fold to one position is one world). Every snapshot is kept: each is a live
+        world, small beside the events between two of them, and ``replay --until``
+        starts from the nearest."""
+        self._ensure()
+        m = self._mark
+        with self._cursor(commit=True) as cursor:
+            cursor.execute(
+                f"INSERT INTO {self._table} (position, format, written_at, body) "
+                f"VALUES ({m}, {m}, {m}, {m}) ON CONFLICT (position) DO NOTHING",
+                (position, FORMAT, time.time() * 1000.0, body),
+            )
+
+    def latest(self, at_most: int | None = None) -> StoredSnapshot | None:
+        """The latest snapshot at or before position ``at_most`` (any, if ``None``)."""
+        if not self._exists():
+            return None
+        m = self._mark
+        where, args = ("", ()) if at_most is None else (f"WHERE position <= {m}", (at_most,))
+        with self._cursor(commit=False) as cursor:
+            cursor.execute(
+                f"SELECT position, format, written_at, body FROM {self._table} {where} "
+                "ORDER BY position DESC LIMIT 1",
+                args,
+            )
+            row = cursor.fetchone()
+        return _snapshot(row) if row is not None else None
+
+    def positions(self) -> list[int]:
+        """The positions of every snapshot kept, oldest first."""
+        if not self._exists():
+            return []
+        with self._cursor(commit=False) as cursor:
+            cursor.execute(f"SELECT position FROM {self._table} ORDER BY position")
+            rows = cursor.fetchall()
+        return [int(next(iter(r.values())) if isinstance(r, dict) else r[0]) for r in rows]
+
+    def at(self, position: int) -> StoredSnapshot | None:
+        """The snapshot at exactly ``position``, if one is kept."""
+        if not self._exists():
+            return None
+        with self._cursor(commit=False) as cursor:
+            cursor.execute(
+                f"SELECT position, format, written_at, body FROM {self._table} "
+                f"WHERE position = {self._mark}",
+                (position,),
+            )
+            row = cursor.fetchone()
+        return _snapshot(row) if row is not None else None
+
+
+def _snapshot(row: Any) -> StoredSnapshot:
+    values = tuple(row.values()) if isinstance(row, dict) else tuple(row)
+    position, format_, written_at, body = values
+    return StoredSnapshot(int(position), int(format_), float(written_at), bytes(body))

@@ -1,0 +1,62 @@
+"""``verify``'s check of a store's snapshots: each must equal the fold at its position.
+
+A snapshot is derived data (:mod:`tasktrail.domain.history`): the scheduler opens
+from the latest one and trusts it, so ``verify`` folds the log from position 0
+and, passing each snapshot's position, compares the snapshot with the fold
+compacted the same way. One that differs, or cannot be read, is a violation
+named by its position.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from tasktrail.domain import Store, open_store
+from tasktrail.domain.history import FORMAT, SnapshotTable, snapshot_differs
+from tasktrail.domain.store.store import Recorded
+
+from .state import SchedulerState
+
+
+class SnapshotWatch:
+    """Wraps a fold's records; :attr:`problems` are the snapshots that differ."""
+
+    def __init__(self, source: str | os.PathLike[str] | Store) -> None:
+        self.source = source
+        self.problems: list[tuple[int, str]] = []
+        self.checked = 0
+        store = source if isinstance(source, Store) else open_store(source, read_only=True)
+        try:
+            self.positions = SnapshotTable(store).positions()
+        finally:
+            if store is not source:
+                store.close()
+
+    def __call__(self, records: Iterator[Recorded], state: SchedulerState) -> Iterator[Recorded]:
+        pending = list(self.positions)
+        for recorded in records:
+            while pending and pending[0] < recorded.position:
+                self._check(pending.pop(0), state)
+            yield recorded
+        for position in pending:
+            if position <= state.position:
+                self._check(position, state)
+            else:
+                self.problems.append((position, "it is past the log's end"))
+
+    def _check(self, position: int, state: SchedulerState) -> None:
+        if isinstance(self.source, Store):
+            stored = SnapshotTable(self.source).at(position)
+        else:
+            with open_store(self.source, read_only=True) as opened:
+                stored = SnapshotTable(opened).at(position)
+        if stored is None:
+            return
+        self.checked += 1
+        if stored.format != FORMAT:
+            self.problems.append((position, f"it is of format {stored.format}, not {FORMAT}"))
+            return
+        differs = snapshot_differs(state.held.copy(), stored.body)
+        if differs is not None:
+            self.problems.append((position, differs))

@@ -1,0 +1,79 @@
+"""What ``verify`` reports: each broken invariant, and the verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tasktrail.domain.tasks.describe import printable
+
+from .tamper import ChainReport
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant."""
+
+    check: str
+    task_id: str | None
+    message: str
+    positions: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        where = f" (positions {', '.join(map(str, self.positions))})" if self.positions else ""
+        task = f"task {self.task_id}: " if self.task_id else ""
+        return printable(f"{self.check}: {task}{self.message}{where}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "task_id": self.task_id,
+            "message": self.message,
+            "positions": list(self.positions),
+        }
+
+
+@dataclass
+class VerifyReport:
+    """What ``verify`` found: ``ok`` when nothing."""
+
+    position: int
+    events: int
+    checks: list[str]
+    violations: list[Violation] = field(default_factory=list)
+    chain: ChainReport | None = None
+    """The digest chain's tally (``None`` for a state folded already: no rows to check)."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def unreadable(self) -> bool:
+        """Whether the log could not be read to its end (a corrupt or unknown event)."""
+        return any(v.check == "readable" for v in self.violations)
+
+    def lines(self) -> list[str]:
+        """The report, a line each: the verdict, the chain's tally, each violation."""
+        verdict = "ok" if self.ok else f"{len(self.violations)} violations"
+        head = f"{self.events} events to position {self.position}, {len(self.checks)} checks: "
+        lines = [head + verdict]
+        if self.chain is not None:
+            lines.append(
+                f"  chain: {self.chain.chained} events chained, {self.chain.unchained} "
+                "unchained (recorded before the chain)"
+            )
+        return lines + [f"  {v}" for v in self.violations]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "position": self.position,
+            "events": self.events,
+            "checks": self.checks,
+            "violations": [v.to_dict() for v in self.violations],
+            "chain": self.chain.to_dict() if self.chain is not None else None,
+        }
