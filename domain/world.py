@@ -229,11 +229,23 @@ class Draft:
             stack.extend(reversed(self.live_children(child_id)))
 
     def ancestors(self, task_id: str) -> Iterator[TaskState]:
-        """The owners above ``task_id``, nearest first."""
+        """The owners above ``task_id``, nearest first.
+
+        Only the nearest is read under a guard, so a decision's guards do not grow
+        with the depth of its tree: a writer that makes a higher owner cancelling
+        marks every live task below it in the same append (rule 6's cascade), the
+        nearest owner included, and that write is what the guard catches.
+        """
         seen = {task_id}
         state = self.get(task_id)
+        guarded = False
         while state is not None and state.owner_id is not None and state.owner_id not in seen:
-            seen.add(state.owner_id)
-            state = self.get(state.owner_id)
+            owner_id = state.owner_id
+            seen.add(owner_id)
+            if guarded:
+                state = self.changed.get(owner_id) or self.world.get(owner_id)
+            else:
+                state = self.get(owner_id)
+                guarded = True
             if state is not None:
                 yield state

@@ -137,3 +137,27 @@ def index_ledger(world: World, event: TaskEvent, previous: Any, state: Any) -> N
 
 
 register_indexer(index_ledger, task_streams=False)  # run and schedule streams only
+
+LIVE_SCHEDULES = "live_schedules"
+
+
+def index_live_schedules(world: World, event: TaskEvent, previous: Any, state: Any) -> None:
+    """Keep ``world.indexes["live_schedules"]``: each live task's run time (what
+    :func:`~.admission.due_tasks` visits a tick), without the schedules of ended tasks."""
+    if isinstance(event, ScheduleSet):
+        schedules: dict[str, float] = world.indexes.setdefault(LIVE_SCHEDULES, {})
+        if event.run_at is None or event.task_id not in world.live:
+            schedules.pop(event.task_id, None)
+        else:
+            schedules[event.task_id] = event.run_at
+    elif type(event).task_stream and (state is None or not state.live):
+        world.indexes.get(LIVE_SCHEDULES, {}).pop(event.task_id, None)
+
+
+register_indexer(index_live_schedules)  # task ends, too
+
+
+def live_schedules(world: World) -> dict[str, float]:
+    """Each live scheduled task's run time."""
+    schedules: dict[str, float] = world.indexes.get(LIVE_SCHEDULES, {})
+    return schedules
