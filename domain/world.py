@@ -14,6 +14,7 @@ draft; the world is untouched.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from .errors import CorruptEvent
@@ -32,13 +33,22 @@ STREAM_INDEXERS: list[Indexer] = []
 task-stream events: most of a log)."""
 
 
-def register_indexer(indexer: Indexer, *, task_streams: bool = True) -> Indexer:
+RESTORABLE: set[Indexer] = set()
+"""Indexers whose index of a task follows from the task's state alone (``state``
+``None``: no such task), so that :meth:`World.restore_task` can put it back."""
+
+
+def register_indexer(
+    indexer: Indexer, *, task_streams: bool = True, restorable: bool = False
+) -> Indexer:
     """Add an index every :class:`World` keeps (turns, ledgers register theirs);
     ``task_streams=False``: it ignores events of tasks' own streams, and is not
-    called for them."""
+    called for them; ``restorable``: see :data:`RESTORABLE`."""
     registry = INDEXERS if task_streams else STREAM_INDEXERS
     if indexer not in registry:
         registry.append(indexer)
+    if restorable:
+        RESTORABLE.add(indexer)
     return indexer
 
 
@@ -114,6 +124,22 @@ class World:
         except ValueError as error:
             raise CorruptEvent(position, str(error)) from None
         return before, after
+
+    def restore_task(self, task_id: str, state: TaskState | None, event: TaskEvent) -> None:
+        """Put a task back to ``state`` (``None``: no event created it), indexes too,
+        as when a batch the store refused is undone; ``event`` is the last one of the
+        task folded in. Every indexer of task streams must be :data:`RESTORABLE`."""
+        previous = self.tasks.get(task_id)
+        if previous is not None:
+            # Out of every index, as if it had ended; then in again as ``state``.
+            self._index(previous, replace(previous, status="terminal"))
+        if state is None:
+            self.tasks.pop(task_id, None)
+        else:
+            self.tasks[task_id] = state
+            self._index(None, state)
+        for indexer in INDEXERS:
+            indexer(self, event, previous, state)
 
     def _index(self, previous: TaskState | None, state: TaskState) -> None:
         task_id = state.id

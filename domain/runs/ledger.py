@@ -150,11 +150,16 @@ def index_live_schedules(world: World, event: TaskEvent, previous: Any, state: A
             schedules.pop(event.task_id, None)
         else:
             schedules[event.task_id] = event.run_at
-    elif type(event).task_stream and (state is None or not state.live):
-        world.indexes.get(LIVE_SCHEDULES, {}).pop(event.task_id, None)
+    elif type(event).task_stream:
+        ledger = world.indexes.get(LEDGER)
+        run_at = ledger.schedules.get(event.task_id) if ledger is not None else None
+        if run_at is not None and state is not None and state.live:
+            world.indexes.setdefault(LIVE_SCHEDULES, {})[event.task_id] = run_at
+        elif LIVE_SCHEDULES in world.indexes:
+            world.indexes[LIVE_SCHEDULES].pop(event.task_id, None)
 
 
-register_indexer(index_live_schedules)  # task ends, too
+register_indexer(index_live_schedules, restorable=True)  # task ends, too
 
 
 def live_schedules(world: World) -> dict[str, float]:

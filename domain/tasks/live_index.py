@@ -44,7 +44,7 @@ def index_live(world: World, event: TaskEvent, previous: Any, state: Any) -> Non
         cancelling.discard(task_id)
 
 
-register_indexer(index_live)
+register_indexer(index_live, restorable=True)
 
 
 def live_in_order(world: World) -> list[str]:

@@ -87,7 +87,7 @@ def index_cleanup_owed(world: World, event: TaskEvent, previous: Any, state: Any
         owed.discard(task_id)
 
 
-register_indexer(index_cleanup_owed)
+register_indexer(index_cleanup_owed, restorable=True)
 
 
 def cleanup_owed(world: World) -> set[str]:
