@@ -14,63 +14,26 @@ draft; the world is untouched.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from .errors import CorruptEvent
+from .hooks import COMPACTORS as COMPACTORS
+from .hooks import INDEXERS as INDEXERS
+from .hooks import RESTORABLE as RESTORABLE
+from .hooks import RETIRERS as RETIRERS
+from .hooks import STREAM_INDEXERS as STREAM_INDEXERS
+from .hooks import Compactor as Compactor
+from .hooks import Indexer as Indexer
+from .hooks import Loader as Loader
+from .hooks import Retirer as Retirer
+from .hooks import register_compactor as register_compactor
+from .hooks import register_indexer as register_indexer
+from .hooks import register_retirer as register_retirer
 from .tasks.events import TaskEvent, TaskSubmitted
 from .tasks.evolve import evolve, evolve_stream
 from .tasks.state import TaskState
-
-Loader = Callable[[str, bool, "int | None"], "tuple[Any, int] | None"]
-"""Reads one stream back from the store: ``loader(stream_id, task_stream, below)`` is
-the stream's state folded from its events of version < ``below`` (all, if ``None``)
-with that version, or ``None`` for a stream with no such events."""
-
-Retirer = Callable[["World", str, Any], "bool | None"]
-"""Whether a non-task stream's state is finished with (``True``), still needed in
-memory (``False``), or not of this retirer's kind (``None``)."""
-
-Compactor = Callable[["World"], None]
-"""Drops what an index keeps only for work that has ended (see :meth:`World.compact`)."""
-
-Indexer = Callable[["World", TaskEvent, Any, Any], None]
-"""Keeps one index of a world current: ``fn(world, event, previous, state)``,
-called after every event is folded (``previous``/``state`` are the stream's
-states before and after)."""
-
-INDEXERS: list[Indexer] = []
-STREAM_INDEXERS: list[Indexer] = []
-"""Indexers that only read events of streams other than tasks' own (not called for
-task-stream events: most of a log)."""
-
-
-RETIRERS: list[Retirer] = []
-COMPACTORS: list[Compactor] = []
-
-
-def register_retirer(retirer: Retirer) -> Retirer:
-    """Say when a kind of non-task stream is finished with (:meth:`World.compact`)."""
-    if retirer not in RETIRERS:
-        RETIRERS.append(retirer)
-    return retirer
-
-
-def register_compactor(compactor: Compactor) -> Compactor:
-    """Add a step to :meth:`World.compact` (an index dropping what ended work left)."""
-    if compactor not in COMPACTORS:
-        COMPACTORS.append(compactor)
-    return compactor
-
-
-def register_indexer(indexer: Indexer, *, task_streams: bool = True) -> Indexer:
-    """Add an index every :class:`World` keeps (turns, ledgers register theirs);
-    ``task_streams=False``: it ignores events of tasks' own streams, and is not
-    called for them."""
-    registry = INDEXERS if task_streams else STREAM_INDEXERS
-    if indexer not in registry:
-        registry.append(indexer)
-    return indexer
 
 
 class World:
@@ -249,6 +212,23 @@ class World:
             raise CorruptEvent(position, str(error)) from None
         return before, after
 
+    def restore_task(self, task_id: str, state: TaskState | None, event: TaskEvent) -> None:
+        """Put a task back to ``state`` (``None``: no event created it), indexes too,
+        as when a batch the store refused is undone; ``event`` is the last one of the
+        task folded in. Every indexer of task streams must be :data:`RESTORABLE`."""
+        previous = self.tasks.get(task_id)
+        if previous is not None:
+            # Out of every index, as if it had ended; then in again as ``state``.
+            self._index(previous, replace(previous, status="terminal"))
+            self.counts["terminal"] -= 1  # it did not end: only its count moved
+        if state is None:
+            self.tasks.pop(task_id, None)
+        else:
+            self.tasks[task_id] = state
+            self._index(None, state)
+        for indexer in INDEXERS:
+            indexer(self, event, previous, state)
+
     def _index(self, previous: TaskState | None, state: TaskState) -> None:
         task_id = state.id
         counts = self.counts
@@ -367,11 +347,23 @@ class Draft:
             stack.extend(reversed(self.live_children(child_id)))
 
     def ancestors(self, task_id: str) -> Iterator[TaskState]:
-        """The owners above ``task_id``, nearest first."""
+        """The owners above ``task_id``, nearest first.
+
+        Only the nearest is read under a guard, so a decision's guards do not grow
+        with the depth of its tree: a writer that makes a higher owner cancelling
+        marks every live task below it in the same append (rule 6's cascade), the
+        nearest owner included, and that write is what the guard catches.
+        """
         seen = {task_id}
         state = self.get(task_id)
+        guarded = False
         while state is not None and state.owner_id is not None and state.owner_id not in seen:
-            seen.add(state.owner_id)
-            state = self.get(state.owner_id)
+            owner_id = state.owner_id
+            seen.add(owner_id)
+            if guarded:
+                state = self.changed.get(owner_id) or self.world.get(owner_id)
+            else:
+                state = self.get(owner_id)
+                guarded = True
             if state is not None:
                 yield state

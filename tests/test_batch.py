@@ -192,3 +192,44 @@ def test_a_batch_is_one_transaction(tmp_path: Path, registry: Registry, durabili
     assert calls == [100]
     assert [r.position for r in s.store.read()] == list(range(1, 101))
     s.close()
+
+
+def test_a_conflict_in_a_batch_refolds_only_the_tasks_it_wrote(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    first = Scheduler.open(store_url, clock=clock, registry=registry)
+    with first.batch():
+        history = [first.submit("job", id=f"old-{n}") for n in range(100)]
+        for task_id in history:
+            first.abort(task_id)
+    owner = first.submit("job", id="owner")
+    first.reserve(owner)
+    other = Scheduler.open(store_url, clock=clock, registry=registry)
+    read: list[int] = []
+    original = first.store.read
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        for recorded in original(*args, **kwargs):
+            read.append(recorded.position)
+            yield recorded
+
+    first.store.read = counted  # type: ignore[method-assign]
+    with pytest.raises(ConflictError), first.batch():
+        first.submit("leaf", id="child", owner=owner)
+        first.submit("job", id="new")
+        first.abort("old-3")  # already ended: changes nothing
+        first.wait(owner, ["child"], "all", phase="end")
+        other.abort(owner)  # another writer changes the owner first
+        first.submit("job", id="after-the-mark")
+    # Only what came after the scheduler's position was read, not the whole log.
+    assert len(read) <= 3
+    fresh = replay(store_url)
+    assert first.world.tasks == fresh.tasks
+    for name in ("live", "live_children", "waiters", "sleeping"):
+        assert getattr(first.world, name) == getattr(fresh.world, name), name
+    assert first.world.indexes["live_order"].keys() == fresh.world.indexes["live_order"].keys()
+    assert first.world.indexes["cancelling"] == fresh.world.indexes["cancelling"]
+    assert owner in first.world.indexes["cancelling"]
+    assert first.task(owner).abort_requested
+    first.close()
+    other.close()

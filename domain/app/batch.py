@@ -14,9 +14,11 @@ A command inside a batch has *returned*, not *recorded*: it is durable only
 when the batch exits without error. If the block raises, or the store refuses
 the append (another writer took one of the versions first:
 :class:`~.errors.ConflictError`; or :class:`~.errors.StoreError`), nothing of
-the batch is appended, the world is folded again from the store (what the store
-holds is the truth; this costs one replay of the store, on failure only), and
-the error propagates. Invocations whose reservation the batch made are ended.
+the batch is appended, the world is put back to what the store holds (the
+truth): a batch of task events only has each task it wrote folded again from
+that task's stream (one indexed read a task); a batch with events of other
+streams (runs, wakeups, ...) has the world folded again from the whole store.
+Then the error propagates. Invocations whose reservation the batch made are ended.
 
 Every command of the scheduler between enter and exit joins the batch,
 whichever thread issues it; batches nest (the outermost one appends).
@@ -32,7 +34,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..tasks.events import TaskEvent
-from ..world import World
+from ..tasks.evolve import evolve
+from ..tasks.live_index import LIVE_ORDER, TASK_SEQ
+from ..tasks.state import TaskState
+from ..world import INDEXERS, RESTORABLE, World
 
 if TYPE_CHECKING:
     from ..store.store import Store
@@ -42,7 +47,10 @@ if TYPE_CHECKING:
 class Batch:
     """The events a batch has decided so far, and their versions."""
 
-    def __init__(self, invocations: set[str]) -> None:
+    def __init__(self, invocations: set[str], order: dict[str, int], seq: int) -> None:
+        self.order = dict(order)
+        self.seq = seq
+        """The live tasks' submission numbers when the batch began (see :meth:`_undo`)."""
         self.events: list[TaskEvent] = []
         self.versions: list[int] = []
         self.guards: dict[str, int] = {}
@@ -80,6 +88,7 @@ class BatchCommands:
         def refresh(self) -> int: ...
 
         def _is_running(self, task_id: str) -> bool: ...
+        def _restore(self, in_place: bool = False) -> None: ...
 
     @contextmanager
     def batch(self) -> Iterator[Batch]:
@@ -88,7 +97,12 @@ class BatchCommands:
         with self._lock:
             batch = self._batch
             if batch is None:
-                batch = self._batch = Batch(set(self._invocations))
+                indexes = self.world.indexes
+                batch = self._batch = Batch(
+                    set(self._invocations),
+                    indexes.get(LIVE_ORDER, {}),
+                    indexes.get(TASK_SEQ, 0),
+                )
             batch.depth += 1
         try:
             yield batch
@@ -129,9 +143,40 @@ class BatchCommands:
         """Fold the world again from the store: a batch that was not appended left
         events in it that the store does not hold. Invocations the batch's reservations
         made here end (an invocation it ended stays ended)."""
-        World.__init__(self.world)  # in place: whoever holds the world sees the store's
-        self.position = 0
+        if not self._undo(batch):
+            self._restore(in_place=True)  # whoever holds the world sees the store's
         self.refresh()
         for task_id in list(self._invocations):
             if task_id not in batch.invocations or not self._is_running(task_id):
                 self._invocations.pop(task_id).ended = True
+
+    def _undo(self, batch: Batch) -> bool:
+        """Put each task ``events`` wrote back to its stored state at :attr:`position`
+        (the refresh after folds in what came later). Returns ``False``, changing
+        nothing, when that cannot be done task by task: ``events`` hold events of
+        other streams, or an index of task streams is not restorable."""
+        events = batch.events
+        if not all(type(event).task_stream for event in events):
+            return False
+        if not all(indexer in RESTORABLE for indexer in INDEXERS):
+            return False
+        last = {event.task_id: event for event in events}
+        stored: dict[str, TaskState | None] = {}
+        for task_id in last:
+            state: TaskState | None = None
+            for recorded in self.store.stream_records(task_id):
+                if recorded.position > self.position:
+                    break
+                state = evolve(state, recorded.event)
+            stored[task_id] = state
+        for task_id, state in stored.items():
+            self.world.restore_task(task_id, state, last[task_id])
+        # A task the batch ended is live again under its own submission number, and
+        # the numbers the batch gave out are given again: as a fold of the store has them.
+        indexes = self.world.indexes
+        order = indexes.get(LIVE_ORDER, {})
+        for task_id in order.keys() & batch.order.keys():
+            order[task_id] = batch.order[task_id]
+        others = [n for t, n in order.items() if t not in last]
+        indexes[TASK_SEQ] = max([batch.seq, *others])
+        return True

@@ -174,7 +174,9 @@ class FleetCommands:
             holders = [
                 task_id
                 for task_id in self.world.live
-                if (task := self.world.tasks[task_id]).status == "running" and lost(task.worker)
+                if (task := self.world.get(task_id)) is not None
+                and task.status == "running"
+                and lost(task.worker)
             ]
             if not holders and not at_open:
                 return report

@@ -19,6 +19,7 @@ from ..tasks import decide
 from ..tasks.definitions import Registry
 from ..tasks.events import Mode, OutcomeStatus
 from ..tasks.invocation import Invocation
+from ..tasks.live_index import live_in_order
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
@@ -104,16 +105,15 @@ class PhaseCommands:
             draft = Draft(self.world)
             candidates = [
                 task_id
-                for task_id in list(self.world.tasks)
-                if task_id in self.world.live
-                and self._readiness(draft, ctx, self.world.tasks[task_id]) == "ready"
+                for task_id in live_in_order(self.world)
+                if self._readiness(draft, ctx, self._task_now(task_id)) == "ready"
             ]
         if self.peers:
             # Other live workers pass over the same tasks: each takes them in an order of
             # its own (rendezvous hashing), so they rarely race for the same one.
             candidates.sort(key=lambda task_id: _rank(self.worker, task_id))
         for task_id in candidates:
-            task = self.world.tasks[task_id]
+            task = self._task_now(task_id)
             if not task.live or task_id in self._invocations:
                 continue
             try:
@@ -129,15 +129,21 @@ class PhaseCommands:
                 continue
             report.reserved.append(task_id)
             self._run(task_id, mode, report)
-            if not self.world.tasks[task_id].live:
+            if not self._task_now(task_id).live:
                 report.ended.append(task_id)
             self._heartbeat_if_due()  # a long pass still recovers lost workers in time
             if self.closing:
                 break
         return report
 
+    def _task_now(self, task_id: str) -> TaskState:
+        """A task this pass knows exists, as the world holds it now."""
+        task = self.world.get(task_id)
+        assert task is not None, task_id
+        return task
+
     def _held_elsewhere(self, task_id: str) -> bool:
-        task = self.world.tasks.get(task_id)
+        task = self.world.get(task_id)
         return task is not None and decide.held_elsewhere(task, self._context())
 
     def run_until_idle(self, max_passes: int = 10_000) -> list[PassReport]:
@@ -152,7 +158,7 @@ class PhaseCommands:
 
     def _run(self, task_id: str, mode: Mode, report: PassReport) -> None:
         invocation = self._invocations[task_id]
-        task = self.world.tasks[task_id]
+        task = self._task_now(task_id)
         definition = self.registry.get(task.kind)
         try:
             if mode == "abort":
@@ -168,7 +174,7 @@ class PhaseCommands:
         task_id = invocation.task_id
         noticed = definition
         for _ in range(MAX_PHASE_STEPS):
-            task = self.world.tasks[task_id]
+            task = self._task_now(task_id)
             # 1. Not running, 2. closing, 3. abort-marked: the invocation ends.
             if task.status != "running" or self.closing or task.abort_requested:
                 return
@@ -202,7 +208,7 @@ class PhaseCommands:
             except Exception as error:  # a phase that raises ends the task faulted
                 self._fault(task_id, _message(error), "threw")
                 return
-            after = self.world.tasks[task_id]
+            after = self._task_now(task_id)
             if after.status == "running" and after.events == before and not after.abort_requested:
                 self._fault(
                     task_id,
@@ -214,7 +220,7 @@ class PhaseCommands:
 
     def _run_abort(self, invocation: Invocation, definition: Any) -> None:
         task_id = invocation.task_id
-        task = self.world.tasks[task_id]
+        task = self._task_now(task_id)
         if definition is None or definition.abort is None:
             self.finish(task_id, "aborted", reason=task.abort_reason or "abort_requested")
             return

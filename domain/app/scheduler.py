@@ -267,7 +267,8 @@ class Scheduler(
             active = bool(self._invocations)
             at: float | None = None
             for task_id in self.world.live:
-                task = self.world.tasks[task_id]
+                task = self.world.get(task_id)
+                assert task is not None
                 state = self._readiness(draft, ctx, task)
                 if state == "sleeping":
                     assert task.until is not None

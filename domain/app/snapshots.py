@@ -41,9 +41,14 @@ class SnapshotCommands:
             self.snapshot_at = self.position
             return self.position
 
-    def _restore(self) -> None:
+    def _restore(self, in_place: bool = False) -> None:
+        """Hold the store's world: its latest good snapshot and the events after it
+        (``in_place``: into the world object held now, that others may hold too)."""
         restored = restore(self.store)
-        self.world = restored.world
+        if in_place:
+            vars(self.world).update(vars(restored.world))
+        else:
+            self.world = restored.world
         self.world.loader = stream_loader(self.store, lambda: self.position)
         self.position = restored.position
         self.snapshot_at = restored.snapshot or 0

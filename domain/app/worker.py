@@ -120,7 +120,8 @@ class Worker:
         phases = s.run_pass()
         report.reserved, report.ended = phases.reserved, phases.ended
         for task_id in phases.reserved:
-            log.info("ran %s (%s)", task_id, s.world.tasks[task_id].status)
+            task = s.world.get(task_id)
+            log.info("ran %s (%s)", task_id, task.status if task is not None else "unknown")
         for task_id in phases.ended:
             log.info("ended %s", task_id)
         self._report_blocked()
@@ -267,7 +268,9 @@ class Worker:
         failed = s.failed_migrations
         with s._lock:  # the heartbeat thread may fold events meanwhile
             for task_id in s.world.live:
-                task = s.world.tasks[task_id]
+                task = s.world.get(task_id)
+                if task is None:
+                    continue
                 reason = blocked_reason(task, s.registry, s.restart_limit, failed)
                 if reason is not None:
                     now[task_id] = reason

@@ -19,12 +19,13 @@ from typing import Any, Literal
 
 from ..errors import InvalidArgument, Refused, RuleViolation
 from ..tasks.context import Context
+from ..tasks.live_index import submission_rank
 from ..tasks.state import TaskState
 from ..tasks.validation import json_value, require_task
 from ..world import Draft
 from .events import TRIGGERS, RunMinted, Trigger
 from .identity import client_job_id, local_day
-from .ledger import Ledger, ledger_of
+from .ledger import Ledger, ledger_of, live_schedules
 from .outcomes import emit_run
 from .reading import today
 from .schedule import fired_late, scheduled_at
@@ -195,7 +196,8 @@ def due_tasks(draft: Draft, ctx: Context, settings: RunSettings) -> list[str]:
     """
     ledger = ledger_of(draft.world)
     due = []
-    for task_id, run_at in ledger.schedules.items():
+    # Only live tasks' schedules: an ended task is never admitted.
+    for task_id, run_at in list(live_schedules(draft.world).items()):
         if not (run_at <= ctx.now and ctx.now - run_at <= settings.catch_up_ms):
             continue
         if task_id in ledger.markers:
@@ -205,8 +207,7 @@ def due_tasks(draft: Draft, ctx: Context, settings: RunSettings) -> list[str]:
         except Refused:
             continue
         due.append(task_id)
-    order = {task_id: n for n, task_id in enumerate(draft.world.tasks)}
-    return sorted(due, key=lambda t: order.get(t, len(order)))
+    return sorted(due, key=lambda t: submission_rank(draft.world, t))
 
 
 def mint(

@@ -178,3 +178,31 @@ def retired_run_stream(world: World, stream_id: str, state: Any) -> bool | None:
 
 register_compactor(compact_ledger)
 register_retirer(retired_run_stream)
+LIVE_SCHEDULES = "live_schedules"
+
+
+def index_live_schedules(world: World, event: TaskEvent, previous: Any, state: Any) -> None:
+    """Keep ``world.indexes["live_schedules"]``: each live task's run time (what
+    :func:`~.admission.due_tasks` visits a tick), without the schedules of ended tasks."""
+    if isinstance(event, ScheduleSet):
+        schedules: dict[str, float] = world.indexes.setdefault(LIVE_SCHEDULES, {})
+        if event.run_at is None or event.task_id not in world.live:
+            schedules.pop(event.task_id, None)
+        else:
+            schedules[event.task_id] = event.run_at
+    elif type(event).task_stream:
+        ledger = world.indexes.get(LEDGER)
+        run_at = ledger.schedules.get(event.task_id) if ledger is not None else None
+        if run_at is not None and state is not None and state.live:
+            world.indexes.setdefault(LIVE_SCHEDULES, {})[event.task_id] = run_at
+        elif LIVE_SCHEDULES in world.indexes:
+            world.indexes[LIVE_SCHEDULES].pop(event.task_id, None)
+
+
+register_indexer(index_live_schedules, restorable=True)  # task ends, too
+
+
+def live_schedules(world: World) -> dict[str, float]:
+    """Each live scheduled task's run time."""
+    schedules: dict[str, float] = world.indexes.get(LIVE_SCHEDULES, {})
+    return schedules

@@ -21,6 +21,7 @@ from ..world import Draft
 from .context import Context
 from .events import AbortMarked, OutcomeHeld, OutcomeStatus, TaskEnded
 from .guards import invocation_decision, not_closing
+from .live_index import any_cancelling
 from .state import Outcome, TaskState
 from .validation import json_value, require_task
 
@@ -29,21 +30,41 @@ FINISH_STATUSES: tuple[OutcomeStatus, ...] = ("completed", "failed", "aborted", 
 
 def cancelling_ancestor(draft: Draft, task_id: str) -> TaskState | None:
     """The nearest live owner above ``task_id`` with cancellation intent (rule 6)."""
+    # No live task cancelling, in the world or this decision: no chain to walk up.
+    if not any_cancelling(draft.world) and not any(
+        state.cancelling() for state in draft.changed.values()
+    ):
+        return None
     for ancestor in draft.ancestors(task_id):
         if ancestor.cancelling():
             return ancestor
     return None
 
 
-def cascade(draft: Draft, ctx: Context, owner_id: str) -> None:
-    """Give the live descendants of a cancelling owner an abort mark."""
-    # 6. A live owner with an abort mark, or holding an outcome other than
-    #    completed, gives every live descendant an abort mark.
-    for descendant in list(draft.live_descendants(owner_id)):
-        current = draft.get(descendant.id)
-        if current is None or not current.live or current.request_marked:
+def cascade(draft: Draft, ctx: Context, owner_id: str, visited: set[str] | None = None) -> None:
+    """Give the live descendants of a cancelling owner an abort mark, parents first.
+
+    ``visited``: tasks whose live subtrees earlier cascades of the same decision
+    covered (they are marked already), shared so that cascades from every
+    cancelling task of a tree visit each task once, not once per ancestor.
+    """
+    if visited is not None:
+        visited.add(owner_id)
+    stack = list(reversed(draft.live_children(owner_id)))
+    while stack:
+        child_id = stack.pop()
+        if visited is not None:
+            if child_id in visited:
+                continue
+            visited.add(child_id)
+        current = draft.get(child_id)
+        if current is None:
             continue
-        draft.emit(AbortMarked(task_id=descendant.id, at=ctx.now, rule=6, by=owner_id))
+        # 6. A live owner with an abort mark, or holding an outcome other than
+        #    completed, gives every live descendant an abort mark.
+        if current.live and not current.request_marked:
+            draft.emit(AbortMarked(task_id=child_id, at=ctx.now, rule=6, by=owner_id))
+        stack.extend(reversed(draft.live_children(child_id)))
 
 
 def end(draft: Draft, ctx: Context, task: TaskState, outcome: Outcome, rule: int | None) -> None:

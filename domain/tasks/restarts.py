@@ -63,10 +63,12 @@ def recover(
     # The worker's own name counts as lost only when it opens (its old process is gone):
     # then every flagged live task is abandoned, else those recovered from lost workers.
     abandon(draft, ctx, lost, None if lost is None or lost(ctx.worker) else recovered)
+    # One walk over each tree: a cascade skips the subtrees earlier ones covered.
+    visited: set[str] = set()
     for task_id in sorted(world.live):
         task = draft.get(task_id)
-        if task is not None and task.cancelling():
-            cascade(draft, ctx, task_id)
+        if task is not None and task.cancelling() and task_id not in visited:
+            cascade(draft, ctx, task_id, visited)
     for task_id in sorted(world.live):
         task = draft.get(task_id)
         if task is not None and task.status == "completing" and not draft.live_children(task_id):

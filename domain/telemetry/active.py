@@ -27,7 +27,9 @@ class ActiveTasks:
             return
         self.release()
         for task_id in list(world.live):
-            task = world.tasks[task_id]
+            task = world.get(task_id)
+            if task is None:
+                continue
             counter.add(1, {"task.kind": task.kind})
             self.counted[task_id] = task.kind
         self.counter = counter

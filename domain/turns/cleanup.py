@@ -8,14 +8,15 @@ failed and leaves it open.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import InvalidArgument, RuleViolation
 from ..tasks.context import Context
+from ..tasks.events import TaskEvent
 from ..tasks.guards import not_closing as _open
 from ..tasks.state import TaskState
 from ..tasks.validation import require_task as _task
-from ..world import Draft, World
+from ..world import Draft, World, register_indexer
 from .checks import check_role
 from .events import (
     RuntimeCleanupFailed,
@@ -58,6 +59,41 @@ def roles_owing_cleanup(task: TaskState, state: CleanupState | None) -> list[str
     """The roles of ``task`` that need a cleanup obligation now (see :func:`owes_cleanup`)."""
     known = state.obligations if state is not None else {}
     return [name for name, role in task.roles.items() if owes_cleanup(role, known.get(name))]
+
+
+CLEANUP_OWED = "cleanup_owed"
+
+
+def index_cleanup_owed(world: World, event: TaskEvent, previous: Any, state: Any) -> None:
+    """Keep ``world.indexes["cleanup_owed"]``: the terminal completed tasks whose
+    roles still owe a cleanup obligation (a full controller pass gives them one), so
+    that a pass finds them without visiting every ended task."""
+    task_stream = type(event).task_stream
+    if not task_stream and not event.stream_id().startswith("cleanup:"):
+        return
+    owed: set[str] = world.indexes.setdefault(CLEANUP_OWED, set())
+    task_id = event.task_id
+    if not task_stream and task_id not in owed:
+        return
+    task = state if task_stream else world.get(task_id)
+    if (
+        isinstance(task, TaskState)
+        and task.status == "terminal"
+        and completed(task)
+        and roles_owing_cleanup(task, cleanup_state(world, task_id))
+    ):
+        owed.add(task_id)
+    else:
+        owed.discard(task_id)
+
+
+register_indexer(index_cleanup_owed, restorable=True)
+
+
+def cleanup_owed(world: World) -> set[str]:
+    """The terminal completed tasks whose roles still owe a cleanup obligation."""
+    owed: set[str] = world.indexes.get(CLEANUP_OWED, set())
+    return owed
 
 
 def require_cleanups(

@@ -21,8 +21,9 @@ def next_deadline(world: World, settings: TurnSettings, now: float | None = None
     scheduler clock) tells whether a busy Leader's wakeup is past its aggregation
     end; without it, the aggregation end."""
     times: list[float] = []
-    for task in list(world.tasks.values()):
-        if task.status == "terminal":
+    for task_id in list(world.live):
+        task = world.get(task_id)
+        if task is None or task.status == "terminal":
             continue
         for role in task.roles.values():
             turn = role.active

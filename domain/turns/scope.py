@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..errors import InvalidArgument
 from ..world import World
-from .cleanup import cleanup_state, completed, roles_owing_cleanup
+from .cleanup import cleanup_owed
 from .folds import task_pass_retries
 from .keys import DirtyKey, natural_key, parse_key, role_key, task_key
 
@@ -95,17 +95,14 @@ def plan(world: World, scope: object, now: float) -> _Plan:
 
 
 def _tasks_with_turn_work(world: World) -> list[str]:
+    """Tasks with a pending wakeup or an open cleanup, live tasks with roles, and
+    terminal completed tasks whose roles still owe a cleanup: only indexes of live
+    or owed work are visited, never every task."""
     wakeups = world.indexes.get("pending_wakeups", {})
     cleanups = world.indexes.get("open_cleanups", {})
-    out = []
-    for task_id, task in list(world.tasks.items()):
-        if task_id in wakeups or task_id in cleanups:
-            out.append(task_id)
-        elif task.roles and (task.live or completed(task)):
-            if task.live:
-                out.append(task_id)
-                continue
-            # A completed terminal task has work while a role still lacks its obligation.
-            if roles_owing_cleanup(task, cleanup_state(world, task_id)):
-                out.append(task_id)
-    return out
+    out = set(wakeups) | set(cleanups) | cleanup_owed(world)
+    for task_id in list(world.live):
+        task = world.get(task_id)
+        if task is not None and task.roles:
+            out.add(task_id)
+    return [task_id for task_id in out if world.get(task_id) is not None]

@@ -81,6 +81,44 @@ def world_problems(world: World) -> list[str]:
             problems.append(f"{task_id}: sleeps until {task.until!r}")
         if task.live != (task_id in world.live):
             problems.append(f"{task_id}: live index disagrees with status {task.status}")
+    return problems + index_problems(world)
+
+
+def index_problems(world: World) -> list[str]:
+    """Where the indexes per-tick work reads disagree with every task's state."""
+    from tasktrail.domain.runs.ledger import ledger_of, live_schedules
+    from tasktrail.domain.tasks.live_index import CANCELLING, LIVE_ORDER
+    from tasktrail.domain.turns.cleanup import (
+        cleanup_owed,
+        cleanup_state,
+        completed,
+        roles_owing_cleanup,
+    )
+
+    problems = []
+    tasks = world.tasks
+    live = {t for t, task in tasks.items() if task.live}
+    order = world.indexes.get(LIVE_ORDER, {})
+    if set(order) != live:
+        problems.append(f"live_order holds {sorted(set(order) ^ live)} wrongly")
+    submitted = [t for t in tasks if t in live]  # a world's tasks: submission order
+    if sorted(order, key=order.__getitem__) != submitted:
+        problems.append("live_order is not submission order")
+    cancelling = {t for t in live if tasks[t].cancelling()}
+    if world.indexes.get(CANCELLING, set()) != cancelling:
+        problems.append(f"cancelling index is not {sorted(cancelling)}")
+    schedules = {t: at for t, at in ledger_of(world).schedules.items() if t in live}
+    if live_schedules(world) != schedules:
+        problems.append("live_schedules is not the live tasks' schedules")
+    owed = {
+        t
+        for t, task in tasks.items()
+        if task.status == "terminal"
+        and completed(task)
+        and roles_owing_cleanup(task, cleanup_state(world, t))
+    }
+    if cleanup_owed(world) != owed:
+        problems.append(f"cleanup_owed is not {sorted(owed)}")
     return problems
 
 

@@ -1,0 +1,64 @@
+"""Indexes of live tasks that per-tick work reads instead of every task ever.
+
+``world.indexes["live_order"]`` maps each live task to its submission sequence
+number (a pass takes ready tasks in submission order); ``["task_seq"]`` is the
+last number given. ``world.indexes["cancelling"]`` holds the live tasks with
+cancellation intent (rule 6): while it is empty, no task has a cancelling
+ancestor, and nothing walks up an owner chain. Both hold only live tasks, as
+plain ids and ints, so they stay as small as the live work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..world import World, register_indexer
+from .events import TaskEvent
+from .state import TaskState
+
+LIVE_ORDER = "live_order"
+TASK_SEQ = "task_seq"
+CANCELLING = "cancelling"
+
+
+def index_live(world: World, event: TaskEvent, previous: Any, state: Any) -> None:
+    """Keep :data:`LIVE_ORDER` and :data:`CANCELLING` current after a task event
+    (``state`` ``None``: the task is gone from this world, as when a refused batch
+    is undone)."""
+    if not type(event).task_stream:
+        return
+    task_id = event.task_id
+    order: dict[str, int] = world.indexes.setdefault(LIVE_ORDER, {})
+    cancelling: set[str] = world.indexes.setdefault(CANCELLING, set())
+    if isinstance(state, TaskState) and state.live:
+        if task_id not in order:
+            seq = world.indexes.get(TASK_SEQ, 0) + 1
+            world.indexes[TASK_SEQ] = seq
+            order[task_id] = seq
+        if state.cancelling():
+            cancelling.add(task_id)
+        else:
+            cancelling.discard(task_id)
+    else:
+        order.pop(task_id, None)
+        cancelling.discard(task_id)
+
+
+register_indexer(index_live, restorable=True)
+
+
+def live_in_order(world: World) -> list[str]:
+    """The live tasks in submission order."""
+    order: dict[str, int] = world.indexes.get(LIVE_ORDER, {})
+    return sorted(world.live, key=lambda task_id: (order.get(task_id, 0), task_id))
+
+
+def submission_rank(world: World, task_id: str) -> int:
+    """A live task's submission sequence number (0 for one not live)."""
+    order: dict[str, int] = world.indexes.get(LIVE_ORDER, {})
+    return order.get(task_id, 0)
+
+
+def any_cancelling(world: World) -> bool:
+    """Whether some live task of ``world`` has cancellation intent."""
+    return bool(world.indexes.get(CANCELLING))
