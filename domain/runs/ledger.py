@@ -145,25 +145,32 @@ task and day read it) with a margin for clocks in other time zones."""
 
 
 def compact_ledger(world: World) -> None:
-    """Keep what the rules read: live runs, the recent days' runs and counters, the
-    schedules, and the markers of live or scheduled tasks (older runs stay in the log
-    and the read models)."""
+    """Keep what the rules read: live runs, the recent days' runs of live tasks (a
+    task's attempts that day) and the recent days' counters (the daily cap), and the
+    schedules and markers of live tasks (only a live task is dispatched). Older runs and the runs of
+    ended tasks stay in the log and the read models."""
     ledger = world.indexes.get(LEDGER)
     if not isinstance(ledger, Ledger):
         return
+    live = world.live
     days = set(sorted(ledger.per_day)[-RECENT_DAYS:])
-    ledger.runs = {r: run for r, run in ledger.runs.items() if run.live or run.day in days}
+    ledger.runs = {
+        r: run
+        for r, run in ledger.runs.items()
+        if run.live or (run.day in days and run.task_id in live)
+    }
     days.update(run.day for run in ledger.runs.values())
     ledger.per_day = {day: counts for day, counts in ledger.per_day.items() if day in days}
     ledger.by_task_day = {
         key: [r for r in ids if r in ledger.runs]
         for key, ids in ledger.by_task_day.items()
-        if key[1] in days
+        if key[1] in days and (key[0] in live or any(r in ledger.runs for r in ids))
     }
+    ledger.schedules = {t: at for t, at in ledger.schedules.items() if t in live}
     ledger.markers = {
         task_id: marker
         for task_id, marker in ledger.markers.items()
-        if task_id in world.live or task_id in ledger.schedules
+        if task_id in live
     }
 
 
