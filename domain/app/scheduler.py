@@ -92,8 +92,7 @@ class Scheduler(
         """The last store position folded into :attr:`world`."""
         self.snapshot_every = snapshot_every
         """Events between two snapshots this scheduler takes (``None``: only at close)."""
-        self.snapshot_at = 0
-        """The position of the latest snapshot this scheduler read or took."""
+        self.snapshot_at = 0  # the position of the latest snapshot read or taken here
         self.snapshot_problems: list[str] = []
         """Snapshots the open found but could not use, and why (each was passed over)."""
         self.parked: list[str] = []
@@ -376,7 +375,8 @@ class Scheduler(
             stream_id = event.stream_id()
             current = next_version.get(stream_id)
             if current is None:
-                current = self.world.version_of(stream_id, type(event).task_stream)
+                # The draft read every stream it writes (a dropped one is held again by then).
+                current = self.world.held_version(stream_id, type(event).task_stream)
             next_version[stream_id] = current + 1
             versions.append(current + 1)
         batch = self._batch
