@@ -8,6 +8,7 @@ under ``CI=true``, where a missing server fails them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -86,6 +87,14 @@ def require_postgres() -> None:
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A ``postgresql://`` URL with a fresh schema of its own."""
+    with postgres_schema() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def postgres_schema() -> Iterator[str]:
+    """A ``postgresql://`` URL with a fresh schema of its own, dropped afterwards (for
+    tests that need one per hypothesis example)."""
     require_postgres()
     import psycopg
 

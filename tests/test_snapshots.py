@@ -14,12 +14,11 @@ import contextlib
 import itertools
 import logging
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import _admin_dsn, require_postgres
+from conftest import postgres_schema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,18 +73,9 @@ def fresh(kind: str) -> Iterator[str]:
     if kind == "sqlite":
         with tempfile.TemporaryDirectory() as folder:
             yield str(Path(folder) / "trail.db")
-        return
-    require_postgres()
-    import psycopg
-
-    schema = f"tt_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_admin_dsn(), autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield f"{_admin_dsn()}?schema={schema}"
-    finally:
-        with psycopg.connect(_admin_dsn(), autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    else:
+        with postgres_schema() as url:
+            yield url
 
 
 def compacted(world: World) -> dict[str, object]:
