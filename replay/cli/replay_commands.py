@@ -86,7 +86,11 @@ def add_explain(commands: Any) -> None:
     explain = commands.add_parser(
         "explain",
         help="the story of one task: its events and the rule behind each",
-        description="Every event that made a task's state, with the command or rule behind it.",
+        description=(
+            "Every event that made a task's state, with the command or rule behind it. "
+            "Reads only that task's streams and its owner tree, never the whole log; "
+            "--until stops at a position or a time within them."
+        ),
     )
     explain.add_argument("source", help=SOURCE_HELP)
     explain.add_argument("task", help="the task id")
@@ -180,10 +184,11 @@ def do_verify(args: argparse.Namespace) -> int:
 
 
 def do_explain(args: argparse.Namespace) -> int:
-    from tasktrail.replay import explain, replay
+    from tasktrail.replay import story
 
     task_id = task_id_argument(args.task)
-    steps = explain(replay(args.source, until_argument(args.until)), task_id)
+    # The task's tree, read stream by stream: the cost follows the task, not the log.
+    steps = story(args.source, task_id, until_argument(args.until))
     if args.json:
         for step in steps:
             emit(step.to_dict())

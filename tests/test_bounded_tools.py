@@ -1,0 +1,81 @@
+"""The tools' cost follows what they are asked, not the history (issue 14): ``explain``
+and ``trace`` of one task read its tree, ``tasks`` reads the latest snapshot and the
+tail, ``project`` resumes from a snapshot, ``snapshot`` takes one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers.report_stores import demo_store
+
+from tasktrail.domain import Store, UnknownTask
+from tasktrail.domain.tasks.describe import format_at
+from tasktrail.projections.trace import fold_spans, phase_spans
+from tasktrail.replay import explain, read_log, replay, story
+from tasktrail.replay.cli import main
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return demo_store(tmp_path_factory.mktemp("bounded-demo"))
+
+
+def no_whole_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    def whole_log(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a one-task tool read the whole log")
+
+    monkeypatch.setattr(Store, "read", whole_log)
+    monkeypatch.setattr(Store, "rows", whole_log)
+
+
+def full_spans(source: Path, task: str) -> list[object]:
+    """The spans of ``task``'s trace as a fold of the whole log finds them."""
+    records, _, opened = read_log(source)
+    assert opened is not None
+    try:
+        spans, world, fold = fold_spans(records)
+    finally:
+        opened.close()
+    state = world.get(task)
+    assert state is not None
+    traces = {span.trace_id for span in spans if span.task_id == task}
+    traces.add(fold.trace_of(state, world.get)[0])
+    return [span for span in spans if span.trace_id in traces]
+
+
+def test_explain_of_every_task_equals_the_whole_log_s(demo: Path) -> None:
+    full = replay(demo)
+    for task_id in full.world.tasks:
+        assert story(demo, task_id) == explain(full, task_id), task_id
+
+
+def test_explain_until_a_position_or_a_time_stops_within_the_tree(demo: Path) -> None:
+    steps = explain(replay(demo), "fragile-0001")
+    middle = steps[len(steps) // 2]
+    as_of = replay(demo, until=middle.position)
+    assert story(demo, "fragile-0001", middle.position) == explain(as_of, "fragile-0001")
+    moment = format_at(middle.at)
+    by_time = story(demo, "fragile-0001", moment)
+    assert by_time == explain(replay(demo, until=moment), "fragile-0001")
+    assert by_time[-1].at <= middle.at < steps[-1].at
+
+
+def test_trace_of_every_task_equals_the_whole_log_s(demo: Path) -> None:
+    full = replay(demo)
+    for task_id in list(full.world.tasks)[::3]:
+        assert phase_spans(demo, task_id) == full_spans(demo, task_id), task_id
+
+
+def test_explain_and_trace_of_one_task_do_not_read_the_log(
+    demo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    no_whole_log(monkeypatch)
+    assert main(["explain", str(demo), "fragile-0001"]) == 0
+    assert "fragile-0001:" in capsys.readouterr().out
+    assert main(["explain", str(demo), "batch-0002", "--until", "40", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["trace", str(demo), "fragile-0001"]) == 0
+    assert '"resourceSpans"' in capsys.readouterr().out
+    with pytest.raises(UnknownTask):
+        story(demo, "no-such-task")
