@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from helpers.report_stores import demo_store
 
-from tasktrail.domain import Store, UnknownTask
+from tasktrail.domain import ManualClock, Registry, Scheduler, Store, UnknownTask
 from tasktrail.domain.tasks.describe import format_at
 from tasktrail.projections.trace import fold_spans, phase_spans
 from tasktrail.replay import explain, read_log, replay, story
@@ -79,3 +80,58 @@ def test_explain_and_trace_of_one_task_do_not_read_the_log(
     assert '"resourceSpans"' in capsys.readouterr().out
     with pytest.raises(UnknownTask):
         story(demo, "no-such-task")
+
+
+def mixed_store(path: Path, clock: ManualClock, registry: Registry) -> Scheduler:
+    """A store with ended and live tasks, a snapshot, then a tail that ends one more
+    and submits another (the scheduler is returned open: the tail stays a tail)."""
+    s = Scheduler.open(path, clock=clock, registry=registry)
+    tasks = [s.submit("job", phase="a") for _ in range(8)]
+    for task_id in tasks[:4]:
+        s.reserve(task_id)
+        s.finish(task_id, "completed")
+    s.reserve(tasks[4])
+    s.snapshot()
+    s.reserve(tasks[5])
+    s.finish(tasks[5], "failed")
+    s.submit("job", phase="a")
+    return s
+
+
+def listed(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, object]]:
+    assert main(["tasks", *argv, "--json"]) == 0
+    return [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_tasks_lists_the_live_work_from_the_snapshot_and_every_task_with_all(
+    tmp_path: Path,
+    clock: ManualClock,
+    registry: Registry,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "mixed.db"
+    s = mixed_store(path, clock, registry)
+    try:
+        full = replay(path, snapshots=False).world.tasks
+        live = [t.to_dict() for t in full.values() if t.status != "terminal"]
+        everything = [t.to_dict() for t in full.values()]
+        assert listed(capsys, str(path), "--all") == everything
+        ended = [t for t in everything if t["status"] == "terminal"]
+        assert listed(capsys, str(path), "--status", "terminal") == ended and len(ended) == 5
+        running = [t for t in live if t["status"] == "running"]
+        assert listed(capsys, str(path), "--status", "running") == running
+        read = Store.read
+
+        def tail_only(self: Store, after: int = 0, **kwargs: object) -> object:
+            assert after > 0, "tasks folded the log from 0"
+            return read(self, after=after, **kwargs)
+
+        monkeypatch.setattr(Store, "read", tail_only)
+        assert listed(capsys, str(path)) == live and len(live) == 4
+        assert main(["tasks", str(path)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert [line.split()[0] for line in lines] == [t["id"] for t in live]
+    finally:
+        s.close()
+    assert not (tmp_path / "mixed.db-views.db").exists()

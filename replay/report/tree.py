@@ -13,9 +13,8 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
-from tasktrail.domain import Store, StoreError, open_store
+from tasktrail.domain import Store, open_store
 from tasktrail.domain.runs.identity import schedule_stream_id
 from tasktrail.domain.store.store import Recorded
 from tasktrail.domain.turns.events import cleanup_stream_id, wakeup_stream_id
@@ -43,26 +42,19 @@ class Tree:
 @contextmanager
 def open_streams(source: str | os.PathLike[str] | Store) -> Iterator[Streams]:
     """``source`` as streams to read: an open store, a JSONL export, or a store's path
-    or URL (opened read-only here, closed on exit; a missing file is not created)."""
+    or URL (opened read-only here, closed on exit: a missing file is refused, not
+    created)."""
     if isinstance(source, Store):
         yield StoreStreams(source)
         return
     if is_jsonl(source):
         yield LogStreams(source)
         return
-    store = open_store(existing(source), read_only=True)
+    store = open_store(source, read_only=True)
     try:
         yield StoreStreams(store)
     finally:
         store.close()
-
-
-def existing(location: str | os.PathLike[str]) -> str:
-    """``location`` as text, if it names a store that is there (a URL is not checked)."""
-    text = os.fspath(location)
-    if "://" not in text and not Path(text).exists():
-        raise StoreError(f"no store at {text} (give an existing SQLite file, URL or .jsonl)")
-    return text
 
 
 def owners_of(index: Index, task_id: str) -> list[str]:
@@ -134,4 +126,4 @@ def streams_of(task_id: str, runs: list[str]) -> list[str]:
     ]
 
 
-__all__ = ["Tree", "below", "existing", "open_streams", "owners_of", "read_tree", "streams_of"]
+__all__ = ["Tree", "below", "open_streams", "owners_of", "read_tree", "streams_of"]
