@@ -4,16 +4,18 @@ tail, ``project`` resumes from a snapshot, ``snapshot`` takes one."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import orjson
 import pytest
 from helpers.report_stores import demo_store
 
-from tasktrail.domain import ManualClock, Registry, Scheduler, Store, UnknownTask
+from tasktrail.domain import ManualClock, Registry, Scheduler, Store, UnknownTask, open_store
+from tasktrail.domain.history import SnapshotTable, restore
 from tasktrail.domain.tasks.describe import format_at
 from tasktrail.projections.trace import fold_spans, phase_spans
-from tasktrail.replay import explain, read_log, replay, story
+from tasktrail.replay import explain, read_log, replay, story, verify
 from tasktrail.replay.cli import main
 
 
@@ -135,3 +137,39 @@ def test_tasks_lists_the_live_work_from_the_snapshot_and_every_task_with_all(
     finally:
         s.close()
     assert not (tmp_path / "mixed.db-views.db").exists()
+
+
+def test_snapshot_takes_one_lists_them_and_refuses_what_is_not_a_store(
+    tmp_path: Path, clock: ManualClock, registry: Registry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "old.db"
+    mixed_store(path, clock, registry).close()
+    connection = sqlite3.connect(path)
+    with connection:  # as if written before snapshots existed
+        connection.execute("DROP TABLE tasktrail_snapshots")
+    connection.close()
+    with open_store(path, read_only=True) as store:
+        assert SnapshotTable(store).positions() == []
+        head = store.head()
+    assert main(["snapshot", str(path), "--list"]) == 0
+    assert "no snapshots kept" in capsys.readouterr().out
+    assert main(["snapshot", str(path), "--json"]) == 0
+    taken = orjson.loads(capsys.readouterr().out)
+    assert taken == {"position": head, "taken": True, "live_tasks": 4}
+    assert main(["snapshot", str(path)]) == 0
+    assert "already kept" in capsys.readouterr().out
+    assert main(["snapshot", str(path), "--list", "--json"]) == 0
+    (kept,) = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert kept["position"] == head and kept["format"] == 1 and kept["size"] > 0
+    with open_store(path, read_only=True) as store:
+        restored = restore(store)
+        assert restored.snapshot == head and restored.folded == 0
+        assert verify(store).ok
+    missing = tmp_path / "missing.db"
+    assert main(["snapshot", str(missing)]) == 2
+    assert "no store at" in capsys.readouterr().err and not missing.exists()
+    other = tmp_path / "other.db"
+    other.write_bytes(b"not a database")
+    assert main(["snapshot", str(other)]) == 2
+    assert "not a tasktrail store" in capsys.readouterr().err
+    assert other.read_bytes() == b"not a database"
