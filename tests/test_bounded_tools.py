@@ -4,6 +4,7 @@ tail, ``project`` resumes from a snapshot, ``snapshot`` takes one."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -12,8 +13,10 @@ import pytest
 from helpers.report_stores import demo_store
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, Store, UnknownTask, open_store
-from tasktrail.domain.history import SnapshotTable, restore
+from tasktrail.domain.history import SnapshotTable, restore, take_snapshot
 from tasktrail.domain.tasks.describe import format_at
+from tasktrail.projections import Projector
+from tasktrail.projections import projector as projector_module
 from tasktrail.projections.trace import fold_spans, phase_spans
 from tasktrail.replay import explain, read_log, replay, story, verify
 from tasktrail.replay.cli import main
@@ -173,3 +176,65 @@ def test_snapshot_takes_one_lists_them_and_refuses_what_is_not_a_store(
     assert main(["snapshot", str(other)]) == 2
     assert "not a tasktrail store" in capsys.readouterr().err
     assert other.read_bytes() == b"not a database"
+
+
+def checksums(store: Path, out: Path) -> dict[str, str]:
+    with Projector(store, out) as projector:
+        projector.catch_up()
+        return projector.table_checksums()
+
+
+def test_a_projector_resumes_from_a_snapshot_and_writes_what_a_fresh_one_does(
+    tmp_path: Path, clock: ManualClock, registry: Registry
+) -> None:
+    path, out = tmp_path / "p.db", tmp_path / "p-views.db"
+    s = mixed_store(path, clock, registry)
+    checksums(path, out)
+    for task_id in [s.submit("job", phase="a") for _ in range(3)]:
+        s.reserve(task_id)
+        s.finish(task_id, "completed")
+    s.close()  # takes a snapshot
+    s = Scheduler.open(path, clock=clock, registry=registry)
+    tracked = s.store.head()
+    s.reserve(s.submit("job", phase="a"))
+    s.close()
+    with Projector(path, out) as projector:
+        report = projector.catch_up()
+        assert projector.restored is not None and projector.restored.snapshot is not None
+        assert projector.restored.folded < tracked
+        resumed = projector.table_checksums()
+    assert report.read < tracked
+    assert resumed == checksums(path, tmp_path / "fresh-views.db")
+
+
+@pytest.mark.parametrize("share", [0.3, 0.6, 0.9])
+def test_a_projector_resumes_on_the_demo_s_history_and_compacts_as_it_goes(
+    demo: Path, tmp_path: Path, share: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "demo.db"
+    shutil.copy(demo, store)
+    with open_store(store, read_only=True) as opened:
+        head = opened.head()
+    tracked = int(head * share)
+    # Read models as of ``tracked``: projected from a copy of the log cut there.
+    cut = tmp_path / "cut.db"
+    shutil.copy(demo, cut)
+    connection = sqlite3.connect(cut)
+    with connection:
+        connection.execute("DELETE FROM stored_events WHERE rowid > ?", (tracked,))
+        connection.execute("DELETE FROM tasktrail_snapshots")
+    connection.close()
+    out = tmp_path / "views.db"
+    checksums(cut, out)
+    with open_store(store) as opened:  # a snapshot before the tracked position
+        take_snapshot(opened, restore(opened, until=tracked // 2).world, tracked // 2)
+    monkeypatch.setattr(projector_module, "COMPACT_EVERY", 25)
+    with Projector(store, out) as projector:
+        projector.batch_size = 40
+        projector.catch_up()
+        assert projector.restored is not None
+        assert projector.restored.snapshot is not None
+        assert projector.restored.snapshot <= tracked // 2
+        resumed = projector.table_checksums()
+    monkeypatch.setattr(projector_module, "COMPACT_EVERY", 10**9)
+    assert resumed == checksums(store, tmp_path / "fresh-views.db")
