@@ -15,7 +15,7 @@ from helpers.report_stores import demo_store
 from tasktrail.domain import ManualClock, Registry, Scheduler, Store, UnknownTask, open_store
 from tasktrail.domain.history import SnapshotTable, restore, take_snapshot
 from tasktrail.domain.tasks.describe import format_at
-from tasktrail.projections import Projector
+from tasktrail.projections import AuditTrail, Projector
 from tasktrail.projections import projector as projector_module
 from tasktrail.projections.trace import fold_spans, phase_spans
 from tasktrail.replay import explain, read_log, replay, story, verify
@@ -238,3 +238,17 @@ def test_a_projector_resumes_on_the_demo_s_history_and_compacts_as_it_goes(
         resumed = projector.table_checksums()
     monkeypatch.setattr(projector_module, "COMPACT_EVERY", 10**9)
     assert resumed == checksums(store, tmp_path / "fresh-views.db")
+
+
+def test_replay_and_verify_keep_no_audit_row_per_event(
+    demo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_audit(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("an audit row was made for a command that prints none")
+
+    monkeypatch.setattr(AuditTrail, "apply", no_audit)
+    assert main(["verify", str(demo)]) == 0
+    assert main(["replay", str(demo), "--json"]) == 0
+    assert main(["replay", str(demo), "--until", "100"]) == 0
+    assert verify(demo).ok
+    capsys.readouterr()

@@ -108,7 +108,10 @@ def _report_skipped(state: Any) -> None:
 def do_replay(args: argparse.Namespace) -> int:
     from tasktrail.replay import replay
 
-    state = replay(args.source, until_argument(args.until), skip_invalid=args.skip_invalid)
+    # Nothing here prints the audit trail: its row per event is not kept.
+    state = replay(
+        args.source, until_argument(args.until), skip_invalid=args.skip_invalid, audit=False
+    )
     _report_skipped(state)
     if args.json:
         emit(
@@ -166,7 +169,7 @@ def do_verify(args: argparse.Namespace) -> int:
     from tasktrail.replay import replay, verify
 
     if args.skip_invalid:
-        _report_skipped(replay(args.source, skip_invalid=True, strict=False))
+        _report_skipped(replay(args.source, skip_invalid=True, strict=False, audit=False))
     report = verify(args.source, against=args.against, skip_invalid=args.skip_invalid)
     if report.unreadable:
         # Not a finding about the log's history: the log itself cannot be read.
