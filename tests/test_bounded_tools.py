@@ -252,3 +252,26 @@ def test_replay_and_verify_keep_no_audit_row_per_event(
     assert main(["replay", str(demo), "--until", "100"]) == 0
     assert verify(demo).ok
     capsys.readouterr()
+
+
+def test_project_catches_up_only_the_new_events(
+    tmp_path: Path, clock: ManualClock, registry: Registry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, out = tmp_path / "c.db", tmp_path / "c-views.db"
+    mixed_store(path, clock, registry).close()
+    assert main(["project", str(path), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["project", str(path), "--quiet"]) == 0
+    assert "no-op" in capsys.readouterr().out
+    with open_store(path, read_only=True) as store:
+        projected = store.head()
+    s = Scheduler.open(path, clock=clock, registry=registry)
+    s.submit("job", phase="a")
+    s.close()
+    with open_store(path, read_only=True) as store:
+        new = store.head() - projected
+    assert main(["project", str(path), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert f"({new} events folded)" in text and "checksum" not in text
+    assert main(["project", str(path), "--quiet", "--checksums"]) == 0
+    assert "checksum" in capsys.readouterr().out and out.exists()
