@@ -146,9 +146,10 @@ class Coalescer:
         if not self.touched:
             return
         targets = [(p, changes(p)) for p in self.projections]
-        tasks, streams = world.tasks, world.streams
+        # get/stream, not the dicts: a world of live work reads a dropped stream back.
+        task, stream = world.get, world.stream
         for stream_id, (before, event, position) in self.touched.items():
-            after = tasks.get(stream_id) if type(event).task_stream else streams.get(stream_id)
+            after = task(stream_id) if type(event).task_stream else stream(stream_id)
             for projection, target in targets:
                 projection.apply(target, position, event, before, after, world)
         self.touched = {}

@@ -26,6 +26,7 @@ from pathlib import Path
 import sqlite_utils
 
 from tasktrail.domain import Store, World, open_store
+from tasktrail.domain.history import DEFAULT_EVERY, Restored, restore, stream_loader
 from tasktrail.domain.store.store import Recorded
 
 from .audit import AuditTrail
@@ -36,6 +37,8 @@ from .wakeups import PendingWakeups
 
 POSITIONS = "projection_positions"
 DEFAULT_BATCH = 5_000
+COMPACT_EVERY = DEFAULT_EVERY
+"""Events folded between two compactions of the projector's world."""
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while catching up."""
@@ -95,6 +98,12 @@ class Projector:
         self.world = World()
         self.folded = 0
         """The store position the in-memory fold has reached."""
+        self.world.loader = stream_loader(self.store, lambda: self.folded)
+        self.compacted = 0
+        """The position the world was last compacted at (ended work dropped)."""
+        self.restored: Restored | None = None
+        """How the world was rebuilt when this projector resumed (``None``: it was
+        not, the fold started at position 0)."""
         self.crash_hook: CrashHook | None = None
         self._create()
 
@@ -118,9 +127,12 @@ class Projector:
         report = CatchUp(written={p.name: 0 for p in self.projections})
         positions = self.positions()
         head = self.store.head()
-        if min(positions.values(), default=head) >= head and self.folded >= head:
+        behind = min(positions.values(), default=head)
+        if behind >= head:
             report.position = head
             return report
+        if self.folded == 0 and behind > 0:
+            self._resume(behind)
         batch: list[Recorded] = []
         for recorded in self.store.read(after=self.folded):
             batch.append(recorded)
@@ -136,6 +148,17 @@ class Projector:
         report.position = self.folded
         report.seconds = time.perf_counter() - started
         return report
+
+    def _resume(self, position: int) -> None:
+        """Rebuild the world as of ``position`` (the read models' oldest tracked one)
+        from the latest snapshot at or before it and the events between: a projector
+        resuming folds only what its read models have not seen, not the whole log."""
+        restored = restore(self.store, until=position)
+        self.restored = restored
+        self.world = restored.world
+        # A dropped stream is read back as of this fold's position, never ahead of it.
+        self.world.loader = stream_loader(self.store, lambda: self.folded)
+        self.folded = self.compacted = restored.position
 
     def _apply_batch(
         self, batch: list[Recorded], positions: dict[str, int], report: CatchUp
@@ -180,6 +203,11 @@ class Projector:
                 positions[projection.name] = last
         self.folded = last
         report.read += len(batch)
+        if last - self.compacted >= COMPACT_EVERY:
+            # The world holds live work only, as a scheduler's does: a long catch-up
+            # or a follow of months does not keep every ended task in memory.
+            world.compact()
+            self.compacted = last
 
     def rebuild(self, *, progress: Progress | None = None) -> CatchUp:
         """Drop every read model and fold the whole log again from position 0."""
@@ -191,7 +219,9 @@ class Projector:
                 if self.db.table(name).exists():
                     self.db.table(name).drop()
         self.world = World()
-        self.folded = 0
+        self.world.loader = stream_loader(self.store, lambda: self.folded)
+        self.folded = self.compacted = 0
+        self.restored = None
         self._create()
         return self.catch_up(progress=progress)
 

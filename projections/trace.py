@@ -40,17 +40,25 @@ _SPAN_KIND = {"INTERNAL": 1, "SERVER": 2, "CLIENT": 3, "PRODUCER": 4, "CONSUMER"
 _STATUS_CODE = {"UNSET": 0, "OK": 1, "ERROR": 2}
 
 
-def fold_spans(records: Iterable[Recorded]) -> tuple[list[PhaseSpan], World, PhaseFold]:
+def fold_spans(
+    records: Iterable[Recorded], reopened: Sequence[int] = ()
+) -> tuple[list[PhaseSpan], World, PhaseFold]:
     """Fold records into phase spans; also returns the world and the fold they left.
 
     ``resumed`` is derived from the log: a task's first reservation after a
     recovery or a close (the events a store's reopening leaves) is resumed.
+    ``reopened`` names the positions of those events outside ``records`` (when
+    only one tree's streams are folded): each marks the tasks live then too.
     """
     world = World()
     fold = PhaseFold(interrupted_spans=True)
     marked: set[str] = set()
     spans: list[PhaseSpan] = []
+    pending = list(reversed(reopened))
     for recorded in records:
+        while pending and pending[-1] < recorded.position:
+            pending.pop()
+            marked.update(world.live)
         event = recorded.event
         if not type(event).task_stream:
             _apply(world, recorded)
@@ -83,16 +91,28 @@ def _apply(world: World, recorded: Recorded) -> Any:
 def phase_spans(source: Source, task: str | None = None) -> list[PhaseSpan]:
     """The phase spans of a log, in the order they ended; with ``task``, only those of
     the trace(s) that task's spans belong to (the task's whole tree, usually)."""
+    if task is not None:
+        return _tree_spans(source, task)
     from tasktrail.replay.log import read_log  # replay imports projections: load late
 
     records, _, opened = read_log(source)
     try:
-        spans, world, fold = fold_spans(records)
+        spans, _, _ = fold_spans(records)
     finally:
         if opened is not None:
             opened.close()
-    if task is None:
-        return spans
+    return spans
+
+
+def _tree_spans(source: Source, task: str) -> list[PhaseSpan]:
+    """The spans of ``task``'s trace, read from its root's tree only (not the log):
+    the tree's streams, and where the store was reopened (for ``resumed``)."""
+    from tasktrail.replay.report.tree import open_streams, read_tree  # see phase_spans
+
+    with open_streams(source) as streams:
+        read = read_tree(streams, task, whole=True)
+        reopened = streams.positions([TaskRecovered.topic, TaskStopped.topic])
+    spans, world, fold = fold_spans(read.records, reopened)
     state = world.get(task)
     if state is None:
         raise UnknownTask(task)

@@ -5,7 +5,7 @@
 """
 
 from .diff import StateDiff, TaskDiff, diff
-from .explain import Step, explain
+from .explain import Step, explain, story
 from .log import LogError, LogReader, Skipped, export, import_log, read_log
 from .state import Problem, SchedulerState, Until, fold, replay
 from .verify import CHECKS, VerifyReport, Violation, check, verify
@@ -31,5 +31,6 @@ __all__ = [
     "import_log",
     "read_log",
     "replay",
+    "story",
     "verify",
 ]

@@ -9,7 +9,7 @@ from typing import Any
 from tasktrail.domain import Store, UnknownTask
 from tasktrail.domain.tasks.describe import format_at, printable
 
-from .state import SchedulerState, replay
+from .state import SchedulerState, Until, fold, replay
 
 _RULE_WORDS = {
     2: "the scheduler was closing",
@@ -56,6 +56,25 @@ def explain(source: SchedulerState | str | os.PathLike[str] | Store, task_id: st
     if not rows:
         raise UnknownTask(task_id)
     return [_step(row) for row in rows]
+
+
+def story(
+    source: str | os.PathLike[str] | Store,
+    task_id: str,
+    until: int | float | str | Until | None = None,
+) -> list[Step]:
+    """What :func:`explain` tells of ``task_id``, read from that task's tree only (its
+    owners, itself, what it owns and awaited), never the whole log: its cost follows
+    the task, not the history. ``until`` (a position or a time) stops within those
+    streams, as it would in the whole log."""
+    from tasktrail.projections import AuditTrail
+
+    from .report.tree import open_streams, read_tree  # the report imports this module
+
+    with open_streams(source) as streams:
+        read = read_tree(streams, task_id)
+    state = fold(read.records, until=Until.parse(until), projections=[AuditTrail()])
+    return explain(state, task_id)
 
 
 def _step(row: dict[str, Any]) -> Step:

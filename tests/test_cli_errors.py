@@ -190,9 +190,11 @@ def test_every_reader_exits_2_on_an_event_it_cannot_read_and_names_its_position(
         ["verify", str(store), "--json"],
         ["replay", str(store)],
         ["tasks", str(store)],
-        ["explain", str(store), "fragile-0001"],
+        # explain and trace of one task read its tree only: the intruder's, here
+        ["explain", str(store), "intruder"],
         ["diff", str(store), str(store)],
         ["trace", str(store)],
+        ["trace", str(store), "intruder"],
         ["history", str(store), "intruder"],
     ):
         ran = run(argv, capsys)

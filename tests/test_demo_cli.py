@@ -139,7 +139,7 @@ def test_tasks_history_and_explain_json_are_json_lines_and_say_so(
     run_demo(db, 30, log=lambda _: None)
     state = replay(db)
     for argv, expected in (
-        (["tasks", str(db), "--json"], len(state.tasks)),
+        (["tasks", str(db), "--json", "--all"], len(state.tasks)),
         (["history", str(db), "fragile-0001", "--json"], state.tasks["fragile-0001"].events),
         (["explain", str(db), "fragile-0001", "--json"], None),
     ):

@@ -17,11 +17,12 @@ from .restore import (
     stream_loader,
     take_snapshot,
 )
-from .table import FORMAT, SnapshotTable, StoredSnapshot
+from .table import FORMAT, KeptSnapshot, SnapshotTable, StoredSnapshot
 
 __all__ = [
     "DEFAULT_EVERY",
     "FORMAT",
+    "KeptSnapshot",
     "Restored",
     "SnapshotTable",
     "SnapshotUnreadable",

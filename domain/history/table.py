@@ -37,6 +37,18 @@ class StoredSnapshot:
     body: bytes
 
 
+@dataclass(frozen=True)
+class KeptSnapshot:
+    """One snapshot as listed: where, of which format, when written, how big."""
+
+    position: int
+    format: int
+    written_at: float
+    """Wall-clock milliseconds since the epoch (not the scheduler clock)."""
+    size: int
+    """The body's bytes."""
+
+
 class SnapshotTable:
     """The snapshot table of one store (SQLite or PostgreSQL)."""
 
@@ -125,6 +137,24 @@ class SnapshotTable:
             cursor.execute(f"SELECT position FROM {self._table} ORDER BY position")
             rows = cursor.fetchall()
         return [int(next(iter(r.values())) if isinstance(r, dict) else r[0]) for r in rows]
+
+    def kept(self) -> list[KeptSnapshot]:
+        """Every snapshot kept, oldest first, without its body (its size instead)."""
+        if not self._exists():
+            return []
+        size = "octet_length(body)" if self._postgres else "length(body)"
+        with self._cursor(commit=False) as cursor:
+            cursor.execute(
+                f"SELECT position, format, written_at, {size} FROM {self._table} ORDER BY position"
+            )
+            rows = cursor.fetchall()
+        found = []
+        for row in rows:
+            position, format_, written_at, length = (
+                tuple(row.values()) if isinstance(row, dict) else tuple(row)
+            )
+            found.append(KeptSnapshot(int(position), int(format_), float(written_at), int(length)))
+        return found
 
     def at(self, position: int) -> StoredSnapshot | None:
         """The snapshot at exactly ``position``, if one is kept."""

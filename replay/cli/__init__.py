@@ -19,7 +19,14 @@ from collections.abc import Sequence
 
 from tasktrail.domain import TasktrailError
 
-from . import io_commands, replay_commands, report_command, store_commands, worker_command
+from . import (
+    io_commands,
+    replay_commands,
+    report_command,
+    snapshot_command,
+    store_commands,
+    worker_command,
+)
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
@@ -37,6 +44,8 @@ examples:
   tasktrail history tasktrail-demo.db fragile-0001
   tasktrail history postgresql://postgres@127.0.0.1/test fragile-0001 --json
   tasktrail project tasktrail-demo.db     read models into tasktrail-demo-views.db
+  tasktrail snapshot tasktrail-demo.db    open, tasks and project fold from it on
+  tasktrail snapshot tasktrail-demo.db --list
   tasktrail replay tasktrail-demo.db --until 300
   tasktrail verify tasktrail-demo.db
   tasktrail explain tasktrail-demo.db fragile-0001
@@ -72,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands.add_history(commands)
     store_commands.add_tasks(commands)
     store_commands.add_project(commands)
+    snapshot_command.add_snapshot(commands)
     replay_commands.add_replay(commands)
     replay_commands.add_diff(commands)
     replay_commands.add_verify(commands)
@@ -130,6 +140,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "history": store_commands.do_history,
         "tasks": store_commands.do_tasks,
         "project": store_commands.do_project,
+        "snapshot": snapshot_command.do_snapshot,
         "replay": replay_commands.do_replay,
         "diff": replay_commands.do_diff,
         "verify": replay_commands.do_verify,

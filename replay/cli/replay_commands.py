@@ -86,7 +86,11 @@ def add_explain(commands: Any) -> None:
     explain = commands.add_parser(
         "explain",
         help="the story of one task: its events and the rule behind each",
-        description="Every event that made a task's state, with the command or rule behind it.",
+        description=(
+            "Every event that made a task's state, with the command or rule behind it. "
+            "Reads only that task's streams and its owner tree, never the whole log; "
+            "--until stops at a position or a time within them."
+        ),
     )
     explain.add_argument("source", help=SOURCE_HELP)
     explain.add_argument("task", help="the task id")
@@ -104,7 +108,10 @@ def _report_skipped(state: Any) -> None:
 def do_replay(args: argparse.Namespace) -> int:
     from tasktrail.replay import replay
 
-    state = replay(args.source, until_argument(args.until), skip_invalid=args.skip_invalid)
+    # Nothing here prints the audit trail: its row per event is not kept.
+    state = replay(
+        args.source, until_argument(args.until), skip_invalid=args.skip_invalid, audit=False
+    )
     _report_skipped(state)
     if args.json:
         emit(
@@ -162,7 +169,7 @@ def do_verify(args: argparse.Namespace) -> int:
     from tasktrail.replay import replay, verify
 
     if args.skip_invalid:
-        _report_skipped(replay(args.source, skip_invalid=True, strict=False))
+        _report_skipped(replay(args.source, skip_invalid=True, strict=False, audit=False))
     report = verify(args.source, against=args.against, skip_invalid=args.skip_invalid)
     if report.unreadable:
         # Not a finding about the log's history: the log itself cannot be read.
@@ -180,10 +187,11 @@ def do_verify(args: argparse.Namespace) -> int:
 
 
 def do_explain(args: argparse.Namespace) -> int:
-    from tasktrail.replay import explain, replay
+    from tasktrail.replay import story
 
     task_id = task_id_argument(args.task)
-    steps = explain(replay(args.source, until_argument(args.until)), task_id)
+    # The task's tree, read stream by stream: the cost follows the task, not the log.
+    steps = story(args.source, task_id, until_argument(args.until))
     if args.json:
         for step in steps:
             emit(step.to_dict())

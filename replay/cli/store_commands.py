@@ -1,8 +1,9 @@
 """The ``tasktrail`` commands that work on a store as the scheduler keeps it:
 ``demo`` records a workload into a new file (or over a store a demo made), ``tasks``
-lists a store's tasks, ``history`` prints one task's events with their positions in
-the store, and ``project`` folds the log into SQLite read models (with a progress
-bar on a terminal). ``tasks``, ``history`` and ``project`` open the store read-only.
+lists a store's live tasks (its latest snapshot and the tail; ``--all``: every
+task), ``history`` prints one task's events with their positions in the store, and
+``project`` folds the log into SQLite read models (with a progress bar on a
+terminal). ``tasks``, ``history`` and ``project`` open the store read-only.
 Each command is a parser builder ``add_<name>`` and a handler ``do_<name>``.
 """
 
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tasktrail.domain import InvalidArgument, Scheduler, UnknownTask, open_store
+from tasktrail.domain import InvalidArgument, UnknownTask, open_store
 from tasktrail.domain.store.files import is_sqlite_file, sqlite_tables
 from tasktrail.domain.tasks.describe import describe, format_at
 from tasktrail.domain.tasks.events import event_payload
@@ -82,13 +83,26 @@ def add_history(commands: Any) -> None:
 def add_tasks(commands: Any) -> None:
     tasks = commands.add_parser(
         "tasks",
-        help="the tasks of a store and their status",
-        description="List the tasks of a store, in submission order.",
+        help="the live tasks of a store and their status (--all: every task)",
+        description=(
+            "List the live tasks of a store (every task not ended), in submission order. "
+            "Reads the store's latest snapshot and the events after it, so the cost "
+            "follows the live work, not the history. --all lists every task ever "
+            "submitted, ended ones too, and --status terminal the ended ones: both fold "
+            "the whole log from position 0 (the snapshots hold only live work). "
+            "The store is only read."
+        ),
     )
     tasks.add_argument("store", help=STORE_HELP)
     tasks.add_argument(
         "--status",
         choices=["pending", "running", "waiting", "sleeping", "completing", "terminal"],
+        help="only the tasks in this status (terminal: the ended ones, from the whole log)",
+    )
+    tasks.add_argument(
+        "--all",
+        action="store_true",
+        help="every task, ended ones too (folds the whole log from position 0)",
     )
     tasks.add_argument(
         "--json", action="store_true", help="JSON Lines: one JSON object per task, a line each"
@@ -102,8 +116,10 @@ def add_project(commands: Any) -> None:
         description=(
             "Fold the store's log into SQLite read-model tables (readable with the sqlite3 "
             "shell or Datasette). Catches up from each table's tracked position: a second "
-            "run with nothing new is a no-op. --rebuild starts again from position 0. "
-            "The store is only read."
+            "run with nothing new is a no-op and reads no event; a run after new events "
+            "starts from the store's latest snapshot at or before the tables' position "
+            "and folds only what they have not seen. --rebuild starts again from "
+            "position 0. The store is only read."
         ),
     )
     project.add_argument("store", help=STORE_HELP)
@@ -114,6 +130,11 @@ def add_project(commands: Any) -> None:
         help="the read-model file (default: STORE-views.db beside it)",
     )
     project.add_argument("--rebuild", action="store_true", help="drop and refold from 0")
+    project.add_argument(
+        "--checksums",
+        action="store_true",
+        help="print each table's checksum (reads every row: a rebuild prints them anyway)",
+    )
     project.add_argument(
         "--follow", action="store_true", help="keep following the store (Ctrl-C stops)"
     )
@@ -175,18 +196,24 @@ def do_history(args: argparse.Namespace) -> int:
 
 
 def do_tasks(args: argparse.Namespace) -> int:
-    scheduler = Scheduler(open_store(args.store, read_only=True))
-    try:
-        scheduler.refresh()  # read only: no recovery, nothing appended
-        for task in scheduler.tasks(args.status):
+    from tasktrail.domain.history import restore
+
+    # Ended tasks are only in the whole log (a snapshot holds live work): fold it from
+    # 0 when they are asked for; else the latest snapshot and the tail suffice.
+    ended = args.all or args.status == "terminal"
+    with open_store(args.store, read_only=True) as store:
+        world = restore(store, snapshots=not ended).world  # read only: nothing appended
+        for task in world.tasks.values():
+            if args.status is not None and task.status != args.status:
+                continue
+            if not ended and task.status == "terminal":
+                continue  # ended in the tail, not yet dropped by a snapshot
             if args.json:
                 emit(task.to_dict())
             else:
                 outcome = task.outcome.status if task.outcome else ""
                 phase = task.checkpoint.phase if task.checkpoint else ""
                 say(f"{task.id:<36} {task.kind:<12} {task.status:<10} {outcome or phase}")
-    finally:
-        scheduler.store.close()
     return EXIT_OK
 
 
@@ -236,8 +263,11 @@ def do_project(args: argparse.Namespace) -> int:
             say(f"{verb}: {out} at position {report.position} ({report.read} events folded)")
             for name, count in report.written.items():
                 say(f"  {name:<16} {count} new events")
-            for table, digest in projector.table_checksums().items():
-                say(f"  table {table:<16} checksum {digest}")
+            if args.rebuild or args.checksums:
+                # Every row of every table is read: not for each catch-up, whose cost
+                # follows the new events.
+                for table, digest in projector.table_checksums().items():
+                    say(f"  table {table:<16} checksum {digest}")
             if args.follow:
                 warn("following the store; Ctrl-C stops")
                 with contextlib.suppress(KeyboardInterrupt):

@@ -19,12 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from tasktrail.domain import Registry, Store, StoreError, TaskState, UnknownTask, open_store
-from tasktrail.domain.runs.identity import schedule_stream_id
 from tasktrail.domain.store.location import parse_location
-from tasktrail.domain.store.store import Recorded
 from tasktrail.domain.tasks.definitions import blocked_reason, parked
-from tasktrail.domain.turns.events import cleanup_stream_id, wakeup_stream_id
-from tasktrail.domain.turns.pass_events import PASS_STREAM_PREFIX, TASK_PASS_STREAM_PREFIX
 from tasktrail.projections import default_projections
 
 from ..explain import Step, explain
@@ -33,6 +29,8 @@ from ..state import SchedulerState, Until, fold
 from ..verify import VerifyReport, verify
 from .streams import Index, LogStreams, StoreStreams, Streams
 from .timeline import Timeline, TimelineBuilder
+from .tree import below as _below
+from .tree import read_tree as _read_tree
 
 DEFAULT_LIMIT = 200
 """Rows a report of a whole store draws unless told otherwise."""
@@ -164,74 +162,6 @@ def gather(
         registry_used=registry is not None,
         tree=tree,
     )
-
-
-@dataclass
-class _Tree:
-    records: list[Recorded]
-    tree: list[str]
-    subtree: list[str]
-    context: list[str]
-    streams: int
-
-
-def _read_tree(streams: Streams, task_id: str) -> _Tree:
-    """The events of ``task_id``'s owners, itself, everything it owns, and what they
-    awaited (task streams only) and the passes that named them."""
-    index = Index.of(streams.owned())
-    owners: list[str] = []
-    seen = {task_id}
-    owner = index.owner.get(task_id)
-    while owner is not None and owner not in seen:  # a cycle is a corrupt log: stop
-        owners.append(owner)
-        seen.add(owner)
-        owner = index.owner.get(owner)
-    subtree = _below(index, task_id)
-    tree = [*reversed(owners), *subtree]
-    runs = streams.runs(tree)
-    wanted = [sid for tid in tree for sid in _streams_of(tid, runs.get(tid, []))]
-    records = streams.read(wanted)
-    members = set(tree)
-    awaited: list[str] = []
-    passes: list[str] = []
-    for recorded in records:
-        event = recorded.event
-        for other in getattr(event, "on", ()) if type(event).__name__ == "WaitStarted" else ():
-            if other not in members and other not in awaited:
-                awaited.append(other)
-        pass_id = getattr(event, "pass_id", None)
-        if isinstance(pass_id, str) and pass_id and f"{PASS_STREAM_PREFIX}{pass_id}" not in passes:
-            passes.append(f"{PASS_STREAM_PREFIX}{pass_id}")
-    more = [*awaited, *passes]
-    if more:
-        records = sorted(records + streams.read(more), key=lambda r: r.position)
-    return _Tree(records, tree, subtree, awaited, len(wanted) + len(more))
-
-
-def _below(index: Index, task_id: str) -> list[str]:
-    """``task_id`` and every task below it, owners before what they own."""
-    found: list[str] = []
-    seen: set[str] = set()
-    stack = [task_id]
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        found.append(current)
-        stack.extend(reversed(index.children.get(current, [])))
-    return found
-
-
-def _streams_of(task_id: str, runs: list[str]) -> list[str]:
-    return [
-        task_id,
-        wakeup_stream_id(task_id),
-        cleanup_stream_id(task_id),
-        f"{TASK_PASS_STREAM_PREFIX}{task_id}",
-        schedule_stream_id(task_id),
-        *runs,
-    ]
 
 
 def _scoped(report: VerifyReport, members: frozenset[str]) -> VerifyReport:

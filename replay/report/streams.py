@@ -82,6 +82,10 @@ class Streams(Protocol):
         """The last position of the log."""
         ...
 
+    def positions(self, topics: Iterable[str]) -> list[int]:
+        """The positions of every event of these topics, in log order."""
+        ...
+
 
 class StoreStreams:
     """The streams of a SQLite or PostgreSQL store, read by their primary key."""
@@ -159,6 +163,17 @@ class StoreStreams:
                 _add_run(found, str(stream_id), members)
         return found
 
+    def positions(self, topics: Iterable[str]) -> list[int]:
+        wanted = sorted(set(topics))
+        if not wanted:
+            return []
+        rows = self._select(
+            f"SELECT {self.position}, NULL FROM {self.table} "
+            f"WHERE topic IN ({', '.join('?' for _ in wanted)}) ORDER BY {self.position}",
+            wanted,
+        )
+        return [int(position) for position, _ in rows]
+
     def read(self, stream_ids: Iterable[str]) -> list[Recorded]:
         wanted = sorted(set(stream_ids))
         found: list[Recorded] = []
@@ -227,6 +242,10 @@ class LogStreams:
     def read(self, stream_ids: Iterable[str]) -> list[Recorded]:
         wanted = set(stream_ids)
         return [r for r in self._records() if r.event.stream_id() in wanted]
+
+    def positions(self, topics: Iterable[str]) -> list[int]:
+        wanted = set(topics)
+        return [r.position for r in self._records() if type(r.event).topic in wanted]
 
     def _records(self) -> Iterator[Recorded]:
         for recorded in LogReader(self.path):

@@ -1,0 +1,105 @@
+"""``tasktrail snapshot STORE``: take a snapshot of a store now, or ``--list`` those kept.
+
+A snapshot is the world of live work as of one log position, kept beside the log
+(see :mod:`tasktrail.domain.history`): opening the store, ``tasks``, ``replay
+--until`` and a projector resuming start from the latest one and fold only the
+events after it. A scheduler takes one every so many events and at close; this
+command takes one for a store written before snapshots existed, or after a long
+tail. It folds the store from its latest good snapshot (no scheduler is opened:
+nothing is recovered, no event is appended) and writes the snapshot at the
+position it folded to. ``--list`` only reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tasktrail.domain import InvalidArgument, open_store
+from tasktrail.domain.store.files import is_sqlite_file, sqlite_tables
+from tasktrail.domain.tasks.describe import format_at
+
+from .common import EXIT_OK, STORE_HELP, emit, local_file, say, warn
+
+DESCRIPTION = """\
+Take a snapshot of a store now and print its position: the world of live work
+as of the store's last event, saved in the store's tasktrail_snapshots table so
+that opening the store (and tasks, replay --until, project) folds only the events
+after it. A scheduler takes one every 20,000 events and at close; take one by hand
+for a store written before snapshots existed, or one left with a long tail. No
+scheduler is opened (nothing recovered, no event appended): the log is folded from
+its latest good snapshot, and a snapshot already at that position is kept as is.
+The store must exist; it is written only in its snapshot table.
+
+--list prints the snapshots kept (position, format, written at, size in bytes)
+and only reads. A snapshot is derived data: tasktrail verify checks each against
+the fold, and one that cannot be read is passed over, never trusted.
+"""
+
+
+def add_snapshot(commands: Any) -> None:
+    snapshot = commands.add_parser(
+        "snapshot",
+        help="take a snapshot of a store now (--list: the snapshots kept)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    snapshot.add_argument("store", help=STORE_HELP)
+    snapshot.add_argument(
+        "--list", action="store_true", help="print the snapshots kept (read only), take none"
+    )
+    snapshot.add_argument("--json", action="store_true", help="JSON: one object (a line each)")
+
+
+def do_snapshot(args: argparse.Namespace) -> int:
+    from tasktrail.domain.history import SnapshotTable, restore, take_snapshot
+
+    if args.list:
+        with open_store(args.store, read_only=True) as store:
+            kept = SnapshotTable(store).kept()
+        for one in kept:
+            if args.json:
+                emit(one.__dict__)
+            else:
+                say(
+                    f"{one.position:>10}  format {one.format}  {format_at(one.written_at)}  "
+                    f"{one.size:>10} bytes"
+                )
+        if not kept and not args.json:
+            say(f"no snapshots kept in {args.store}")
+        return EXIT_OK
+    _check_is_store(args.store)
+    # Read-only first: a store that is not there (or holds nothing) is refused before
+    # anything is opened for writing, which would create it.
+    with open_store(args.store, read_only=True) as store:
+        if store.head() == 0:
+            raise InvalidArgument(f"{args.store} holds no events: nothing to snapshot")
+    with open_store(args.store) as store:
+        table = SnapshotTable(store)
+        restored = restore(store)
+        for problem in restored.problems:
+            warn(f"{problem}; passed over")
+        position = restored.position
+        already = position in table.positions()
+        if not already:
+            take_snapshot(store, restored.world, position)
+    live = sum(1 for task in restored.world.tasks.values() if task.status != "terminal")
+    if args.json:
+        emit({"position": position, "taken": not already, "live_tasks": live})
+    elif already:
+        say(f"a snapshot at position {position} (the store's last) is already kept")
+    else:
+        say(f"snapshot taken at position {position}: {live} live tasks")
+    return EXIT_OK
+
+
+def _check_is_store(location: str) -> None:
+    """Refuse a local file that is missing or not a tasktrail store (a writable open
+    would create one, or tables in it)."""
+    path = local_file(location)
+    if path is None:
+        return  # a server's store: the read-only open refuses one that is not there
+    if not path.exists():
+        raise InvalidArgument(f"no store at {location}: snapshot takes one of a store there")
+    if not is_sqlite_file(path) or "stored_events" not in sqlite_tables(path):
+        raise InvalidArgument(f"{location} is not a tasktrail store: refusing to write into it")
