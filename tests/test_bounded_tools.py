@@ -13,7 +13,7 @@ import pytest
 from helpers.report_stores import demo_store
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, Store, UnknownTask, open_store
-from tasktrail.domain.history import SnapshotTable, restore, take_snapshot
+from tasktrail.domain.history import FORMAT, SnapshotTable, restore, take_snapshot
 from tasktrail.domain.tasks.describe import format_at
 from tasktrail.projections import AuditTrail, Projector
 from tasktrail.projections import projector as projector_module
@@ -163,7 +163,7 @@ def test_snapshot_takes_one_lists_them_and_refuses_what_is_not_a_store(
     assert "already kept" in capsys.readouterr().out
     assert main(["snapshot", str(path), "--list", "--json"]) == 0
     (kept,) = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert kept["position"] == head and kept["format"] == 1 and kept["size"] > 0
+    assert kept["position"] == head and kept["format"] == FORMAT and kept["size"] > 0
     with open_store(path, read_only=True) as store:
         restored = restore(store)
         assert restored.snapshot == head and restored.folded == 0

@@ -32,6 +32,7 @@ from tasktrail.domain import (
     open_store,
 )
 from tasktrail.domain.history import (
+    FORMAT,
     SnapshotTable,
     decode_world,
     encode_world,
@@ -255,7 +256,8 @@ def test_snapshots_of_another_format_or_unknown_classes_are_passed_over(
             _overwrite(table, head, body, kind)
             with table._cursor(commit=True) as cursor:
                 cursor.execute(
-                    f"UPDATE {table._table} SET format = 1 WHERE position = {mark}", (head,)
+                    f"UPDATE {table._table} SET format = {mark} WHERE position = {mark}",
+                    (FORMAT, head),
                 )
             restored = restore(store)
             assert (

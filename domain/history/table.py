@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..store.store import Store
 
 TABLE = "tasktrail_snapshots"
-FORMAT = 1
+FORMAT = 2
 """The body's format; a snapshot of another format is ignored (folded past)."""
 
 
