@@ -98,16 +98,21 @@ class World:
         self.streams[stream_id], self.stream_versions[stream_id] = loaded
         return loaded[0]
 
-    def copy(self) -> World:
+    def copy(self, *, to_compact: bool = False) -> World:
         """A copy to change apart from this world (the states are immutable and shared;
-        the indexes are copied whole). It reads nothing back: no loader."""
+        the indexes are copied whole). It reads nothing back: no loader.
+        ``to_compact``: a copy only :meth:`compact` will change, whose indexes are
+        copied one level deep (compactors replace what they trim, never edit it)."""
         other = World()
         other.tasks = dict(self.tasks)
         other.live_children = {k: set(v) for k, v in self.live_children.items()}
         other.waiters = {k: set(v) for k, v in self.waiters.items()}
         other.sleeping, other.live = set(self.sleeping), set(self.live)
         other.streams, other.stream_versions = dict(self.streams), dict(self.stream_versions)
-        other.indexes = copy.deepcopy(self.indexes)
+        if to_compact:
+            other.indexes = {k: copy.copy(v) for k, v in self.indexes.items()}
+        else:
+            other.indexes = copy.deepcopy(self.indexes)
         other.counts, other.folded = dict(self.counts), self.folded
         return other
 

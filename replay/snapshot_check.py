@@ -57,6 +57,6 @@ class SnapshotWatch:
         if stored.format != FORMAT:
             self.problems.append((position, f"it is of format {stored.format}, not {FORMAT}"))
             return
-        differs = snapshot_differs(state.held.copy(), stored.body)
+        differs = snapshot_differs(state.held.copy(to_compact=True), stored.body)
         if differs is not None:
             self.problems.append((position, differs))
