@@ -31,8 +31,31 @@ TICKS = 10
 """At least this many calls of each tick (they take micro- to milliseconds)."""
 
 
+WRAPPER = """
+import json, os, subprocess, sys, time
+started = time.perf_counter()
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+error = child.stderr.read()
+_, status, usage = os.wait4(child.pid, 0)
+seconds = time.perf_counter() - started
+print(json.dumps({"s": seconds, "rss_mb": usage.ru_maxrss / 1024,
+                  "code": os.waitstatus_to_exitcode(status),
+                  "stderr": error.decode(errors="replace")[-300:].strip()}))
+"""
+"""Runs a command and reports its wall time and peak RSS. Linux keeps a process's
+``ru_maxrss`` across ``exec``, so a child forked from a process holding a big world
+would report that world's size: the command is forked from this small process instead."""
+
+
 def peak_rss_mb() -> float:
-    """This process's peak resident set so far, in MB (Linux reports kB)."""
+    """This process's peak resident set so far, in MB: ``VmHWM``, which ``exec``
+    resets (``ru_maxrss`` would include the parent's size at fork), else ``ru_maxrss``."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -79,28 +102,16 @@ def tasktrail_command() -> list[str]:
 
 def run_cli(args: list[str], timeout: float = 900) -> dict[str, Any]:
     """One whole ``tasktrail`` process: wall seconds, peak RSS (MB), exit code."""
-    import os
-
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        tasktrail_command() + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    done = subprocess.run(
+        [sys.executable, "-c", WRAPPER, *tasktrail_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
-    try:
-        _, status, usage = os.wait4(process.pid, 0)
-    except BaseException:
-        process.kill()
-        raise
-    process.returncode = os.waitstatus_to_exitcode(status)
-    seconds = time.perf_counter() - started
-    error = process.stderr.read().decode(errors="replace")[-300:] if process.stderr else ""
-    if process.stderr:
-        process.stderr.close()
-    return {
-        "s": seconds,
-        "rss_mb": usage.ru_maxrss / 1024,
-        "code": process.returncode,
-        "stderr": error.strip(),
-    }
+    if done.returncode != 0 or not done.stdout.strip():
+        return {"s": 0.0, "rss_mb": 0.0, "code": -1, "stderr": done.stderr[-300:]}
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
 
 
 def inside_probe(store: str, rounds: int, cli_rounds: int) -> dict[str, Any]:
