@@ -52,3 +52,27 @@ def test_batched_append_and_the_table(tmp_path: Path) -> None:
     assert table.count("\n") == len(figures) + 1  # a header, a rule, a line a figure
     assert "commands end to end" in table
     assert "eventsourcing" in report.machine_line(report.machine())
+
+
+def test_cost_against_history_runs_and_writes_its_json(tmp_path: Path) -> None:
+    history = _module("benchmarks.history")
+    out, cache = tmp_path / "history.json", tmp_path / "cache"
+    argv = ["--sizes", "600", "--rounds", "1", "--cache", str(cache), "--out", str(out)]
+    assert history.main([*argv, "--dir", str(tmp_path)]) == 0
+    results = json.loads(out.read_text())
+    assert results["sizes"] == [600]
+    # The store is cached for the next run, keyed by size and generator version.
+    assert [p.name for p in cache.glob("*.db")] == ["history-g1-600.db"]
+    rows = {row["measure"]: row for row in results["rows"]}
+    for measure in ("Scheduler.open", "run_pass()", "tasktrail verify STORE", "live tasks"):
+        assert "median" in rows[measure]["by_size"]["600"], rows[measure]
+    assert rows["live tasks"]["by_size"]["600"]["median"] == 100
+    missing = [r["measure"] for r in results["rows"] if "missing" in r["by_size"]["600"]]
+    assert missing == []
+    assert results["goals"][0]["goal"].startswith("every row flat")
+
+
+def test_growth_is_per_tenfold_of_history() -> None:
+    history = _module("benchmarks.history")
+    cells = {10: {"median": 1.0}, 100: {"median": 10.0}, 10_000: {"median": 10.0}}
+    assert history.growth(cells) == pytest.approx([10.0, 1.0])
