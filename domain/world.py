@@ -225,7 +225,7 @@ class World:
         if previous is not None:
             # Out of every index, as if it had ended; then in again as ``state``.
             self._index(previous, replace(previous, status="terminal"))
-            self.counts["terminal"] -= 1  # it did not end: only its count moved
+            self._count("terminal", -1)  # it did not end: only its count moved
         if state is None:
             self.tasks.pop(task_id, None)
         else:
@@ -234,12 +234,18 @@ class World:
         for indexer in INDEXERS:
             indexer(self, event, previous, state)
 
+    def _count(self, status: str, change: int) -> None:
+        left = self.counts.get(status, 0) + change
+        if left:
+            self.counts[status] = left
+        else:
+            del self.counts[status]  # no zero entries: one world's counts equal another's
+
     def _index(self, previous: TaskState | None, state: TaskState) -> None:
         task_id = state.id
-        counts = self.counts
         if previous is not None:
-            counts[previous.status] -= 1
-        counts[state.status] = counts.get(state.status, 0) + 1
+            self._count(previous.status, -1)
+        self._count(state.status, 1)
         if previous is not None and previous.status == "waiting":
             for awaited in previous.on:
                 waiting = self.waiters.get(awaited)

@@ -20,7 +20,7 @@ from tasktrail.domain import (
     Scheduler,
     open_store,
 )
-from tasktrail.replay import replay
+from tasktrail.replay import replay, verify
 
 
 def workload(s: Scheduler, clock: ManualClock) -> list[str]:
@@ -227,9 +227,14 @@ def test_a_conflict_in_a_batch_refolds_only_the_tasks_it_wrote(
     assert first.world.tasks == fresh.tasks
     for name in ("live", "live_children", "waiters", "sleeping"):
         assert getattr(first.world, name) == getattr(fresh.world, name), name
-    assert first.world.indexes["live_order"].keys() == fresh.world.indexes["live_order"].keys()
+    assert first.world.indexes["live_order"] == fresh.world.indexes["live_order"]
+    assert first.world.indexes["task_seq"] == fresh.world.indexes["task_seq"]
     assert first.world.indexes["cancelling"] == fresh.world.indexes["cancelling"]
+    assert first.world.counts == fresh.world.counts and first.world.folded == fresh.events
     assert owner in first.world.indexes["cancelling"]
     assert first.task(owner).abort_requested
-    first.close()
+    # A snapshot of the world after the undo is the fold's, as verify checks.
+    first.snapshot()
     other.close()
+    first.close()
+    assert verify(store_url).ok

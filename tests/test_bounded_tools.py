@@ -158,7 +158,7 @@ def test_snapshot_takes_one_lists_them_and_refuses_what_is_not_a_store(
     assert "no snapshots kept" in capsys.readouterr().out
     assert main(["snapshot", str(path), "--json"]) == 0
     taken = orjson.loads(capsys.readouterr().out)
-    assert taken == {"position": head, "taken": True, "live_tasks": 4}
+    assert taken == {"position": head, "taken": True, "live_tasks": 4, "along": []}
     assert main(["snapshot", str(path)]) == 0
     assert "already kept" in capsys.readouterr().out
     assert main(["snapshot", str(path), "--list", "--json"]) == 0
@@ -275,3 +275,25 @@ def test_project_catches_up_only_the_new_events(
     assert f"({new} events folded)" in text and "checksum" not in text
     assert main(["project", str(path), "--quiet", "--checksums"]) == 0
     assert "checksum" in capsys.readouterr().out and out.exists()
+
+
+def test_snapshot_every_takes_them_along_the_log_as_a_writer_would_have(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], registry: Registry
+) -> None:
+    """A store written before snapshots existed gets them every N events, each equal to
+    the fold at its position (verify), and replay --until starts from the nearest."""
+    path = tmp_path / "old.db"
+    s = Scheduler.open(path, clock=ManualClock(1_000_000), registry=registry, snapshot_every=None)
+    for _ in range(700):
+        task_id = s.submit("job", phase="a")
+        s.reserve(task_id)
+        s.finish(task_id, "completed")
+    s.store.close()  # dropped: no snapshot at close, as an old writer left it
+    assert main(["snapshot", str(path), "--every", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert "2 snapshots taken along the log, every 1000 events" in out
+    with open_store(path, read_only=True) as store:
+        assert SnapshotTable(store).positions() == [1000, 2000, store.head()]
+        assert verify(store).ok
+    assert replay(path, until=1500).snapshot == 1000
+    assert main(["snapshot", str(path), "--every", "10"]) == 2

@@ -171,6 +171,7 @@ class BatchCommands:
             stored[task_id] = state
         for task_id, state in stored.items():
             self.world.restore_task(task_id, state, last[task_id])
+        self.world.folded -= len(events)  # folded into the world, never into the store
         # A task the batch ended is live again under its own submission number, and
         # the numbers the batch gave out are given again: as a fold of the store has them.
         indexes = self.world.indexes

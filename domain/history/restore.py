@@ -67,11 +67,12 @@ def restore(
     until: int | None = None,
     *,
     snapshots: bool = True,
-    on_event: Callable[[int], None] | None = None,
+    on_event: Callable[[Restored], None] | None = None,
 ) -> Restored:
     """The world of ``store`` as of position ``until`` (its end, if ``None``), from the
     latest usable snapshot at or before it (from position 0 with ``snapshots=False``).
-    ``on_event(position)`` is called after each event folded (progress)."""
+    ``on_event(restored)`` is called after each event folded (progress, or a
+    snapshot taken on the way: the world is then the fold up to ``restored.position``)."""
     restored = _start(store, until) if snapshots else Restored(World(), 0)
     world = restored.world
     world.loader = stream_loader(store, lambda: restored.position)
@@ -80,7 +81,7 @@ def restore(
         restored.position = recorded.position
         restored.folded += 1
         if on_event is not None:
-            on_event(recorded.position)
+            on_event(restored)
     return restored
 
 

@@ -168,9 +168,7 @@ def compact_ledger(world: World) -> None:
     }
     ledger.schedules = {t: at for t, at in ledger.schedules.items() if t in live}
     ledger.markers = {
-        task_id: marker
-        for task_id, marker in ledger.markers.items()
-        if task_id in live
+        task_id: marker for task_id, marker in ledger.markers.items() if task_id in live
     }
 
 

@@ -31,6 +31,10 @@ scheduler is opened (nothing recovered, no event appended): the log is folded fr
 its latest good snapshot, and a snapshot already at that position is kept as is.
 The store must exist; it is written only in its snapshot table.
 
+--every N also takes one every N events along the log, as a scheduler writing it
+would have (from the latest good snapshot on): for a store written before
+snapshots existed, so that replay --until any position starts near one.
+
 --list prints the snapshots kept (position, format, written at, size in bytes)
 and only reads. A snapshot is derived data: tasktrail verify checks each against
 the fold, and one that cannot be read is passed over, never trusted.
@@ -48,11 +52,17 @@ def add_snapshot(commands: Any) -> None:
     snapshot.add_argument(
         "--list", action="store_true", help="print the snapshots kept (read only), take none"
     )
+    snapshot.add_argument(
+        "--every",
+        type=int,
+        metavar="N",
+        help="also take one every N events along the log (N >= 1000)",
+    )
     snapshot.add_argument("--json", action="store_true", help="JSON: one object (a line each)")
 
 
 def do_snapshot(args: argparse.Namespace) -> int:
-    from tasktrail.domain.history import SnapshotTable, restore, take_snapshot
+    from tasktrail.domain.history import Restored, SnapshotTable, restore, take_snapshot
 
     if args.list:
         with open_store(args.store, read_only=True) as store:
@@ -68,6 +78,8 @@ def do_snapshot(args: argparse.Namespace) -> int:
         if not kept and not args.json:
             say(f"no snapshots kept in {args.store}")
         return EXIT_OK
+    if args.every is not None and args.every < 1000:
+        raise InvalidArgument(f"--every must be at least 1000 events, not {args.every}")
     _check_is_store(args.store)
     # Read-only first: a store that is not there (or holds nothing) is refused before
     # anything is opened for writing, which would create it.
@@ -76,16 +88,28 @@ def do_snapshot(args: argparse.Namespace) -> int:
             raise InvalidArgument(f"{args.store} holds no events: nothing to snapshot")
     with open_store(args.store) as store:
         table = SnapshotTable(store)
-        restored = restore(store)
+        taken = set(table.positions())
+        along: list[int] = []
+
+        def on_the_way(restored: Restored) -> None:
+            # The world is the fold up to here: save it as a writer would have.
+            position = restored.position
+            if restored.folded % args.every == 0 and position not in taken:
+                take_snapshot(store, restored.world, position)
+                along.append(position)
+
+        restored = restore(store, on_event=on_the_way if args.every else None)
         for problem in restored.problems:
             warn(f"{problem}; passed over")
         position = restored.position
-        already = position in table.positions()
+        already = position in taken or position in along
         if not already:
             take_snapshot(store, restored.world, position)
     live = sum(1 for task in restored.world.tasks.values() if task.status != "terminal")
+    if along and not args.json:
+        say(f"{len(along)} snapshots taken along the log, every {args.every} events")
     if args.json:
-        emit({"position": position, "taken": not already, "live_tasks": live})
+        emit({"position": position, "taken": not already, "live_tasks": live, "along": along})
     elif already:
         say(f"a snapshot at position {position} (the store's last) is already kept")
     else:
