@@ -64,14 +64,20 @@ class World:
         """Reads a dropped stream back from the store (``None``: a full fold, nothing dropped)."""
         self.absent: set[str] = set()
         """Non-task streams the loader found empty (not read again until one is created)."""
+        self.unknown: set[str] = set()
+        """Task ids the loader found in no store (a new id: one read, not one per look)."""
 
     def get(self, task_id: str) -> TaskState | None:
         """The task's current state, or ``None`` for an id no event created (that this
         world has folded): a dropped, ended task is read back from the store."""
         state = self.tasks.get(task_id)
-        if state is not None or self.loader is None:
+        if state is not None or self.loader is None or task_id in self.unknown:
             return state
         loaded = self.loader(task_id, True, None)
+        if loaded is None:
+            # Only an append creates it, and every append is folded into this world
+            # (ours, or another writer's at refresh) before this set is asked again.
+            self.unknown.add(task_id)
         # Only an ended task is ever dropped: a live one the store holds and this
         # world does not is newer than the world (refresh folds it in, indexed).
         if loaded is None or loaded[0].status != "terminal":
@@ -147,6 +153,7 @@ class World:
                 del self.streams[stream_id]
                 del self.stream_versions[stream_id]
         self.absent.clear()
+        self.unknown.clear()
         for compactor in COMPACTORS:
             compactor(self)
 
@@ -179,6 +186,7 @@ class World:
             previous = self.tasks.get(event.task_id)
             state: Any = folded if folded is not None else evolve(previous, event)
             self.tasks[state.id] = state
+            self.unknown.discard(state.id)
             self._index(previous, state)
         else:
             stream_id = event.stream_id()

@@ -328,7 +328,7 @@ class Scheduler(
         return task is not None and task.status == "running" and task.worker in (None, self.worker)
 
     def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        with self._lock:
+        with self._lock, self.store.turn(self._batch is None):
             if self._closed:
                 raise RuleViolation(2, "the scheduler is closed; open the store again")
             if self._batch is None:

@@ -4,7 +4,8 @@ version it read; both recorders (SQLite's and PostgreSQL's) run the SQL of
 :func:`guard_sql` inside the append's transaction, after its INSERTs and under the
 write lock, so a guard that trips breaks the (stream, version) key and the store's
 own conflict handling rolls the whole append back. The time guard
-(:func:`later_stamp`) runs in the same place.
+(:func:`later_stamp`; on PostgreSQL, :func:`.postgres.stamped_later_guard_sql`) runs
+in the same transaction, under the same lock.
 """
 
 from __future__ import annotations
@@ -36,12 +37,6 @@ def check_guards(cursor: Any, statement: str, guards: Mapping[str, int] | None) 
 
 STAMPED_LATER = "tasktrail: an event stamped later was appended first"
 """What the time guard raises (both stores), so the store can tell it from other conflicts."""
-
-
-def stamped_later_sql() -> str:
-    """PostgreSQL: fail the append's transaction with the time guard's message (an error
-    raised in Python there would be kept aside while eventsourcing's pipeline commits)."""
-    return f"DO $$ BEGIN RAISE EXCEPTION '{STAMPED_LATER}'; END $$"
 
 
 def previous_at_sql(table: str, mark: str, position: str) -> str:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -56,6 +57,7 @@ from .location import StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
 from .sqlite import TunedSQLiteFactory
 from .transcoder import Row, decode_event, row_problem
+from .turns import WriterTurns
 
 Durability = Literal["full", "normal"]
 SQLITE_SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
@@ -97,6 +99,8 @@ class Store:
         """The position and time of the last event read or appended (the time guard
         reads nothing when it is the one just before an append)."""
         self._sealer = Sealer(self._previous_row)
+        path = None if self.read_only else location.path
+        self._turns = WriterTurns(path) if path is not None else None
         self._companions = (
             existing_companions(location.path)
             if self.read_only and location.path is not None
@@ -165,7 +169,12 @@ class Store:
             return f"{text}: {cause}" if cause else text
         return text
 
+    def turn(self, take: bool = True) -> AbstractContextManager[None]:
+        """A command's turn among the processes writing this SQLite file (:mod:`.turns`)."""
+        return self._turns.turn() if take and self._turns is not None else nullcontext()
+
     def _release(self) -> None:
+        close_quietly(getattr(self, "_turns", None))
         close_quietly(getattr(self, "app", None))
         if self.location.path is not None and self.read_only:
             remove_created_companions(self.location.path, self._companions)

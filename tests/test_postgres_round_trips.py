@@ -1,0 +1,85 @@
+"""How many times a command waits for PostgreSQL: counted from libpq's protocol trace
+(``benchmarks.postgres.RoundTrips``), a bound, never a time."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tasktrail.domain import ConflictError, ManualClock, Scheduler, open_store
+
+pytestmark = pytest.mark.postgres
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBMIT_ROUND_TRIPS = 3
+"""The refresh SELECT, the one read that tells a new id from a dropped task's, and the
+append (BEGIN, lock, guards, INSERT and COMMIT in one pipeline): raw psycopg takes 3 for
+an INSERT and its COMMIT (BEGIN, INSERT, COMMIT)."""
+
+
+def _bench() -> ModuleType:
+    if str(ROOT) not in sys.path:  # the package lives beside domain/, not in tasktrail
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module("benchmarks.postgres")
+
+
+def test_a_submit_takes_at_most_three_round_trips(postgres_url: str) -> None:
+    bench = _bench()
+    with open_store(postgres_url) as store:
+        scheduler = Scheduler(store, worker="a", clock=ManualClock(1_000_000))
+        for n in range(12):  # the lease table; each pooled connection prepares its statements
+            scheduler.submit("job", phase="start", id=f"warm-{n}")
+        with bench.counting(store) as trips:
+            scheduler.submit("job", phase="start", id="counted")
+        assert 1 <= trips.count() <= SUBMIT_ROUND_TRIPS
+        scheduler.close()
+
+
+def test_after_another_writer_a_submit_still_takes_three(postgres_url: str) -> None:
+    bench = _bench()
+    with open_store(postgres_url) as store, open_store(postgres_url) as other_store:
+        clock = ManualClock(1_000_000)
+        scheduler = Scheduler(store, worker="a", clock=clock)
+        other = Scheduler(other_store, worker="b", clock=clock)
+        for n in range(12):  # each pooled connection prepares its statements
+            scheduler.submit("job", phase="start", id=f"first-{n}")
+        other.submit("job", phase="start", id="theirs")
+        with bench.counting(store) as trips:
+            scheduler.submit("job", phase="start", id="mine")
+        assert trips.count() <= SUBMIT_ROUND_TRIPS
+        assert scheduler.world.get("theirs") is not None  # the refresh read it
+        scheduler.close()
+        other.close()
+
+
+def test_a_refused_append_leaves_the_connection_usable(postgres_url: str) -> None:
+    with open_store(postgres_url) as store:
+        scheduler = Scheduler(store, worker="a", clock=ManualClock(1_000_000))
+        scheduler.submit("job", phase="start", id="t")
+        scheduler.submit("job", phase="start", id="u")
+        first = store.stream("t")[0]
+        for _ in range(6):  # more than the pool holds: every connection is refused once
+            with pytest.raises(ConflictError):
+                store.append([first], [1])  # version 1 of "t" is taken
+            with pytest.raises(ConflictError):
+                # A read guard: the decision read "u" at version 0; it is at 1 now.
+                store.append([dataclasses.replace(first, task_id="v")], [1], guards={"u": 0})
+        assert store.stream("v") == []
+        for n in range(6):  # every connection of the pool was rolled back: appends work
+            scheduler.submit("job", phase="start", id=f"after-{n}")
+            assert store.stream(f"after-{n}")
+        scheduler.close()
+
+
+def test_the_benchmark_runs_and_counts(postgres_url: str) -> None:
+    bench = _bench()
+    url = postgres_url.split("?", 1)[0]
+    figures = bench.run(url, commands=10, rounds=1)
+    assert figures["tasktrail_per_s"][0] > 0 and figures["raw_per_s"][0] > 0
+    assert 1 <= figures["round_trips_tasktrail"] <= SUBMIT_ROUND_TRIPS
+    assert figures["round_trips_raw"] >= 1
