@@ -10,7 +10,7 @@ from pathlib import Path
 from tasktrail.projections import Projector
 
 from . import raw
-from .report import Figure, paired, rate_figure
+from .report import Figure, pair, rate_figure
 from .workload import open_scheduler
 
 
@@ -28,14 +28,12 @@ def rebuild(store: Path, workdir: Path, rounds: int = 3) -> Figure:
             events = report.read
         seconds, rows = raw.fetch_decode(store)
         limit.append(seconds)
-    value, limit_rate, ratio = paired(events, ours, rows, limit)
     return rate_figure(
         "4 projections",
         "rebuild of every read model",
-        value,
+        0.0,
         "ev/s",
-        limit=limit_rate,
-        ratio=ratio,
+        pair=pair(events, ours, rows, limit),
         goal_ratio=0.25,
         note="limit: sqlite3 fetch of every row + orjson.loads of its state",
         extra={"events": events},

@@ -11,17 +11,20 @@ from tasktrail.replay import export, fold, replay
 from tasktrail.replay.log import LogReader
 
 from . import plain_es, raw
-from .report import Figure, median_rate, paired, rate_figure
+from .report import Figure, median_rate, pair, rate_figure, spread_of
 
 
 def replay_options() -> list[tuple[str, dict[str, Any]]]:
     """The ways to replay measured: the default (every read model, audit included), and
-    the lean options the replay API offers, if it offers them."""
+    the lean options the replay API offers, if it offers them. Each folds the whole log
+    (``snapshots=False``): a replay from the latest snapshot folds only its tail."""
     import inspect
 
-    options: list[tuple[str, dict[str, Any]]] = [("every read model", {})]
-    if "audit" in inspect.signature(replay).parameters:
-        options.append(("audit=False", {"audit": False}))
+    parameters = inspect.signature(replay).parameters
+    whole: dict[str, Any] = {"snapshots": False} if "snapshots" in parameters else {}
+    options: list[tuple[str, dict[str, Any]]] = [("every read model", dict(whole))]
+    if "audit" in parameters:
+        options.append(("audit=False", {"audit": False, **whole}))
     return options
 
 
@@ -56,15 +59,13 @@ def replay_figures(store: Path, es_store: Path, jsonl: Path, rounds: int = 3) ->
     es = median_rate(es_events, plain)
     floors = _floors(store, jsonl, rounds)
     for name, _ in options:
-        value, limit_rate, ratio = paired(events, ours_sqlite[name], rows, limit_sqlite)
         figures.append(
             rate_figure(
                 "3 replay to SchedulerState",
                 f"from SQLite, {name}",
-                value,
+                0.0,
                 "ev/s",
-                limit=limit_rate,
-                ratio=ratio,
+                pair=pair(events, ours_sqlite[name], rows, limit_sqlite),
                 eventsourcing=es,
                 goal_ratio=0.5,
                 note="limit: sqlite3 fetch of every row + orjson.loads of its state; "
@@ -72,15 +73,13 @@ def replay_figures(store: Path, es_store: Path, jsonl: Path, rounds: int = 3) ->
                 extra={"events": events},
             )
         )
-        value, limit_rate, ratio = paired(events, ours_jsonl[name], lines, limit_jsonl)
         figures.append(
             rate_figure(
                 "3 replay to SchedulerState",
                 f"from JSONL, {name}",
-                value,
+                0.0,
                 "ev/s",
-                limit=limit_rate,
-                ratio=ratio,
+                pair=pair(events, ours_jsonl[name], lines, limit_jsonl),
                 goal_ratio=0.5,
                 note="limit: orjson.loads of every line of the same file",
                 extra={"events": events},
@@ -95,16 +94,16 @@ def replay_figures(store: Path, es_store: Path, jsonl: Path, rounds: int = 3) ->
         ),
         strict=True,
     ):
-        figures.append(
-            rate_figure(
-                "3 replay to SchedulerState",
-                name,
-                median_rate(count, seconds),
-                "ev/s",
-                limit=limit,
-                note="what bounds replay: the same work with less of the fold (no goal)",
-            )
+        figure = rate_figure(
+            "3 replay to SchedulerState",
+            name,
+            median_rate(count, seconds),
+            "ev/s",
+            limit=limit,
+            note="what bounds replay: the same work with less of the fold (no goal)",
         )
+        figure.spread = spread_of(count, seconds)
+        figures.append(figure)
     return figures
 
 

@@ -33,6 +33,10 @@ class Figure:
     met: bool | None = None
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    spread: tuple[float, float] | None = None
+    """min-max of ``value`` over the rounds (``None``: measured once)."""
+    ratio_spread: tuple[float, float] | None = None
+    """min-max of the rounds' own ratios."""
 
     def to_dict(self) -> dict[str, Any]:
         """The figure as JSON-ready data."""
@@ -51,9 +55,15 @@ def rate_figure(
     note: str = "",
     extra: dict[str, Any] | None = None,
     ratio: float | None = None,
+    pair: Pair | None = None,
 ) -> Figure:
     """A rate beside its limit; the goal, if any, is ``ratio >= goal_ratio`` where
-    ``ratio`` is ``value / limit`` unless given (see :func:`paired`)."""
+    ``ratio`` is ``value / limit`` unless given (see :func:`paired`). ``pair`` gives the
+    value, the limit, the ratio and their spreads over rounds at once."""
+    spread = ratio_spread = None
+    if pair is not None:
+        value, limit, ratio = pair.value, pair.limit, pair.ratio
+        spread, ratio_spread = pair.spread, pair.ratio_spread
     if ratio is None:
         ratio = value / limit if limit else None
     met = None
@@ -73,6 +83,8 @@ def rate_figure(
         met=met,
         note=note,
         extra=extra or {},
+        spread=spread,
+        ratio_spread=ratio_spread,
     )
 
 
@@ -94,6 +106,36 @@ def paired(
     least disturbed by a noisy machine."""
     ratios = [(count / a) / (limit_count / b) for a, b in zip(ours, limit, strict=True)]
     return median_rate(count, ours), median_rate(limit_count, limit), statistics.median(ratios)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """tasktrail beside its limit over rounds timed back to back: median rates, the
+    median of the rounds' own ratios, and the min-max of tasktrail's rate and the ratio."""
+
+    value: float
+    limit: float
+    ratio: float
+    spread: tuple[float, float]
+    ratio_spread: tuple[float, float]
+
+
+def pair(count: int, ours: list[float], limit_count: int, limit: list[float]) -> Pair:
+    """:func:`paired`, with the spreads over the rounds."""
+    ratios = [(count / a) / (limit_count / b) for a, b in zip(ours, limit, strict=True)]
+    rates = [count / a for a in ours]
+    return Pair(
+        median_rate(count, ours),
+        median_rate(limit_count, limit),
+        statistics.median(ratios),
+        (min(rates), max(rates)),
+        (min(ratios), max(ratios)),
+    )
+
+
+def spread_of(count: int, runs: list[float]) -> tuple[float, float]:
+    """min-max of ``count`` items per second over timed runs."""
+    return count / max(runs), count / min(runs)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -127,15 +169,21 @@ def format_table(figures: list[Figure]) -> str:
     rows = [head, ["---"] * len(head)]
     for f in figures:
         verdict = "" if f.met is None else (" met" if f.met else " MISSED")
+        value = _human(f.value, f.unit)
+        if f.spread is not None:
+            value += f" ({_human(f.spread[0], f.unit)}-{_human(f.spread[1], f.unit)})"
+        ratio = "-" if f.ratio is None else f"{f.ratio:.2f}x"
+        if f.ratio_spread is not None:
+            ratio += f" ({f.ratio_spread[0]:.2f}-{f.ratio_spread[1]:.2f})"
         rows.append(
             [
                 f.section,
                 f.name,
-                _human(f.value, f.unit),
+                value,
                 _human(f.limit, f.unit),
                 _human(f.eventsourcing, f.unit),
                 f.unit,
-                "-" if f.ratio is None else f"{f.ratio:.2f}x",
+                ratio,
                 (f.goal + verdict).strip() or "-",
             ]
         )
@@ -148,6 +196,15 @@ def format_table(figures: list[Figure]) -> str:
             cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def without_verdicts(figures: list[Figure]) -> None:
+    """A quick run's sizes are too small to judge a goal by: keep the goals, drop the
+    verdicts."""
+    for f in figures:
+        if f.met is not None:
+            f.met = None
+            f.goal = f"{f.goal} (quick: no verdict)"
 
 
 def machine() -> dict[str, Any]:

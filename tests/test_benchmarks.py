@@ -33,12 +33,13 @@ def _well_formed(figure: object) -> dict[str, object]:
 @pytest.mark.parametrize("durability", ["full", "normal"])
 def test_per_command_append_gives_a_rate_beside_its_limit(tmp_path: Path, durability: str) -> None:
     append = _module("benchmarks.append")
+    workload = _module("benchmarks.workload")
     figure = append.per_command(tmp_path, durability, cycles=3, rounds=1)
     data = _well_formed(figure)
     assert data["unit"] == "ev/s" and data["limit"] > 0
     assert data["ratio"] == pytest.approx(data["value"] / data["limit"])
     assert data["met"] in (True, False) and data["goal"]
-    assert data["extra"]["events"] == 12  # three cycles of four commands, an event each
+    assert data["extra"]["events"] == 3 * workload.EVENTS_PER_CYCLE  # three mixed cycles
     assert (data["eventsourcing"] is not None) == (durability == "full")
 
 
@@ -76,3 +77,26 @@ def test_growth_is_per_tenfold_of_history() -> None:
     history = _module("benchmarks.history")
     cells = {10: {"median": 1.0}, 100: {"median": 10.0}, 10_000: {"median": 10.0}}
     assert history.growth(cells) == pytest.approx([10.0, 1.0])
+
+
+def test_the_mixed_workload_writes_every_stream_kind(tmp_path: Path) -> None:
+    workload = _module("benchmarks.workload")
+    from tasktrail.domain import open_store
+
+    events = workload.build_store(tmp_path / "mixed.db", 2, per_batch=1)
+    assert events == 2 * workload.EVENTS_PER_CYCLE
+    with open_store(tmp_path / "mixed.db") as store:
+        kinds = {type(r.event).__name__ for r in store.read()}
+    for kind in ("WaitStarted", "TurnCompleted", "WakeupDispatched", "RunDone", "PassFinished"):
+        assert kind in kinds
+
+
+def test_spreads_print_and_a_quick_run_gives_no_verdict(tmp_path: Path) -> None:
+    report = _module("benchmarks.report")
+    pair = report.pair(100, [1.0, 2.0, 4.0], 200, [1.0, 1.0, 1.0])
+    assert pair.spread == (25.0, 100.0) and pair.ratio_spread == (0.125, 0.5)
+    figure = report.rate_figure("s", "m", 0.0, "ev/s", pair=pair, goal_ratio=0.5)
+    assert figure.met is False and figure.value == 50.0
+    assert "(0.12-0.50)" in report.format_table([figure])
+    report.without_verdicts([figure])
+    assert figure.met is None and "quick: no verdict" in report.format_table([figure])

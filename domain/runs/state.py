@@ -10,9 +10,10 @@ over, submits used up). :func:`evolve_run` folds a run's stream into a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from ..tasks.copies import replace  # a fold copies a frozen state per event: cheaply
 from ..tasks.evolve import InvalidTransition, evolves_stream
 from .events import (
     RUN_EVENT_TYPES,

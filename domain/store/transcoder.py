@@ -17,6 +17,7 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from ..errors import CorruptEvent, NewerEventVersion, UnknownEventTopic
 from ..tasks.events import EVENT_TYPES, TaskEvent, event_from_payload, event_payload
 from .aggregate import envelope
+from .wire import fast_decode
 
 Row = tuple[int, str, int, str, bytes]
 """A stored row: position, originator id, originator version, topic, state."""
@@ -54,6 +55,12 @@ def decode_event(
     """Rebuild the tasktrail event of one stored row; errors name the position."""
     # The columns' types are checked only where a row fails (a log is read an event at
     # a time): a topic not among ours, a state orjson cannot take, an id not text.
+    if originator_id.__class__ is str:
+        event = fast_decode(topic, originator_id, state)
+        if event is not None:
+            return event
+    # The checked path: an unknown topic, a column or field of the wrong type, an event
+    # an earlier version recorded (upcast here), or a class with no fast decoder.
     if topic not in EVENT_TYPES or originator_id.__class__ is not str:
         problem = row_problem(originator_id, 1, topic, state)
         if problem is not None:

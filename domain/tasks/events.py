@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
 from .fields import MAX_STREAM_BYTES, field_check, text_problem, value_problem
+from .fields import MAX_TIME_MS as MAX_TIME_MS  # the bound of every `at` (store/wire.py)
 
 Mode = Literal["run", "abort"]
 Policy = Literal["all", "failFast"]

@@ -8,11 +8,11 @@ that cannot follow the state it is applied to raises :class:`InvalidTransition`.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .copies import copier
 from .events import (
     OUTCOME_STATUSES,
     AbortMarked,
@@ -41,32 +41,7 @@ class InvalidTransition(ValueError):
 T = TypeVar("T")
 
 
-def fast_replace(cls: type[T]) -> Callable[..., T]:
-    """``dataclasses.replace`` for one frozen, slotted dataclass, at a third of its cost.
-
-    ``dataclasses.replace`` reads every field into a dict and calls the generated
-    ``__init__``, which sets each through ``object.__setattr__``; this copies each
-    slot with its own descriptor, then sets the changed ones. Like ``__init__``,
-    the copy is generated once per class (there is no ``__post_init__`` to call).
-    """
-    if hasattr(cls, "__post_init__") or not hasattr(cls, "__slots__"):
-        raise TypeError(f"{cls.__name__}: fast_replace needs slots and no __post_init__")
-    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-    namespace: dict[str, Any] = {"new_object": object.__new__, "cls": cls}
-    namespace["set_field"] = object.__setattr__
-    lines = ["def replace(state, /, **changes):", "    new = new_object(cls)"]
-    for name in names:
-        namespace[f"set_{name}"] = cls.__dict__[name].__set__
-        lines.append(f"    set_{name}(new, state.{name})")
-    lines += ["    for name, value in changes.items():", "        set_field(new, name, value)"]
-    lines.append("    return new")
-    exec("\n".join(lines), namespace)
-    copy: Callable[..., T] = namespace["replace"]
-    copy.__doc__ = f"A copy of a {cls.__name__} with ``changes``."
-    return copy
-
-
-_replace = fast_replace(TaskState)
+_replace = copier(TaskState)
 
 
 def _step(state: TaskState, event: TaskEvent, **changes: Any) -> TaskState:

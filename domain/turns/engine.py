@@ -2,9 +2,10 @@
 defer the tasks of projects under maintenance (deferred, never failed), then run the
 per-task pass of each other task in a worker thread, serialized per task (a lock per
 task, across passes too) and concurrent across tasks up to the bound (default 4, at
-most 32). The per-task pass is :mod:`.task_pass`; :class:`~.host.PassHost` states
-what a pass uses of the scheduler it runs for. Every decision is an event, each
-carrying the ``pass_id``.
+most 32); a pass with one task to work (or a bound of 1) works it in the calling
+thread, with no pool to start. The per-task pass is :mod:`.task_pass`;
+:class:`~.host.PassHost` states what a pass uses of the scheduler it runs for. Every
+decision is an event, each carrying the ``pass_id``.
 """
 
 from __future__ import annotations
@@ -72,17 +73,25 @@ def run_pass(
     if work:
         taken_over = frozenset(the_plan.retried) if the_plan.scope == "full" else frozenset()
         worker = TaskPass(host, settings, pass_id, runtime, report, taken_over)
-        with ThreadPoolExecutor(
-            max_workers=min(bound, len(work)), thread_name_prefix="tasktrail-pass"
-        ) as pool:
-            futures = {
-                task_id: pool.submit(
-                    worker.run, task_id, the_plan.roles[task_id], the_plan.task_keys[task_id]
+        if min(bound, len(work)) == 1:
+            # One at a time: here. Starting and joining a pool's thread cost more than a
+            # small task's pass (issue 15: 45% of a batched benchmark cycle).
+            for task_id in work:
+                report.outcomes[task_id] = worker.run(
+                    task_id, the_plan.roles[task_id], the_plan.task_keys[task_id]
                 )
-                for task_id in work
-            }
-            for task_id in work:  # merged in scope order
-                report.outcomes[task_id] = futures[task_id].result()
+        else:
+            with ThreadPoolExecutor(
+                max_workers=min(bound, len(work)), thread_name_prefix="tasktrail-pass"
+            ) as pool:
+                futures = {
+                    task_id: pool.submit(
+                        worker.run, task_id, the_plan.roles[task_id], the_plan.task_keys[task_id]
+                    )
+                    for task_id in work
+                }
+                for task_id in work:  # merged in scope order
+                    report.outcomes[task_id] = futures[task_id].result()
     if not host.closing:
         host._decide(finish_pass, pass_id, {t: report.outcomes.get(t, "skipped") for t in tasks})
     return report

@@ -7,9 +7,10 @@ Importing this module registers all of them.
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any
 
+from ..tasks.copies import replace  # a fold copies a frozen state per event: cheaply
 from ..tasks.events import TaskEvent
 from ..tasks.evolve import InvalidTransition, evolves, evolves_stream
 from ..tasks.state import TaskState

@@ -25,7 +25,8 @@ from .wakeups import WakeupDispatch, dispatch_wakeup, pending_wakeup, record_ste
 
 
 class TaskPass:
-    """The per-task pass, run in a worker thread under the task's lock."""
+    """The per-task pass, run in a worker thread (or the pass's own, for one task at a
+    time) under the task's lock."""
 
     def __init__(
         self,
