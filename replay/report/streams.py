@@ -23,10 +23,10 @@ from typing import Any, Protocol, cast
 
 import orjson
 
-from tasktrail.domain import Store, StoreError
+from tasktrail.domain import CorruptEvent, Store, StoreError
 from tasktrail.domain.runs.identity import RUN_STREAM_PREFIX
 from tasktrail.domain.store.store import Recorded
-from tasktrail.domain.store.transcoder import decode_event
+from tasktrail.domain.store.transcoder import decode_event, row_problem
 
 from ..log import LogReader
 
@@ -185,6 +185,9 @@ class StoreStreams:
                 some,
             )
             for position, originator_id, version, topic, state in rows:
+                problem = row_problem(originator_id, version, topic, state)
+                if problem is not None:  # a column of the wrong type: edited by hand
+                    raise CorruptEvent(position, problem)
                 event = decode_event(topic, str(originator_id), bytes(state), position)
                 found.append(Recorded(position, event, version))
         found.sort(key=lambda recorded: recorded.position)
@@ -265,6 +268,10 @@ def _quoted(name: str) -> str:
 
 
 def _payload(state: Any) -> dict[str, Any]:
+    if not isinstance(state, bytes | bytearray | memoryview | str):
+        return {}  # reading its stream in full raises CorruptEvent with its position
+    if isinstance(state, str):
+        state = state.encode("utf-8", "surrogateescape")
     try:
         payload = orjson.loads(bytes(state))
     except orjson.JSONDecodeError:
