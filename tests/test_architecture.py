@@ -100,3 +100,18 @@ def test_the_import_checker_sees_a_wrong_arrow(tmp_path: Path) -> None:
             test_imports_run_one_way(bad)
     finally:
         bad.unlink()
+
+
+def test_every_package_folder_is_installed() -> None:
+    """A room missing from pyproject's package list works in an editable install and
+    is missing from a wheel (``pip install .``): the README's first command fails."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    folders = {
+        "tasktrail." + dotted(p.parent / "__init__.py")
+        for folder in CODE
+        for p in (ROOT / folder).rglob("__init__.py")
+    }
+    assert folders - listed == set(), "add these to [tool.setuptools] packages"
