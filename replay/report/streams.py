@@ -188,7 +188,7 @@ class StoreStreams:
                 problem = row_problem(originator_id, version, topic, state)
                 if problem is not None:  # a column of the wrong type: edited by hand
                     raise CorruptEvent(position, problem)
-                event = decode_event(topic, str(originator_id), bytes(state), position)
+                event = decode_event(topic, originator_id, state, position)
                 found.append(Recorded(position, event, version))
         found.sort(key=lambda recorded: recorded.position)
         return found
