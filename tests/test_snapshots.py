@@ -11,6 +11,7 @@ another format or that differs from the fold is reported, never trusted.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import logging
 import tempfile
@@ -23,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tasktrail.domain import (
+    InvalidArgument,
     ManualClock,
     Registry,
     Scheduler,
@@ -314,3 +316,30 @@ def test_replay_until_starts_from_the_nearest_snapshot(
         end.snapshot == taken[-1] == head
         and end.summary() == replay(sqlite_url, snapshots=False).summary()
     )
+
+
+def test_a_snapshot_that_cannot_be_made_never_fails_a_command_or_close(
+    sqlite_url: str,
+    clock: ManualClock,
+    registry: Registry,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry, snapshot_every=2)
+    with pytest.raises(InvalidArgument, match="inside a batch"), s.batch():
+        s.submit("job", phase="a")
+        s.snapshot()
+
+    def broken(world: World) -> bytes:
+        raise TypeError("a world holds a thing")
+
+    module = importlib.import_module("tasktrail.domain.history.restore")
+    monkeypatch.setattr(module, "encode_world", broken)
+    with caplog.at_level(logging.WARNING, logger="tasktrail.snapshots"):
+        for _ in range(4):
+            s.submit("job", phase="a")  # a snapshot is due along the way
+        s.close()
+    assert "no snapshot taken" in caplog.text
+    with open_store(sqlite_url, read_only=True) as store:
+        assert SnapshotTable(store).positions() == []
+        assert store.head() == 4

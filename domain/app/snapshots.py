@@ -7,7 +7,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..errors import RuleViolation, StoreError
+from ..errors import InvalidArgument, StoreError
 from ..history import restore, stream_loader, take_snapshot
 from ..store.store import Store
 from ..world import World
@@ -35,7 +35,9 @@ class SnapshotCommands:
         """Save the world as of the store's head as a snapshot now; returns its position."""
         with self._lock:
             if self._batch is not None:
-                raise RuleViolation(2, "a snapshot cannot be taken inside a batch")
+                raise InvalidArgument(
+                    "a snapshot cannot be taken inside a batch: its events are not stored yet"
+                )
             self.refresh()
             take_snapshot(self.store, self.world, self.position)
             self.snapshot_at = self.position
@@ -72,3 +74,6 @@ class SnapshotCommands:
         except StoreError as error:
             log.warning("%s: no snapshot taken: %s", self.store.location, error)
             self.snapshot_at = self.position  # not again on every command
+        except Exception:  # a bug in the snapshot's making must not fail a command
+            log.exception("%s: no snapshot taken", self.store.location)
+            self.snapshot_at = self.position
