@@ -26,31 +26,29 @@ class SnapshotWatch:
         self.source = source
         self.problems: list[tuple[int, str]] = []
         self.checked = 0
+
+    def __call__(self, records: Iterator[Recorded], state: SchedulerState) -> Iterator[Recorded]:
+        # One read-only open of the store for the whole fold, not one per snapshot.
+        source = self.source
         store = source if isinstance(source, Store) else open_store(source, read_only=True)
         try:
-            self.positions = SnapshotTable(store).positions()
+            table = SnapshotTable(store)
+            pending = table.positions()
+            for recorded in records:
+                while pending and pending[0] < recorded.position:
+                    self._check(table, pending.pop(0), state)
+                yield recorded
+            for position in pending:
+                if position <= state.position:
+                    self._check(table, position, state)
+                else:
+                    self.problems.append((position, "it is past the log's end"))
         finally:
             if store is not source:
                 store.close()
 
-    def __call__(self, records: Iterator[Recorded], state: SchedulerState) -> Iterator[Recorded]:
-        pending = list(self.positions)
-        for recorded in records:
-            while pending and pending[0] < recorded.position:
-                self._check(pending.pop(0), state)
-            yield recorded
-        for position in pending:
-            if position <= state.position:
-                self._check(position, state)
-            else:
-                self.problems.append((position, "it is past the log's end"))
-
-    def _check(self, position: int, state: SchedulerState) -> None:
-        if isinstance(self.source, Store):
-            stored = SnapshotTable(self.source).at(position)
-        else:
-            with open_store(self.source, read_only=True) as opened:
-                stored = SnapshotTable(opened).at(position)
+    def _check(self, table: SnapshotTable, position: int, state: SchedulerState) -> None:
+        stored = table.at(position)
         if stored is None:
             return
         self.checked += 1

@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ..history import stream_loader
 from ..tasks.events import TaskEvent
-from ..tasks.evolve import evolve
 from ..tasks.live_index import LIVE_ORDER, TASK_SEQ
 from ..tasks.state import TaskState
 from ..world import INDEXERS, RESTORABLE, World
@@ -161,14 +161,12 @@ class BatchCommands:
         if not all(indexer in RESTORABLE for indexer in INDEXERS):
             return False
         last = {event.task_id: event for event in events}
+        # Each task as stored, as of this scheduler's position: the world's own loader.
+        loader = stream_loader(self.store, lambda: self.position)
         stored: dict[str, TaskState | None] = {}
         for task_id in last:
-            state: TaskState | None = None
-            for recorded in self.store.stream_records(task_id):
-                if recorded.position > self.position:
-                    break
-                state = evolve(state, recorded.event)
-            stored[task_id] = state
+            loaded = loader(task_id, True, None)
+            stored[task_id] = loaded[0] if loaded is not None else None
         for task_id, state in stored.items():
             self.world.restore_task(task_id, state, last[task_id])
         self.world.folded -= len(events)  # folded into the world, never into the store

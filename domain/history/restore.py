@@ -111,12 +111,14 @@ def _start(store: Store, until: int | None) -> Restored:
         except SnapshotUnreadable as error:
             problems.append(f"snapshot at position {position} is unreadable: {error}")
             continue
-        for problem in problems:
-            log.warning("%s: %s; ignored", store.location, problem)
-        return Restored(world, position, snapshot=position, problems=problems)
-    for problem in problems:
+        return _reported(Restored(world, position, snapshot=position, problems=problems), store)
+    return _reported(Restored(World(), 0, problems=problems), store)
+
+
+def _reported(restored: Restored, store: Store) -> Restored:
+    for problem in restored.problems:
         log.warning("%s: %s; ignored", store.location, problem)
-    return Restored(World(), 0, problems=problems)
+    return restored
 
 
 def take_snapshot(store: Store, world: World, position: int) -> None:

@@ -114,21 +114,6 @@ class SnapshotTable:
                 (position, FORMAT, time.time() * 1000.0, body),
             )
 
-    def latest(self, at_most: int | None = None) -> StoredSnapshot | None:
-        """The latest snapshot at or before position ``at_most`` (any, if ``None``)."""
-        if not self._exists():
-            return None
-        m = self._mark
-        where, args = ("", ()) if at_most is None else (f"WHERE position <= {m}", (at_most,))
-        with self._cursor(commit=False) as cursor:
-            cursor.execute(
-                f"SELECT position, format, written_at, body FROM {self._table} {where} "
-                "ORDER BY position DESC LIMIT 1",
-                args,
-            )
-            row = cursor.fetchone()
-        return _snapshot(row) if row is not None else None
-
     def positions(self) -> list[int]:
         """The positions of every snapshot kept, oldest first."""
         if not self._exists():
