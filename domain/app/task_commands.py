@@ -18,6 +18,7 @@ from ..tasks.events import Mode, OutcomeStatus, Policy
 from ..tasks.invocation import _MISSING, Invocation
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
+from ..world import World
 
 T = TypeVar("T")
 
@@ -32,6 +33,7 @@ class TaskCommands:
 
     if TYPE_CHECKING:
         worker: str
+        world: World
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
@@ -75,7 +77,13 @@ class TaskCommands:
                     "no registered definition names a first phase"
                 )
             phase = next(iter(definition.phases))
-        task_id = id if id is not None else uuid.uuid4().hex
+        if id is None:
+            task_id = uuid.uuid4().hex
+            # 122 random bits name no stored task: no read asks the store whether one
+            # was dropped from memory (the store's unique key would still refuse it).
+            self.world.unknown.add(task_id)
+        else:
+            task_id = id
         if trace is None:  # submitted while a span is current: keep its carrier
             trace = telemetry.current_carrier()
         self._decide(
