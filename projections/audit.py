@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -36,14 +38,7 @@ _COMMON = {"at", "rule", "task_id"}
 
 def command_of(event: TaskEvent) -> str:
     """The command (or the scheduler's own step) that recorded ``event``."""
-    kind = _kind(type(event))
-    if kind.declared is not None:
-        return kind.declared
-    if event.rule in _BY_RULE and not kind.recovery:
-        return _BY_RULE[event.rule]
-    if kind.ending and getattr(event, "reason", None) in _FAULT_REASONS:
-        return "run_pass"
-    return kind.command
+    return _kind(type(event)).command_of(event)
 
 
 def is_refusal(event: TaskEvent) -> bool:
@@ -54,7 +49,16 @@ def is_refusal(event: TaskEvent) -> bool:
 class _Kind:
     """What the audit needs of an event class, worked out once per class."""
 
-    __slots__ = ("command", "declared", "detail", "ending", "recovery", "refused")
+    __slots__ = (
+        "command",
+        "declared",
+        "detail",
+        "detail_of",
+        "ending",
+        "name",
+        "recovery",
+        "refused",
+    )
 
     def __init__(self, cls: type[TaskEvent]) -> None:
         name = cls.__name__
@@ -63,8 +67,17 @@ class _Kind:
         self.recovery = name == "TaskRecovered"
         self.ending = name == "TaskEnded"
         self.refused = bool(getattr(cls, "refusal", False)) or name.endswith("Refused")
+        self.name = name
         self.detail = tuple(f.name for f in dataclasses.fields(cls) if f.name not in _COMMON)
         """The fields the row's ``detail`` holds, in the order the stored payload has them."""
+        # One C call reads them all (a tuple even for one field).
+        self.detail_of: Callable[[Any], tuple[Any, ...]] | None = (
+            None
+            if not self.detail
+            else operator.attrgetter(*self.detail)
+            if len(self.detail) > 1
+            else lambda event, _get=operator.attrgetter(self.detail[0]): (_get(event),)
+        )
         if name in _COMMANDS:
             self.command = _COMMANDS[name]
         else:
@@ -75,6 +88,16 @@ class _Kind:
                 if len(words) >= 2
                 else name.lower()
             )
+
+    def command_of(self, event: TaskEvent) -> str:
+        """:func:`command_of` for an event of this class."""
+        if self.declared is not None:
+            return self.declared
+        if event.rule in _BY_RULE and not self.recovery:
+            return _BY_RULE[event.rule]
+        if self.ending and getattr(event, "reason", None) in _FAULT_REASONS:
+            return "run_pass"
+        return self.command
 
 
 _KINDS: dict[type[TaskEvent], _Kind] = {}
@@ -137,22 +160,26 @@ class AuditTrail(Projection):
         else:
             status_before = before.status if before is not None else None
             status_after = after.status
-        kind = _kind(type(event))
-        detail = {name: getattr(event, name) for name in kind.detail}
-        changes.upsert(
-            "audit",
-            position,
-            {
-                "position": position,
-                "at": event.at,
-                "task_id": event.task_id,
-                "stream_id": event.stream_id(),
-                "event_type": type(event).__name__,
-                "status_before": status_before,
-                "status_after": status_after,
-                "command": command_of(event),
-                "rule": event.rule,
-                "refused": int(kind.refused),
-                "detail": orjson.dumps(detail).decode() if detail else None,
-            },
-        )
+        kind = _KINDS.get(type(event)) or _kind(type(event))
+        detail_of = kind.detail_of
+        # A row per position, never deleted: straight into the batch's rows.
+        rows = changes.upserts.get("audit")
+        if rows is None:
+            rows = changes.upserts["audit"] = {}
+        rows[position] = {
+            "position": position,
+            "at": event.at,
+            "task_id": event.task_id,
+            "stream_id": event.stream_id(),
+            "event_type": kind.name,
+            "status_before": status_before,
+            "status_after": status_after,
+            "command": kind.command_of(event),
+            "rule": event.rule,
+            "refused": int(kind.refused),
+            "detail": (
+                orjson.dumps(dict(zip(kind.detail, detail_of(event), strict=True))).decode()
+                if detail_of is not None
+                else None
+            ),
+        }
