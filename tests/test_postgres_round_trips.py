@@ -100,3 +100,51 @@ def test_the_benchmark_runs_and_counts(postgres_url: str) -> None:
     assert 1 <= figures["round_trips_tasktrail"] <= GENERATED_ID_ROUND_TRIPS
     assert 1 <= figures["round_trips_chosen_ids"] <= SUBMIT_ROUND_TRIPS
     assert figures["round_trips_raw"] >= 1
+
+
+def _refusals_hold(store: object, scheduler: Scheduler) -> None:
+    """A taken version, a read guard and the time guard each refuse an append whole."""
+    from tasktrail.domain import ClockConflict
+
+    scheduler.submit("job", phase="start", id="t")
+    scheduler.submit("job", phase="start", id="u")
+    first = store.stream("t")[0]  # type: ignore[attr-defined]
+    with pytest.raises(ConflictError):
+        store.append([first], [1])  # type: ignore[attr-defined]
+    with pytest.raises(ConflictError):
+        store.append(  # type: ignore[attr-defined]
+            [dataclasses.replace(first, task_id="v")], [1], guards={"u": 0}
+        )
+    with pytest.raises(ClockConflict):
+        store.append(  # type: ignore[attr-defined]
+            [dataclasses.replace(first, task_id="w", at=first.at - 1_000)], [1]
+        )
+    assert store.stream("v") == [] and store.stream("w") == []  # type: ignore[attr-defined]
+    assert [e.task_id for e in store.stream("t")] == ["t"]  # type: ignore[attr-defined]
+
+
+def test_an_append_is_one_call_of_the_store_function(postgres_url: str) -> None:
+    with open_store(postgres_url) as store:
+        recorder = store.app.recorder
+
+        def no_pipeline(*args: object) -> None:
+            raise AssertionError("appended through the pipeline, not the function")
+
+        recorder._insert_in_pipeline = no_pipeline
+        scheduler = Scheduler(store, worker="a", clock=ManualClock(1_000_000))
+        _refusals_hold(store, scheduler)
+        assert recorder._has_function
+        scheduler.close()
+
+
+def test_a_store_without_the_function_appends_through_the_pipeline(postgres_url: str) -> None:
+    """Tables an earlier release made, opened by a writer that created nothing."""
+    with open_store(postgres_url) as store:
+        recorder = store.app.recorder
+        with recorder.datastore.get_connection() as conn:
+            schema = recorder.datastore.schema
+            conn.execute(f'DROP FUNCTION "{schema}"."{recorder.append_function}"')
+        scheduler = Scheduler(store, worker="a", clock=ManualClock(1_000_000))
+        _refusals_hold(store, scheduler)
+        assert not recorder._has_function
+        scheduler.close()

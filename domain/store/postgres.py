@@ -10,9 +10,10 @@ from typing import Any
 
 import psycopg
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
 from psycopg.pq import TransactionStatus
+from psycopg.sql import SQL, Composed, Identifier, Literal
 
 from .guards import STAMPED_LATER, guard_sql
 
@@ -33,10 +34,66 @@ def stamped_later_guard_sql(table: str) -> str:
 
 
 class GuardedPostgresRecorder(PostgresApplicationRecorder):
-    """Appends in one round trip to the server: the transaction, eventsourcing's
-    EXCLUSIVE table lock, the time guard, the INSERT, a decision's read guards and the
-    COMMIT go out as one pipeline with one sync (eventsourcing's own recorder waits for
-    the server four to five times an append)."""
+    """Appends in one round trip to the server and one statement: a function
+    (:meth:`append_function_sql`, created with the table) takes eventsourcing's
+    EXCLUSIVE table lock, notifies, runs the time guard, inserts and runs a decision's
+    read guards, in the statement's own transaction. A store whose function is missing
+    (its tables made by an earlier release and opened without creating any) appends
+    through one pipeline of the same statements instead: one round trip too, but
+    seven statements' work in the driver (about 0.4 ms of client CPU an append,
+    against 0.1)."""
+
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name=events_table_name)
+        self.append_function = f"{events_table_name}_tasktrail_append"
+        self.check_identifier_length(self.append_function)
+        self.sql_create_statements.append(self.append_function_sql())
+        self._call_append = SQL("SELECT * FROM {schema}.{function}(%s, %s, %s, %s)").format(
+            schema=Identifier(self.datastore.schema), function=Identifier(self.append_function)
+        )
+        self._has_function = True
+
+    def append_function_sql(self) -> Composed:
+        """``CREATE OR REPLACE FUNCTION``: an append as one statement (see the class)."""
+        schema = Identifier(self.datastore.schema)
+        table = Identifier(self.events_table_name)
+        columns = SQL("originator_id, originator_version, topic, state")
+        return SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.{function}("
+            "events {schema}.{event}[], earliest float8, "
+            "guard_ids {id_type}[], guard_versions bigint[]) "
+            "RETURNS SETOF bigint LANGUAGE plpgsql AS $BODY$ "
+            "DECLARE last_at float8; "
+            "BEGIN "
+            "SET LOCAL lock_timeout = {lock_timeout}; "
+            "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
+            "NOTIFY {channel}; "
+            # Under the lock, before the INSERT: the last row is the one just before it.
+            "IF earliest IS NOT NULL THEN "
+            "SELECT substring(encode(state, 'escape') from {at_pattern})::float8 "
+            "INTO last_at FROM {schema}.{table} ORDER BY notification_id DESC LIMIT 1; "
+            "IF last_at > earliest THEN RAISE EXCEPTION '%', {stamped_later}; END IF; "
+            "END IF; "
+            "RETURN QUERY INSERT INTO {schema}.{table} ({columns}) "
+            "SELECT {columns} FROM unnest(events) RETURNING notification_id; "
+            # The read guards (guards.guard_sql): a moved stream breaks the key.
+            "INSERT INTO {schema}.{table} ({columns}) SELECT {t_columns} "
+            "FROM {schema}.{table} t JOIN unnest(guard_ids, guard_versions) AS g(id, v) "
+            "ON t.originator_id = g.id AND t.originator_version = g.v; "
+            "END; $BODY$"
+        ).format(
+            schema=schema,
+            function=Identifier(self.append_function),
+            event=Identifier(self.stored_event_type_name),
+            id_type=Identifier(self.datastore.originator_id_type),
+            lock_timeout=Literal(f"{self.datastore.lock_timeout}s"),
+            table=table,
+            channel=Identifier(self.channel_name),
+            at_pattern=Literal(AT_PATTERN),
+            stamped_later=Literal(STAMPED_LATER),
+            columns=columns,
+            t_columns=SQL("t.originator_id, t.originator_version, t.topic, t.state"),
+        )
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(
@@ -48,9 +105,25 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
             self.construct_pg_stored_event(e.originator_id, e.originator_version, e.topic, e.state)
             for e in stored_events
         ]
-        table = self._table
         earliest = kwargs.get("earliest_at")
         guards = kwargs.get("guards") or {}
+        if self._has_function:
+            with self.datastore.get_connection() as conn, conn.cursor() as curs:
+                try:
+                    curs.execute(
+                        self._call_append,
+                        (rows, earliest, list(guards), [v + 1 for v in guards.values()]),
+                        prepare=True,
+                    )
+                    return [row[self.append_function] for row in curs.fetchall()]
+                except psycopg.errors.UndefinedFunction:
+                    self._has_function = False  # an earlier release's tables, not created here
+        return self._insert_in_pipeline(rows, earliest, guards)
+
+    def _insert_in_pipeline(
+        self, rows: list[Any], earliest: float | None, guards: dict[str, int]
+    ) -> list[int]:
+        table = self._table
         with self.datastore.get_connection() as conn:
             try:
                 with conn.cursor() as curs, conn.cursor() as inserted:
