@@ -3,12 +3,15 @@
 * A refresh of a SQLite store reads nothing while no other connection committed since
   it last read to the end of the log (``data_version``): every read still returns
   exactly the rows a fresh ``SELECT`` returns, whoever appended them.
+* A controller pass's new stream (a random id) is not looked up in the store.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+
+import pytest
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition
 from tasktrail.domain.store.store import Store
@@ -67,3 +70,49 @@ def test_every_read_returns_what_a_fresh_select_does(tmp_path: Path) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_a_pass_does_not_look_its_new_stream_up(tmp_path: Path) -> None:
+    scheduler = Scheduler.open(tmp_path / "pass.db", clock=ManualClock(0), registry=_registry())
+    try:
+        looked: list[str] = []
+        loader = scheduler.world.loader
+        assert loader is not None
+
+        def spy(stream_id: str, task_stream: bool, until: int | None) -> object:
+            looked.append(stream_id)
+            return loader(stream_id, task_stream, until)
+
+        scheduler.world.loader = spy  # type: ignore[assignment]
+        report = scheduler.controller_pass()
+        assert not [s for s in looked if s.startswith("pass:")]
+        assert scheduler.world.stream(f"pass:{report.pass_id}") is not None
+        assert [e.pass_id for e in scheduler.store.stream(f"pass:{report.pass_id}")] == [
+            report.pass_id,
+            report.pass_id,
+        ]
+    finally:
+        scheduler.close()
+
+
+def test_no_global_provider_is_what_opentelemetry_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry import metrics, trace
+
+    from tasktrail.domain.telemetry import live
+
+    def agrees() -> None:  # "no provider" only where the getters give none (else: ask them)
+        assert live._no_global(0) <= isinstance(trace.get_tracer_provider(), live._NO_TRACER)
+        assert live._no_global(1) <= isinstance(metrics.get_meter_provider(), live._NO_METER)
+
+    assert live._no_global(0) and live._no_global(1)  # the test run configures none
+    agrees()
+    for name in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER"):
+        with monkeypatch.context() as patch:
+            patch.setenv(name, "named")  # the getters would load it: not "no provider"
+            which = 0 if "TRACER" in name else 1
+            assert not live._no_global(which) and live._no_global(1 - which)
+    provider = object()  # a provider of the application's
+    with monkeypatch.context() as patch:
+        patch.setattr(trace, "_TRACER_PROVIDER", provider)  # as set_tracer_provider does
+        assert not live._no_global(0)
+        agrees()
