@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition
-from tasktrail.domain.store.store import Store
+from tasktrail.domain.store.store import Store, open_store
 
 
 def _registry() -> Registry:
@@ -116,3 +116,31 @@ def test_no_global_provider_is_what_opentelemetry_says(monkeypatch: pytest.Monke
         patch.setattr(trace, "_TRACER_PROVIDER", provider)  # as set_tracer_provider does
         assert not live._no_global(0)
         agrees()
+
+
+def test_every_demo_event_encodes_to_the_bytes_of_its_fields(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    import orjson
+
+    from tasktrail.domain.demo.workload import run_demo
+    from tasktrail.domain.store.transcoder import _checked_encode, encode_event
+    from tasktrail.domain.tasks.events import TaskSubmitted
+
+    path = tmp_path / "demo.db"
+    run_demo(path, 30, log=lambda line: None)
+    when = datetime(2026, 1, 5, tzinfo=UTC)
+    with open_store(path, read_only=True) as store:
+        events = [recorded.event for recorded in store.read()]
+    assert len({type(e) for e in events}) > 10
+    for event in events:
+        assert encode_event(event, when) == _checked_encode(event, when)
+        assert orjson.loads(encode_event(event, when))["timestamp"] == when.isoformat()
+    # A class given another version records it, as the general encoder does.
+    submitted = next(e for e in events if type(e) is TaskSubmitted)
+    for version in (1, 7):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(TaskSubmitted, "class_version", version)
+            encoded = encode_event(submitted, when)
+            assert encoded == _checked_encode(submitted, when)
+            assert orjson.loads(encoded).get("class_version") == (version if version > 1 else None)

@@ -196,7 +196,12 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         params = [
-            (_text_id(s.originator_id), s.originator_version, s.topic, s.state)
+            (
+                s.originator_id if s.originator_id.__class__ is str else _text_id(s.originator_id),
+                s.originator_version,
+                s.topic,
+                s.state,
+            )
             for s in stored_events
         ]
         if len(params) == 1:
