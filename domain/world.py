@@ -312,8 +312,14 @@ class Draft:
 
     def guards(self) -> dict[str, int]:
         """The tasks this decision read but does not write, with the versions it read."""
-        written = {event.stream_id() for event in self.events}
-        return {task_id: v for task_id, v in self.read.items() if task_id not in written}
+        # What it writes is what it changed: emit keys a task's state by the event's
+        # stream id, emit_stream a stream's.
+        changed, streams = self.changed, self.changed_streams
+        return {
+            task_id: v
+            for task_id, v in self.read.items()
+            if task_id not in changed and task_id not in streams
+        }
 
     def get_stream(self, stream_id: str) -> Any:
         """A non-task stream's state as this decision sees it so far (``None`` if new)."""

@@ -7,23 +7,22 @@ refused command raises and appends nothing; a command that lost a race with
 another writer raises :class:`~.errors.ConflictError`, appends nothing, and
 leaves the scheduler refreshed so that deciding again sees the winner's events.
 
-This module holds opening (with recovery), closing, the reads and the decision
-cycle; the commands are mixed in: :mod:`.task_commands`, :mod:`.phases`
-(``run_pass``), :mod:`.batch`, :mod:`.turn_commands` and :mod:`.run_commands`.
+This module holds opening (with recovery), closing and the reads; the decision
+cycle (:mod:`.decision`) and the commands are mixed in: :mod:`.task_commands`,
+:mod:`.phases` (``run_pass``), :mod:`.batch`, :mod:`.turn_commands` and
+:mod:`.run_commands`.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..clock import Clock, system_clock
 from ..errors import (
-    ClockConflict,
     ConflictError,
-    RuleViolation,
     UnknownTask,
 )
 from ..history import DEFAULT_EVERY, stream_loader
@@ -36,8 +35,9 @@ from ..tasks.invocation import Invocation
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
-from .arguments import check_open_arguments, checked_reading
+from .arguments import check_open_arguments
 from .batch import BatchCommands
+from .decision import DecisionCycle
 from .fleet import DEFAULT_LEASE_MS, FleetCommands, lease_ms, worker_name
 from .phases import PhaseCommands
 from .run_commands import RunCommands
@@ -47,11 +47,10 @@ from .turn_commands import TurnCommands
 
 T = TypeVar("T")
 DEFAULT_RESTART_LIMIT = 3
-CLOCK_RETRIES = 10
-"""How often a command whose only conflict was its time is decided again."""
 
 
 class Scheduler(
+    DecisionCycle,
     TaskCommands,
     PhaseCommands,
     BatchCommands,
@@ -303,19 +302,7 @@ class Scheduler(
                     raise
         raise AssertionError("unreachable")
 
-    # ─── the decision cycle ─────────────────────────────────────────────────
-
-    def _reading(self) -> float:
-        """The clock's reading, checked (:func:`.arguments.checked_reading`)."""
-        return checked_reading(self.clock())
-
-    def _context(self) -> decide.Context:
-        # Decision times never run backwards within a store: a reading behind the
-        # latest time the store holds is moved up to it (Store.stamp counts it).
-        now = self.store.stamp(self._reading())
-        return decide.Context(
-            now=now, restart_limit=self.restart_limit, closing=self.closing, worker=self.worker
-        )
+    # ─── what the commands ask of the world ─────────────────────────────────
 
     def _readiness(self, draft: Draft, ctx: decide.Context, task: TaskState) -> str:
         if task.status == "running" and task.id in self._invocations:
@@ -326,75 +313,3 @@ class Scheduler(
         """Whether the task is running here (not in another worker of the fleet)."""
         task = self.world.get(task_id)
         return task is not None and task.status == "running" and task.worker in (None, self.worker)
-
-    def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        with self._lock, self.store.turn(self._batch is None):
-            if self._closed:
-                raise RuleViolation(2, "the scheduler is closed; open the store again")
-            if self._batch is None:
-                # Decide on the store's current state: fold what other writers appended.
-                self.refresh()
-                self._renew_lease()
-            if self._batch is None:
-                self._snapshot_due()
-            for attempt in range(CLOCK_RETRIES):
-                try:
-                    return self._decide_once(fn, *args, **kwargs)
-                except UnknownTask:
-                    # Another writer may have submitted it since we last read.
-                    if self.refresh() == 0:
-                        raise
-                    return self._decide_once(fn, *args, **kwargs)
-                except ClockConflict:
-                    # Only the time lost a race (another writer's clock is ahead): the
-                    # store is folded in by now, so decide again, stamped no earlier.
-                    if attempt == CLOCK_RETRIES - 1 or self._batch is not None:
-                        raise
-            raise AssertionError("unreachable")
-
-    def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        draft = Draft(self.world)
-        result = fn(draft, self._context(), *args, **kwargs)
-        self._commit(draft.events, draft.states, draft.guards() if draft.events else None)
-        return result
-
-    def _commit(
-        self,
-        events: list[TaskEvent],
-        states: Sequence[Any] | None = None,
-        guards: dict[str, int] | None = None,
-    ) -> None:
-        """Append ``events`` (in a :meth:`batch`: queue them), then fold them into the
-        world; ``states`` are the draft's states after each, folded already;
-        ``guards`` the tasks the decision read, at the versions it read them."""
-        if not events:
-            return
-        versions = []
-        next_version: dict[str, int] = {}
-        for event in events:
-            stream_id = event.stream_id()
-            current = next_version.get(stream_id)
-            if current is None:
-                # The draft read every stream it writes (a dropped one is held again by then).
-                current = self.world.held_version(stream_id, type(event).task_stream)
-            next_version[stream_id] = current + 1
-            versions.append(current + 1)
-        batch = self._batch
-        if batch is not None:
-            batch.add(events, versions, guards)  # appended when the batch exits
-        else:
-            try:
-                positions = self.store.append(events, versions, guards=guards)
-            except ConflictError:
-                self.conflicts += 1
-                self.refresh()
-                raise
-        telemetry.committed(self, events, versions)  # never raises
-        for n, event in enumerate(events):
-            self.world.apply(event, states[n] if states is not None else None)
-        if batch is not None:
-            return
-        self.events_written += len(events)
-        # Contiguous positions right after ours mean no other writer came between.
-        if positions[0] == self.position + 1 and positions[-1] == self.position + len(positions):
-            self.position = positions[-1]

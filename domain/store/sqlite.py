@@ -15,7 +15,18 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, InterfaceError, StoredEvent
+from eventsourcing.persistence import (
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    PersistenceError,
+    ProgrammingError,
+    StoredEvent,
+)
 from eventsourcing.sqlite import (
     SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteApplicationRecorder,
@@ -150,11 +161,47 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     unique-key violation, raised and rolled back by eventsourcing's transaction.
     """
 
+    @property
+    def _one(self) -> _OneConnectionDatastore:
+        datastore = self.datastore
+        assert isinstance(datastore, _OneConnectionDatastore)
+        return datastore
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """eventsourcing's transaction (BEGIN; the rows; COMMIT, or ROLLBACK and its
+        errors), run straight on the store's one connection: no wrapper objects."""
+        datastore = self._one
+        with datastore._lock:
+            connection = datastore._connection or datastore._connect()
+            conn = connection._sqlite_conn
+            cursor = conn.cursor()
+            try:
+                cursor.execute("BEGIN")  # as eventsourcing's: an error here is not mapped
+                try:
+                    try:
+                        positions = self._insert_events(cursor, stored_events, **kwargs)
+                    except BaseException:
+                        conn.rollback()
+                        raise
+                    conn.commit()
+                except sqlite3.Error as error:
+                    raise _persistence_error(error) from error
+            finally:
+                cursor.close()
+            return positions
+
     def _insert_events(
         self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         params = [
-            (_text_id(s.originator_id), s.originator_version, s.topic, s.state)
+            (
+                s.originator_id if s.originator_id.__class__ is str else _text_id(s.originator_id),
+                s.originator_version,
+                s.topic,
+                s.state,
+            )
             for s in stored_events
         ]
         if len(params) == 1:
@@ -175,6 +222,10 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         )
         if later is not None:  # raised inside the transaction: it rolls back
             raise IntegrityError(f"{STAMPED_LATER} (at {later})")
+        head = self._head
+        if head is not None:
+            # Under the write lock no row is past ours (rolled back: fewer rows still).
+            self._head = (head[0], head[1], max(head[2], positions[-1]))
         return positions
 
     @property
@@ -187,31 +238,71 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
 
     def select_stream_rows(self, stream_id: str) -> list[tuple[int, int, str, bytes]]:
         """One stream's rows, by version: ``(position, version, topic, state)``."""
-        with self.datastore.transaction(commit=False) as c:
-            cursor = c.sqlite_cursor
-            cursor.row_factory = None
-            cursor.execute(
-                f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
-                "WHERE originator_id = ? ORDER BY originator_version",
-                (stream_id,),
-            )
-            rows: list[tuple[int, int, str, bytes]] = cursor.fetchall()
-            return rows
+        rows: list[tuple[int, int, str, bytes]] = self._select(
+            f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
+            "WHERE originator_id = ? ORDER BY originator_version",
+            (stream_id,),
+        )
+        return rows
 
     def select_rows(self, start: int, limit: int, stop: int | None = None) -> list[Row]:
         """Rows from position ``start`` (up to ``stop``) as plain tuples ``(position,
-        originator_id, originator_version, topic, state)``: no ``Notification`` objects."""
-        statement = self.select_rows_statement
-        params: tuple[int, ...] = (start, limit)
-        if stop is not None:
-            statement = self.select_rows_until_statement
-            params = (start, stop, limit)
-        with self.datastore.transaction(commit=False) as c:
-            cursor = c.sqlite_cursor
-            cursor.row_factory = None
-            cursor.execute(statement, params)
-            rows: list[Row] = cursor.fetchall()
+        originator_id, originator_version, topic, state)``: no ``Notification`` objects.
+
+        Reading to the end of the log (no ``stop``) from past the last row this
+        connection knows of reads nothing when no other connection committed since it
+        learned that (SQLite's ``data_version``; this connection's own appends move the
+        known head): a command's refresh then costs one pragma."""
+        datastore = self._one
+        with datastore._lock:
+            connection = datastore._connection or datastore._connect()
+            version: int | None = None
+            if stop is None:
+                version = self._data_version(connection)
+                head = self._head
+                if (
+                    head is not None
+                    and head[0] is connection
+                    and head[1] == version
+                    and start > head[2]
+                ):
+                    return []
+                statement, params = self.select_rows_statement, [start, limit]
+            else:
+                statement, params = self.select_rows_until_statement, [start, stop, limit]
+            rows: list[Row] = self._select(statement, params)
+            if version is not None and len(rows) < limit:
+                # Every row committed at ``version`` was seen: none is past this one.
+                self._head = (connection, version, rows[-1][0] if rows else start - 1)
             return rows
+
+    _head: tuple[Any, int, int] | None = None
+    """``(connection, data_version, position)``: as of that data version of that
+    connection (and its own appends since), the log holds no row past ``position``."""
+
+    def _data_version(self, connection: Any) -> int:
+        try:
+            version: int = connection._sqlite_conn.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error as error:
+            raise _persistence_error(error) from error
+        return version
+
+    def _select(self, statement: str, params: Sequence[Any]) -> Any:
+        """One SELECT on the store's connection, under its lock, in autocommit: a single
+        statement reads one consistent snapshot, so no BEGIN/ROLLBACK around it. Errors
+        are eventsourcing's, as its transaction raises them."""
+        datastore = self._one
+        with datastore._lock:
+            connection = datastore._connection or datastore._connect()
+            cursor = connection._sqlite_conn.cursor()
+            cursor.row_factory = None
+            try:
+                cursor.execute(statement, params)
+                return cursor.fetchall()
+            except sqlite3.Error as error:
+                raise _persistence_error(error) from error
+            finally:
+                cursor.close()
 
     @property
     def select_rows_statement(self) -> str:
@@ -226,6 +317,26 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             f"SELECT rowid, originator_id, originator_version, topic, state "
             f"FROM {self.events_table_name} WHERE rowid>=? AND rowid<=? ORDER BY rowid LIMIT ?"
         )
+
+
+_ERRORS: tuple[tuple[type[sqlite3.Error], type[PersistenceError]], ...] = (
+    (sqlite3.InterfaceError, InterfaceError),
+    (sqlite3.DataError, DataError),
+    (sqlite3.OperationalError, OperationalError),
+    (sqlite3.IntegrityError, IntegrityError),
+    (sqlite3.InternalError, InternalError),
+    (sqlite3.ProgrammingError, ProgrammingError),
+    (sqlite3.NotSupportedError, NotSupportedError),
+    (sqlite3.DatabaseError, DatabaseError),
+)
+
+
+def _persistence_error(error: sqlite3.Error) -> PersistenceError:
+    """The eventsourcing error its SQLite transaction raises for ``error``."""
+    for raw, ours in _ERRORS:
+        if isinstance(error, raw):
+            return ours(error)
+    return PersistenceError(error)
 
 
 def _text_id(originator_id: Any) -> Any:

@@ -8,14 +8,22 @@ name the row's position); nothing here touches a database.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from keyword import iskeyword
 from typing import Any
 
 import orjson
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 
 from ..errors import CorruptEvent, NewerEventVersion, UnknownEventTopic
-from ..tasks.events import EVENT_TYPES, TaskEvent, event_from_payload, event_payload
+from ..tasks.events import (
+    _PAYLOAD_FIELDS,
+    EVENT_TYPES,
+    TaskEvent,
+    event_from_payload,
+    event_payload,
+)
 from .aggregate import envelope
 from .wire import fast_decode
 
@@ -109,11 +117,45 @@ def decode_payload(
 
 def encode_event(event: TaskEvent, timestamp: datetime) -> bytes:
     """The stored bytes of one event: its fields, the recording time, its class version."""
+    cls = event.__class__
+    made = _ENCODERS.get(cls)
+    if made is None or made[0] is not _PAYLOAD_FIELDS.get(cls):
+        made = _ENCODERS[cls] = (_PAYLOAD_FIELDS.get(cls), _encoder(cls))
+    return made[1](event, timestamp)
+
+
+def _checked_encode(event: TaskEvent, timestamp: datetime) -> bytes:
     payload = event_payload(event)
     payload["timestamp"] = timestamp
     if type(event).class_version > 1:
         payload["class_version"] = type(event).class_version
     return orjson.dumps(payload)
+
+
+_ENCODERS: dict[type, tuple[Any, Callable[[TaskEvent, datetime], bytes]]] = {}
+"""Each event class's encoder, with the field list it was generated from."""
+
+
+def _encoder(cls: type) -> Callable[[TaskEvent, datetime], bytes]:
+    """:func:`_checked_encode` for one class, generated: the same dict, key for key in
+    the same order (so the same bytes), built as one literal. A class that is not
+    registered, or whose field names are not plain names, keeps the general one."""
+    fields = _PAYLOAD_FIELDS.get(cls)
+    if fields is None or not all(n.isidentifier() and not iskeyword(n) for n in fields):
+        return _checked_encode
+    items = "".join(f"{name!r}: event.{name}, " for name in fields)
+    source = (
+        "def encode(event, timestamp):\n"
+        f"    payload = {{{items}'timestamp': timestamp}}\n"
+        "    version = cls.class_version\n"  # read each time: a class may be given another
+        "    if version > 1:\n"
+        "        payload['class_version'] = version\n"
+        "    return dumps(payload)\n"
+    )
+    namespace: dict[str, Any] = {"cls": cls, "dumps": orjson.dumps}
+    exec(source, namespace)
+    encode: Callable[[TaskEvent, datetime], bytes] = namespace["encode"]
+    return encode
 
 
 class TaskMapper(Mapper[str]):

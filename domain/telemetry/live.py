@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -108,6 +109,37 @@ def _no_meter_types() -> tuple[type, ...]:
 
 _NO_TRACER = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 _NO_METER = _no_meter_types()
+_ENVIRON: Any = getattr(os.environ, "_data", None)
+"""CPython's store behind ``os.environ`` (``None``: not this layout, ask the getters)."""
+
+
+def _environ_key(name: str) -> Any:
+    encode = getattr(os.environ, "encodekey", None)
+    return encode(name) if encode is not None else None
+
+
+_GLOBALS = (
+    (trace, "_TRACER_PROVIDER", _environ_key("OTEL_PYTHON_TRACER_PROVIDER")),
+    (
+        getattr(metrics, "_internal", None),
+        "_METER_PROVIDER",
+        _environ_key("OTEL_PYTHON_METER_PROVIDER"),
+    ),
+)
+
+
+def _no_global(which: int) -> bool:
+    """Whether OpenTelemetry holds no global tracer (0) or meter (1) provider and its
+    environment names none: what its getter checks before it hands out a proxy, read
+    without ``os.environ``'s lookup (which raises a KeyError inside on every miss; a
+    hook runs on every commit). ``False`` when unsure: then the getter is asked."""
+    module, attribute, key = _GLOBALS[which]
+    return (
+        getattr(module, attribute, False) is None
+        and _ENVIRON is not None
+        and key is not None
+        and key not in _ENVIRON
+    )
 
 
 class Telemetry:
@@ -129,7 +161,11 @@ class Telemetry:
 
     def tracer(self) -> trace.Tracer | None:
         """The tracer, or ``None`` while no tracer provider is configured."""
-        provider = self.tracer_provider or _DEFAULTS.tracer_provider or trace.get_tracer_provider()
+        provider = self.tracer_provider or _DEFAULTS.tracer_provider
+        if provider is None:
+            if _no_global(0):
+                return None
+            provider = trace.get_tracer_provider()
         if isinstance(provider, _NO_TRACER):
             return None
         if self._tracer is None or self._tracer[0] is not provider:
@@ -138,7 +174,11 @@ class Telemetry:
 
     def instruments(self) -> tuple[Any, Any] | None:
         """The active-tasks counter and the phase-duration histogram, or ``None``."""
-        provider = self.meter_provider or _DEFAULTS.meter_provider or metrics.get_meter_provider()
+        provider = self.meter_provider or _DEFAULTS.meter_provider
+        if provider is None:
+            if _no_global(1):
+                return None
+            provider = metrics.get_meter_provider()
         if isinstance(provider, _NO_METER):
             return None
         if self._instruments is None or self._instruments[0] is not provider:
@@ -317,6 +357,8 @@ def phase_context(scheduler: Observed, task_id: str) -> AbstractContextManager[N
     try:
         telemetry = getattr(scheduler, _ATTRIBUTE, None)
         if telemetry is None:
+            if _DEFAULTS.tracer_provider is None and _no_global(0):
+                return _NOTHING
             if isinstance(_DEFAULTS.tracer_provider or trace.get_tracer_provider(), _NO_TRACER):
                 return _NOTHING
             telemetry = telemetry_of(scheduler)

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .host import PassHost
 from .pass_decisions import defer_task, finish_pass, start_pass
+from .pass_events import PASS_STREAM_PREFIX
 from .report import ControllerPassReport
 from .runtime import Runtime
 from .scope import plan
@@ -44,9 +45,11 @@ def run_pass(
     bound = check_concurrency(
         settings.task_concurrency if concurrency is None else concurrency, "concurrency"
     )
+    pass_id = uuid.uuid4().hex
     with host._lock:
         the_plan = plan(host.world, scope, host.clock())
-    pass_id = uuid.uuid4().hex
+        # 122 random bits name no stored pass: no read asks the store for its stream.
+        host.world.absent.add(f"{PASS_STREAM_PREFIX}{pass_id}")
     tasks = list(the_plan.roles)
     report = ControllerPassReport(pass_id, the_plan.scope, tuple(the_plan.keys), tasks)
     report.retried = list(the_plan.retried)

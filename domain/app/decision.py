@@ -1,0 +1,162 @@
+"""The decision cycle of every command, mixed into :class:`~.scheduler.Scheduler`.
+
+A command decides through :meth:`DecisionCycle._decide`: under the scheduler's lock
+(and, outside a batch, the store's writer turn), it folds in what other writers
+appended, lets a pure function of :mod:`..tasks.decide` emit events into a
+:class:`~..world.Draft`, appends the draft's events (in a batch: queues them), and
+only then folds them into the world. A refused decision raises and appends nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..clock import Clock
+from ..errors import ClockConflict, ConflictError, RuleViolation, UnknownTask
+from ..store.store import Store
+from ..tasks import decide
+from ..tasks.events import TaskEvent
+from ..telemetry import live as telemetry
+from ..world import Draft, World
+from .arguments import checked_reading
+from .batch import Batch
+
+T = TypeVar("T")
+CLOCK_RETRIES = 10
+"""How often a command whose only conflict was its time is decided again."""
+
+
+class DecisionCycle:
+    """:meth:`_decide` and what it runs, mixed into :class:`~.scheduler.Scheduler`."""
+
+    store: Store
+    world: World
+    clock: Clock
+    position: int
+    events_written: int
+    conflicts: int
+    restart_limit: int
+    closing: bool
+    worker: str
+    _closed: bool
+    _resumed: set[str]
+    _lock: Any
+    _batch: Batch | None
+    _last_context: decide.Context | None = None
+
+    if TYPE_CHECKING:
+
+        def refresh(self) -> int: ...
+        def _renew_lease(self, *, force: bool = False) -> None: ...
+        def _snapshot_due(self) -> None: ...
+
+    def _reading(self) -> float:
+        """The clock's reading, checked (:func:`.arguments.checked_reading`)."""
+        return checked_reading(self.clock())
+
+    def _context(self) -> decide.Context:
+        # Decision times never run backwards within a store: a reading behind the
+        # latest time the store holds is moved up to it (Store.stamp counts it).
+        now = self.store.stamp(self._reading())
+        last = self._last_context
+        if (
+            last is not None
+            # The same time, to the bit: an int and a float, or 0.0 and -0.0, are
+            # recorded apart (an event's ``at`` is ``now``).
+            and (last.now is now or (last.now.__class__ is now.__class__ and last.now == now != 0))
+            and last.closing is self.closing
+            and last.restart_limit == self.restart_limit
+            and last.worker == self.worker
+        ):
+            return last  # immutable: the one made for the same reading serves again
+        self._last_context = context = decide.Context(
+            now=now, restart_limit=self.restart_limit, closing=self.closing, worker=self.worker
+        )
+        return context
+
+    def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        with self._lock:
+            if self._closed:
+                raise RuleViolation(2, "the scheduler is closed; open the store again")
+            if self._batch is not None:
+                # Nothing is appended before the batch exits: no turn, no refresh, and
+                # no clock conflict to decide again for.
+                try:
+                    return self._decide_once(fn, *args, **kwargs)
+                except UnknownTask:
+                    # Another writer may have submitted it since we last read.
+                    if self.refresh() == 0:
+                        raise
+                    return self._decide_once(fn, *args, **kwargs)
+            with self.store.turn():
+                # Decide on the store's current state: fold what other writers appended.
+                self.refresh()
+                self._renew_lease()
+                self._snapshot_due()
+                for attempt in range(CLOCK_RETRIES):
+                    try:
+                        return self._decide_once(fn, *args, **kwargs)
+                    except UnknownTask:
+                        if self.refresh() == 0:
+                            raise
+                        return self._decide_once(fn, *args, **kwargs)
+                    except ClockConflict:
+                        # Only the time lost a race (another writer's clock is ahead): the
+                        # store is folded in by now, so decide again, stamped no earlier.
+                        if attempt == CLOCK_RETRIES - 1:
+                            raise
+                raise AssertionError("unreachable")
+
+    def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        draft = Draft(self.world)
+        result = fn(draft, self._context(), *args, **kwargs)
+        if draft.events:
+            self._commit(draft.events, draft.states, draft.guards())
+        return result
+
+    def _commit(
+        self,
+        events: list[TaskEvent],
+        states: Sequence[Any] | None = None,
+        guards: dict[str, int] | None = None,
+    ) -> None:
+        """Append ``events`` (in a :meth:`batch`: queue them), then fold them into the
+        world; ``states`` are the draft's states after each, folded already;
+        ``guards`` the tasks the decision read, at the versions it read them."""
+        if not events:
+            return
+        world = self.world
+        versions = []
+        next_version: dict[str, int] = {}
+        for event in events:
+            stream_id = event.stream_id()
+            current = next_version.get(stream_id)
+            if current is None:
+                # The draft read every stream it writes (a dropped one is held again by then).
+                current = world.held_version(stream_id, type(event).task_stream)
+            next_version[stream_id] = current + 1
+            versions.append(current + 1)
+        batch = self._batch
+        if batch is not None:
+            batch.add(events, versions, guards)  # appended when the batch exits
+        else:
+            try:
+                positions = self.store.append(events, versions, guards=guards)
+            except ConflictError:
+                self.conflicts += 1
+                self.refresh()
+                raise
+        telemetry.committed(self, events, versions)  # never raises
+        if states is not None:
+            for event, state in zip(events, states, strict=True):
+                world.apply(event, state)
+        else:
+            for event in events:
+                world.apply(event)
+        if batch is not None:
+            return
+        self.events_written += len(events)
+        # Contiguous positions right after ours mean no other writer came between.
+        if positions[0] == self.position + 1 and positions[-1] == self.position + len(positions):
+            self.position = positions[-1]

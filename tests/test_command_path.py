@@ -1,0 +1,146 @@
+"""The command path's shortcuts read what the long way reads.
+
+* A refresh of a SQLite store reads nothing while no other connection committed since
+  it last read to the end of the log (``data_version``): every read still returns
+  exactly the rows a fresh ``SELECT`` returns, whoever appended them.
+* A controller pass's new stream (a random id) is not looked up in the store.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition
+from tasktrail.domain.store.store import Store, open_store
+
+
+def _registry() -> Registry:
+    return Registry([TaskDefinition("job", 1, {"go": lambda t: None})])
+
+
+def _fresh_rows(path: Path, after: int) -> list[tuple[object, ...]]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT rowid, originator_id, originator_version, topic, state FROM stored_events "
+            "WHERE rowid > ? ORDER BY rowid",
+            (after,),
+        ).fetchall()
+    return [tuple(row) for row in rows]
+
+
+def _rows(store: Store, after: int) -> list[tuple[object, ...]]:
+    return [tuple(row) for row in store.rows(after)]
+
+
+def test_every_read_returns_what_a_fresh_select_does(tmp_path: Path) -> None:
+    path = tmp_path / "two.db"
+    clock = ManualClock(1_000)
+    first = Scheduler.open(path, clock=clock, registry=_registry(), durability="normal")
+    second = Scheduler.open(path, clock=clock, registry=_registry(), durability="normal")
+    try:
+        for n in range(6):
+            writer, reader = (first, second) if n % 2 else (second, first)
+            task = writer.submit("job", id=f"t{n}")
+            # The reader's log: the writer's new rows, then nothing past the end.
+            for scheduler in (reader, writer):
+                for after in range(max(0, scheduler.position - 3), scheduler.position + 2):
+                    assert _rows(scheduler.store, after) == _fresh_rows(path, after)
+            assert reader.task(task).events == 1  # the refresh folded it in
+            reader.reserve(task)
+            assert writer.task(task).status == "running"
+            assert _rows(writer.store, writer.position) == _fresh_rows(path, writer.position)
+            clock.advance(1)
+        # A third connection, with nothing of tasktrail's, appends a copy of a row.
+        with sqlite3.connect(path) as conn:
+            conn.execute(
+                "INSERT INTO stored_events SELECT originator_id, originator_version + 100, "
+                "topic, state FROM stored_events WHERE rowid = 1"
+            )
+        head = _fresh_rows(path, 0)[-1][0]
+        for scheduler in (first, second):
+            assert _rows(scheduler.store, head - 1) == _fresh_rows(path, head - 1)
+            assert _rows(scheduler.store, head) == []
+        with sqlite3.connect(path) as conn:  # gone again before a refresh folds it
+            conn.execute("DELETE FROM stored_events WHERE rowid = ?", (head,))
+        for scheduler in (first, second):
+            assert _rows(scheduler.store, head - 1) == _fresh_rows(path, head - 1)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_pass_does_not_look_its_new_stream_up(tmp_path: Path) -> None:
+    scheduler = Scheduler.open(tmp_path / "pass.db", clock=ManualClock(0), registry=_registry())
+    try:
+        looked: list[str] = []
+        loader = scheduler.world.loader
+        assert loader is not None
+
+        def spy(stream_id: str, task_stream: bool, until: int | None) -> object:
+            looked.append(stream_id)
+            return loader(stream_id, task_stream, until)
+
+        scheduler.world.loader = spy  # type: ignore[assignment]
+        report = scheduler.controller_pass()
+        assert not [s for s in looked if s.startswith("pass:")]
+        assert scheduler.world.stream(f"pass:{report.pass_id}") is not None
+        assert [e.pass_id for e in scheduler.store.stream(f"pass:{report.pass_id}")] == [
+            report.pass_id,
+            report.pass_id,
+        ]
+    finally:
+        scheduler.close()
+
+
+def test_no_global_provider_is_what_opentelemetry_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry import metrics, trace
+
+    from tasktrail.domain.telemetry import live
+
+    def agrees() -> None:  # "no provider" only where the getters give none (else: ask them)
+        assert live._no_global(0) <= isinstance(trace.get_tracer_provider(), live._NO_TRACER)
+        assert live._no_global(1) <= isinstance(metrics.get_meter_provider(), live._NO_METER)
+
+    assert live._no_global(0) and live._no_global(1)  # the test run configures none
+    agrees()
+    for name in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER"):
+        with monkeypatch.context() as patch:
+            patch.setenv(name, "named")  # the getters would load it: not "no provider"
+            which = 0 if "TRACER" in name else 1
+            assert not live._no_global(which) and live._no_global(1 - which)
+    provider = object()  # a provider of the application's
+    with monkeypatch.context() as patch:
+        patch.setattr(trace, "_TRACER_PROVIDER", provider)  # as set_tracer_provider does
+        assert not live._no_global(0)
+        agrees()
+
+
+def test_every_demo_event_encodes_to_the_bytes_of_its_fields(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    import orjson
+
+    from tasktrail.domain.demo.workload import run_demo
+    from tasktrail.domain.store.transcoder import _checked_encode, encode_event
+    from tasktrail.domain.tasks.events import TaskSubmitted
+
+    path = tmp_path / "demo.db"
+    run_demo(path, 30, log=lambda line: None)
+    when = datetime(2026, 1, 5, tzinfo=UTC)
+    with open_store(path, read_only=True) as store:
+        events = [recorded.event for recorded in store.read()]
+    assert len({type(e) for e in events}) > 10
+    for event in events:
+        assert encode_event(event, when) == _checked_encode(event, when)
+        assert orjson.loads(encode_event(event, when))["timestamp"] == when.isoformat()
+    # A class given another version records it, as the general encoder does.
+    submitted = next(e for e in events if type(e) is TaskSubmitted)
+    for version in (1, 7):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(TaskSubmitted, "class_version", version)
+            encoded = encode_event(submitted, when)
+            assert encoded == _checked_encode(submitted, when)
+            assert orjson.loads(encoded).get("class_version") == (version if version > 1 else None)
