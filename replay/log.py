@@ -43,7 +43,7 @@ from tasktrail.domain.store.files import atomic_output
 from tasktrail.domain.store.meta import CHAINED_AFTER_KEY
 from tasktrail.domain.store.store import Recorded
 from tasktrail.domain.store.transcoder import decode_payload, row_problem
-from tasktrail.domain.store.wire import line_reader
+from tasktrail.domain.store.wire import DECODE_ERRORS, line_decoder
 
 LINE_KEYS = ("position", "topic", "originator_id", "originator_version", "at", "payload")
 HEADS_KEYS = ("heads", "events", "chained_after")
@@ -113,21 +113,22 @@ class LogReader:
         except OSError as error:
             raise StoreError(f"cannot read {name}: {error.strerror or error}") from None
         last_position = 0
-        # An event line read fast when it can (msgspec, :func:`line_reader`), else checked.
+        # An event line read fast when it can (msgspec, :func:`line_decoder`), else checked.
         # An import keeps each payload as it reads it: it takes the checked path.
-        fast = None if states else line_reader()
+        decode = None if states else line_decoder()
+        fast: Recorded | None = None
         with handle:
             for number, raw in enumerate(handle, start=1):
-                fast_read = fast(raw) if fast is not None else None
-                if (
-                    fast_read is not None
-                    and fast_read.position > last_position
-                    and raw.endswith(b"\n")
-                ):
-                    last_position = fast_read.position
-                    self.read += 1
-                    yield fast_read, b"", number
-                    continue
+                if decode is not None:
+                    try:
+                        fast = decode(raw).record()
+                    except DECODE_ERRORS:
+                        fast = None
+                    if fast is not None and fast.position > last_position and raw.endswith(b"\n"):
+                        last_position = fast.position
+                        self.read += 1
+                        yield fast, b"", number
+                        continue
                 if not raw.endswith(b"\n"):
                     self._invalid(number, "truncated: the last line has no newline")
                     continue

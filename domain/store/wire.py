@@ -5,7 +5,7 @@ each slot set once.
 
 Three readers share that code: :func:`fast_decode` (a row's state to its event, for
 :func:`.transcoder.decode_event`), :data:`ROW_READERS` (a store's row to its
-:class:`.recorded.Recorded`, for ``Store.read``) and :func:`line_reader` (a JSONL
+:class:`.recorded.Recorded`, for ``Store.read``) and :func:`line_decoder` (a JSONL
 export's line to its record: one msgspec call decodes the envelope and the payload,
 the line's ``topic`` choosing the payload's type, a tagged union).
 
@@ -41,7 +41,8 @@ LineReader = Callable[[bytes], Recorded | None]
 """``read(line)``: the record of a JSONL export's event line, or ``None``."""
 
 # orjson.JSONDecodeError is a ValueError: a value read by orjson that is not JSON.
-_FAILED = (msgspec.ValidationError, msgspec.DecodeError, TypeError, ValueError)
+DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, TypeError, ValueError)
+"""What a fast reader's decoding raises where it leaves a row or line to the checked path."""
 _TIME = msgspec.Meta(ge=-MAX_TIME_MS, le=MAX_TIME_MS)
 _INT = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 """An integer orjson reads as one (it reads up to 2**64 - 1, then floats; msgspec bounds
@@ -118,7 +119,6 @@ class _Mirror:
     event: FastDecode
     row: RowReader
     line_type: type[msgspec.Struct]
-    line: Callable[[Any], Recorded | None]
 
 
 def _mirror(cls: type[TaskEvent]) -> _Mirror | None:
@@ -151,14 +151,6 @@ def _mirror(cls: type[TaskEvent]) -> _Mirror | None:
     )
     envelope = [("position", _POSITION), ("originator_id", str)]
     envelope += [("originator_version", _POSITION), ("at", Any), ("payload", struct)]
-    line_type = msgspec.defstruct(
-        f"{cls.__name__}Line",
-        envelope,
-        tag_field="topic",
-        tag=cls.topic,
-        forbid_unknown_fields=True,
-        gc=False,
-    )
     draft = _draft(cls)
     if draft is None or _RECORDED_DRAFT is None:
         return None
@@ -169,7 +161,7 @@ def _mirror(cls: type[TaskEvent]) -> _Mirror | None:
         "set_class": _SET_CLASS,
         "class_version": cls.class_version,
         "decode": msgspec.json.Decoder(struct).decode,
-        "failed": _FAILED,
+        "failed": DECODE_ERRORS,
         "loads": orjson.loads,
         "null": _NULL,
         "Recorded": Recorded,
@@ -205,7 +197,16 @@ def _mirror(cls: type[TaskEvent]) -> _Mirror | None:
         *record,
     ]
     exec("\n".join(lines), namespace)
-    return _Mirror(namespace["event"], namespace["row"], line_type, namespace["line"])
+    line_type = msgspec.defstruct(
+        f"{cls.__name__}Line",
+        envelope,
+        namespace={"record": namespace["line"]},  # a decoded line's record: line.record()
+        tag_field="topic",
+        tag=cls.topic,
+        forbid_unknown_fields=True,
+        gc=False,
+    )
+    return _Mirror(namespace["event"], namespace["row"], line_type)
 
 
 _MIRRORS: dict[str, _Mirror | None] = {}
@@ -244,28 +245,35 @@ ROW_READERS: dict[Any, RowReader | None] = _RowReaders()
 """``ROW_READERS[topic](position, stream_id, version, state)``: a stored row's record,
 or ``None`` (read it the checked way); a ``None`` reader: the same for every row."""
 
-_LINES: dict[int, LineReader] = {}
+_LINE_DECODERS: dict[int, Callable[[bytes], Any]] = {}
+
+
+def line_decoder() -> Callable[[bytes], Any]:
+    """msgspec's decoder of a JSONL export's event lines, for the event classes known
+    now: ``decode(line).record()`` is the line's record, or ``None`` for a line it is
+    not sure to read as the checked path reads it (an older event); ``decode`` raises
+    one of :data:`DECODE_ERRORS` for any other (a heads line, an unknown event, extra
+    keys, a field of the wrong type, not JSON)."""
+    known = len(EVENT_TYPES)
+    decode = _LINE_DECODERS.get(known)
+    if decode is None:
+        mirrors = [m for m in map(_mirror_of, list(EVENT_TYPES)) if m is not None]
+        lines: Any = Union[tuple(m.line_type for m in mirrors)]  # noqa: UP007
+        decode = msgspec.json.Decoder(lines).decode
+        _LINE_DECODERS.clear()
+        _LINE_DECODERS[known] = decode
+    return decode
 
 
 def line_reader() -> LineReader:
-    """The fast reader of a JSONL export's event lines, for the event classes known now:
-    ``None`` for a line it is not sure to read as the checked path reads it (a heads
-    line, an unknown or older event, extra keys, any error)."""
-    known = len(EVENT_TYPES)
-    reader = _LINES.get(known)
-    if reader is not None:
-        return reader
-    mirrors = [m for m in map(_mirror_of, list(EVENT_TYPES)) if m is not None]
-    decode = msgspec.json.Decoder(Union[tuple(m.line_type for m in mirrors)]).decode  # noqa: UP007
-    build = {m.line_type: m.line for m in mirrors}
+    """The fast reader of a JSONL export's event lines (see :func:`line_decoder`)."""
+    decode = line_decoder()
 
     def read(raw: bytes) -> Recorded | None:
         try:
-            line = decode(raw)
-        except _FAILED:
+            recorded: Recorded | None = decode(raw).record()
+        except DECODE_ERRORS:
             return None
-        return build[line.__class__](line)
+        return recorded
 
-    _LINES.clear()
-    _LINES[known] = read
     return read
