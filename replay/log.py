@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 from eventsourcing.persistence import StoredEvent
@@ -42,6 +42,7 @@ from tasktrail.domain.store.files import atomic_output
 from tasktrail.domain.store.meta import CHAINED_AFTER_KEY
 from tasktrail.domain.store.store import Recorded
 from tasktrail.domain.store.transcoder import decode_payload, row_problem
+from tasktrail.domain.store.wire import DECODE_ERRORS, line_decoder
 
 LINE_KEYS = ("position", "topic", "originator_id", "originator_version", "at", "payload")
 HEADS_KEYS = ("heads", "events", "chained_after")
@@ -99,53 +100,79 @@ class LogReader:
     """Called with each heads line and the number of events read before it."""
 
     def __iter__(self) -> Iterator[Recorded]:
-        for recorded, _, _ in self.rows(states=False):
-            yield recorded
+        # Each event line read fast (msgspec, :func:`line_decoder`) when it can: a line it
+        # is not sure of (any other line, an older event, out of order) is read checked.
+        decode = line_decoder()
+        last_position = 0
+        with self._open() as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    recorded = decode(raw).record()
+                except DECODE_ERRORS:
+                    recorded = None
+                if recorded is None or recorded.position <= last_position or raw[-1:] != b"\n":
+                    checked = self._checked(raw, number, last_position, states=False)
+                    if checked is None:
+                        continue
+                    recorded = checked[0]
+                last_position = recorded.position
+                self.read += 1
+                yield recorded
 
     def rows(self, *, states: bool = True) -> Iterator[tuple[Recorded, bytes, int]]:
         """Each good line: the event, its stored state bytes (``b""`` unless ``states``:
         only an import needs them), its line number."""
-        name = str(self.path)
-        try:
-            handle = self.path.open("rb")
-        except OSError as error:
-            raise StoreError(f"cannot read {name}: {error.strerror or error}") from None
         last_position = 0
-        with handle:
+        with self._open() as handle:
             for number, raw in enumerate(handle, start=1):
-                if not raw.endswith(b"\n"):
-                    self._invalid(number, "truncated: the last line has no newline")
-                    continue
-                if not raw.strip():
-                    self._invalid(number, "empty line; expected one JSON object")
-                    continue
-                if raw.startswith(b'{"heads"'):
-                    try:
-                        self.heads = _parse_heads(raw, number, name)
-                    except LogError as error:
-                        self._invalid(number, str(error).split(": ", 1)[1])
-                        continue
-                    if self.on_heads is not None:
-                        self.on_heads(self.heads, self.read)
-                    continue
-                try:
-                    recorded, state = _parse_line(raw, number, name, states)
-                except LogError as error:
-                    self._invalid(number, str(error).split(": ", 1)[1])
-                    continue
-                except CorruptEvent as error:
-                    self._invalid(number, str(error))
-                    continue
-                if recorded.position <= last_position:
-                    self._invalid(
-                        number,
-                        f"position {recorded.position} out of order: expected more than "
-                        f"{last_position}",
-                    )
-                    continue
-                last_position = recorded.position
-                self.read += 1
-                yield recorded, state, number
+                checked = self._checked(raw, number, last_position, states)
+                if checked is not None:
+                    last_position = checked[0].position
+                    self.read += 1
+                    yield checked[0], checked[1], number
+
+    def _open(self) -> BinaryIO:
+        try:
+            return self.path.open("rb")
+        except OSError as error:
+            raise StoreError(f"cannot read {self.path}: {error.strerror or error}") from None
+
+    def _checked(
+        self, raw: bytes, number: int, last_position: int, states: bool
+    ) -> tuple[Recorded, bytes] | None:
+        """One line read the checked way: its event and state, or ``None`` (a heads line,
+        or a line ``skip_invalid`` leaves out)."""
+        name = str(self.path)
+        if not raw.endswith(b"\n"):
+            self._invalid(number, "truncated: the last line has no newline")
+            return None
+        if not raw.strip():
+            self._invalid(number, "empty line; expected one JSON object")
+            return None
+        if raw.startswith(b'{"heads"'):
+            try:
+                self.heads = _parse_heads(raw, number, name)
+            except LogError as error:
+                self._invalid(number, str(error).split(": ", 1)[1])
+                return None
+            if self.on_heads is not None:
+                self.on_heads(self.heads, self.read)
+            return None
+        try:
+            recorded, state = _parse_line(raw, number, name, states)
+        except LogError as error:
+            self._invalid(number, str(error).split(": ", 1)[1])
+            return None
+        except CorruptEvent as error:
+            self._invalid(number, str(error))
+            return None
+        if recorded.position <= last_position:
+            self._invalid(
+                number,
+                f"position {recorded.position} out of order: expected more than {last_position}",
+            )
+            return None
+        return recorded, state
 
     def _invalid(self, line: int, reason: str) -> None:
         if not self.skip_invalid:

@@ -37,8 +37,8 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any, Literal
 
 from eventsourcing.persistence import (
@@ -55,23 +55,16 @@ from .files import existing_companions, remove_created_companions
 from .guards import STAMPED_LATER
 from .location import StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
+from .recorded import Recorded
 from .sqlite import TunedSQLiteFactory
-from .transcoder import Row, decode_event, row_problem
+from .transcoder import Row, decode_event, record_checked, row_problem
 from .turns import WriterTurns
+from .wire import ROW_READERS
 
 Durability = Literal["full", "normal"]
 SQLITE_SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
 READ_PAGE = 10_000
 OPEN_ATTEMPTS = 3
-
-
-@dataclass(frozen=True, slots=True)
-class Recorded:
-    """One event read back from a store, with its position in the store's log."""
-
-    position: int
-    event: TaskEvent
-    originator_version: int
 
 
 class Store:
@@ -273,25 +266,32 @@ class Store:
     def read(self, after: int = 0, *, until: int | None = None) -> Iterator[Recorded]:
         """Every event after position ``after`` (up to ``until``), in log order."""
         latest = self.latest_at
-        last: tuple[int, float] | None = None
+        last: Recorded | None = None
         try:
-            for position, originator_id, version, topic, state in self.rows(after, until=until):
-                if type(version) is not int or version < 1:
-                    problem = row_problem(originator_id, version, topic, state)
-                    raise CorruptEvent(position, problem or f"version {version!r}")
-                event = decode_event(topic, originator_id, state, position)
-                if event.at > latest:
-                    latest = event.at
-                last = (position, event.at)
-                yield Recorded(position, event, version)
+            for page in self._pages(after, until):
+                for position, originator_id, version, topic, state in page:
+                    # The fast reader of the row's topic, else the checked path (which
+                    # says what is wrong with a row, or upcasts an older event).
+                    reader = ROW_READERS[topic]
+                    recorded = reader(position, originator_id, version, state) if reader else None
+                    if recorded is None:
+                        recorded = record_checked(position, originator_id, version, topic, state)
+                    if recorded.event.at > latest:
+                        latest = recorded.event.at
+                    last = recorded
+                    yield recorded
         finally:
             self.latest_at = max(self.latest_at, latest)
-            if last is not None and (self._seen is None or last[0] >= self._seen[0]):
-                self._seen = last
+            seen = self._seen
+            if last is not None and (seen is None or last.position >= seen[0]):
+                self._seen = (last.position, last.event.at)
 
     def rows(self, after: int = 0, *, until: int | None = None) -> Iterator[Row]:
         """The stored rows after position ``after`` (up to ``until``), in log order, as
         ``(position, originator_id, originator_version, topic, state)``, undecoded."""
+        return chain.from_iterable(self._pages(after, until))
+
+    def _pages(self, after: int, until: int | None) -> Iterator[list[Row]]:
         start = after + 1
         recorder = self.app.recorder
         select_rows = getattr(recorder, "select_rows", None)
@@ -311,7 +311,7 @@ class Store:
                     f"cannot read store {self.location} after position {start - 1}: "
                     f"{self._why(error)}"
                 ) from None
-            yield from page
+            yield page
             if len(page) < READ_PAGE:
                 return
             start = page[-1][0] + 1

@@ -25,6 +25,7 @@ from ..tasks.events import (
     event_payload,
 )
 from .aggregate import envelope
+from .recorded import Recorded
 from .wire import fast_decode
 
 Row = tuple[int, str, int, str, bytes]
@@ -67,6 +68,13 @@ def decode_event(
         event = fast_decode(topic, originator_id, state)
         if event is not None:
             return event
+    return decode_checked(topic, originator_id, state, position)
+
+
+def decode_checked(
+    topic: str, originator_id: str, state: bytes, position: int | None = None
+) -> TaskEvent:
+    """:func:`decode_event` without its fast path: what the fast readers fall back to."""
     # The checked path: an unknown topic, a column or field of the wrong type, an event
     # an earlier version recorded (upcast here), or a class with no fast decoder.
     if topic not in EVENT_TYPES or originator_id.__class__ is not str:
@@ -85,6 +93,16 @@ def decode_event(
             position, f"{topic} of task {originator_id}: stored state {state!r}"
         ) from None
     return decode_payload(topic, originator_id, payload, position)
+
+
+def record_checked(
+    position: int, originator_id: str, version: int, topic: str, state: bytes
+) -> Recorded:
+    """A store's row as its record, the checked way (see :func:`decode_checked`)."""
+    if type(version) is not int or version < 1:
+        problem = row_problem(originator_id, version, topic, state)
+        raise CorruptEvent(position, problem or f"version {version!r}")
+    return Recorded(position, decode_checked(topic, originator_id, state, position), version)
 
 
 def decode_payload(
