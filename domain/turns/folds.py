@@ -16,6 +16,7 @@ from ..tasks.evolve import InvalidTransition, evolves, evolves_stream
 from ..tasks.state import TaskState
 from ..world import World, register_indexer, register_retirer
 from .events import (
+    CleanupEvent,
     RuntimeCleanupFailed,
     RuntimeCleanupRequired,
     RuntimeCleanupSettled,
@@ -353,7 +354,9 @@ def _index(world: World, event: TaskEvent, previous: Any, state: Any) -> None:
             cleanups.pop(event.task_id, None)
 
 
-register_indexer(_index, task_streams=False)  # wakeup, task-pass and cleanup streams
+register_indexer(
+    _index, task_streams=False, reacts_to=(WakeupEvent, TaskPassEvent, CleanupEvent)
+)
 
 
 def pending_wakeups(world: World) -> dict[str, Any]:
