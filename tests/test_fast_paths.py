@@ -25,7 +25,9 @@ from tasktrail.domain.runs.state import RunState
 from tasktrail.domain.store.transcoder import decode_event, decode_payload, encode_event
 from tasktrail.domain.store.wire import fast_decode
 from tasktrail.domain.tasks.copies import copier, copyable, replace
-from tasktrail.domain.tasks.state import TaskState
+from tasktrail.domain.tasks.events import TaskSubmitted
+from tasktrail.domain.tasks.evolve import evolve
+from tasktrail.domain.tasks.state import Checkpoint, TaskState
 from tasktrail.domain.turns.state import RoleState, TurnState, WakeupState
 from tasktrail.replay import replay
 
@@ -67,6 +69,32 @@ def test_the_copies_of_every_state_are_dataclasses_replace(demo_store: Path) -> 
         replace(tasks[0], no_such_field=1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         replace(tasks[0]).events = 1  # type: ignore[misc]
+
+
+def test_a_copy_is_of_the_state_class_itself_and_a_new_task_is_its_constructors() -> None:
+    # The copier fills a twin of the class's slot layout, then makes it a ``cls``.
+    task = evolve(None, TaskSubmitted(task_id="t1", at=1.0, kind="a", version=2, phase="p"))
+    assert type(task) is TaskState and type(replace(task, events=3)) is TaskState
+    made = TaskState(
+        id="t1", kind="a", version=2, status="pending", checkpoint=Checkpoint("p"),
+        submitted_at=1.0, updated_at=1.0, events=1,
+    )  # fmt: skip
+    assert task == made and repr(task) == repr(made)
+    for name in TaskState.__slots__:
+        assert type(getattr(task, name)) is type(getattr(made, name)), name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        task.events = 2  # type: ignore[misc]
+    # A class whose slots are not its fields' own is filled through its descriptors.
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Base:
+        a: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Derived(Base):
+        b: int = 0
+
+    assert copyable(Derived) and replace(Derived(1, 2), b=3) == Derived(1, 3)
 
 
 def test_a_class_that_validates_is_copied_by_its_init() -> None:

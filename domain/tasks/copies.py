@@ -1,15 +1,19 @@
 """Cheap copies of frozen states: ``replace`` as ``dataclasses.replace`` does it, at a
-fifth of its cost.
+fraction of its cost.
 
 Every fold makes a new frozen state per event (a task's, a Turn's, a run's), so the
-copy is most of what a fold costs. ``dataclasses.replace`` reads every field into a
+copy is much of what a fold costs. ``dataclasses.replace`` reads every field into a
 dict and calls the generated ``__init__``, which sets each through
 ``object.__setattr__``. :func:`copier` generates, once per class, a function whose
 keyword-only parameters are the class's fields (Python binds the changes, no dict is
-built) and that sets each slot with its own descriptor. Only classes for which that is
-the same as ``__init__`` get one: frozen, slotted dataclasses with no
-``__post_init__`` (which would validate), no ``InitVar`` and no ``init=False`` field;
-any other class is copied by ``dataclasses.replace``.
+built). It fills a *twin*: a plain class with the same ``__slots__``, whose slots
+plain attribute stores set (the frozen class refuses them), and then makes the new
+object the frozen class's own (``__class__`` assignment, which Python allows between
+classes of the same slot layout). Only classes for which that is the same as
+``__init__`` get one: frozen, slotted dataclasses with no ``__post_init__`` (which
+would validate), no ``InitVar`` and no ``init=False`` field; any other class is copied
+by ``dataclasses.replace``. A class whose slots are not exactly its fields (a base
+with slots of its own, say) is filled through its slot descriptors instead.
 """
 
 from __future__ import annotations
@@ -50,16 +54,38 @@ def copier(cls: type[T]) -> Callable[..., T]:
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     namespace: dict[str, Any] = {"new_object": object.__new__, "cls": cls, "_": _UNCHANGED}
     params = ", ".join(f"{name}=_" for name in names)
-    lines = [f"def replace(state, /, *, {params}):", "    new = new_object(cls)"]
-    for name in names:
-        namespace[f"set_{name}"] = getattr(cls, name).__set__  # the slot, maybe a base's
-        lines.append(f"    set_{name}(new, state.{name} if {name} is _ else {name})")
+    twin = _twin(cls, names)
+    if twin is not None:
+        namespace["twin"] = twin
+        lines = [f"def replace(state, /, *, {params}):", "    new = new_object(twin)"]
+        for name in names:
+            lines.append(f"    new.{name} = state.{name} if {name} is _ else {name}")
+        lines.append("    new.__class__ = cls")
+    else:
+        lines = [f"def replace(state, /, *, {params}):", "    new = new_object(cls)"]
+        for name in names:
+            namespace[f"set_{name}"] = getattr(cls, name).__set__  # the slot, maybe a base's
+            lines.append(f"    set_{name}(new, state.{name} if {name} is _ else {name})")
     lines.append("    return new")
     exec("\n".join(lines), namespace)
     copy: Callable[..., T] = namespace["replace"]
     copy.__doc__ = f"A copy of a {cls.__name__} with ``changes``."
     copy.__qualname__ = f"copier({cls.__name__})"
     return copy
+
+
+def _twin(cls: type, names: list[str]) -> type | None:
+    """A mutable class of ``cls``'s slot layout (``None`` if ``cls`` has slots other
+    than its fields' own, or Python refuses to turn a twin into a ``cls``)."""
+    if cls.__bases__ != (object,) or tuple(cls.__dict__["__slots__"]) != tuple(names):
+        return None
+    twin = type(f"{cls.__name__}Twin", (), {"__slots__": tuple(names)})
+    made: Any = object.__new__(twin)
+    try:
+        made.__class__ = cls
+    except TypeError:
+        return None
+    return twin
 
 
 _COPIERS: dict[type, Callable[..., Any]] = {}

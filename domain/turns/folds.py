@@ -12,7 +12,7 @@ from typing import Any
 
 from ..tasks.copies import replace  # a fold copies a frozen state per event: cheaply
 from ..tasks.events import TaskEvent
-from ..tasks.evolve import InvalidTransition, evolves, evolves_stream
+from ..tasks.evolve import InvalidTransition, evolves, evolves_stream, step
 from ..tasks.state import TaskState
 from ..world import World, register_indexer, register_retirer
 from .events import (
@@ -75,8 +75,8 @@ def _role(state: TaskState, event: TurnEvent) -> RoleState:
     return state.roles.get(event.role) or RoleState(event.role)
 
 
-def _with_role(state: TaskState, role: RoleState) -> TaskState:
-    return replace(state, roles={**state.roles, role.name: role})
+def _with_role(state: TaskState, role: RoleState, event: TurnEvent) -> TaskState:
+    return step(state, event, roles={**state.roles, role.name: role})  # stamped: one copy
 
 
 def _active(state: TaskState, event: TurnEvent) -> tuple[RoleState, TurnState]:
@@ -91,7 +91,7 @@ def _active(state: TaskState, event: TurnEvent) -> tuple[RoleState, TurnState]:
 
 def _update(state: TaskState, event: TurnEvent, **changes: Any) -> TaskState:
     role, turn = _active(state, event)
-    return _with_role(state, replace(role, active=replace(turn, **changes)))
+    return _with_role(state, replace(role, active=replace(turn, **changes)), event)
 
 
 def _end(state: TaskState, event: TurnEvent, status: TurnStatus, reason: str | None) -> TaskState:
@@ -104,7 +104,7 @@ def _end(state: TaskState, event: TurnEvent, status: TurnStatus, reason: str | N
         retry_at=None,
         completion_due_at=None,
     )
-    return _with_role(state, replace(role, active=None, last=ended))
+    return _with_role(state, replace(role, active=None, last=ended), event)
 
 
 @evolves(TurnStarted)
@@ -124,7 +124,7 @@ def _started(state: TaskState, event: TurnStarted) -> TaskState:
         cause=event.cause,
         reasons=event.reasons,
     )
-    return _with_role(state, replace(role, turns=role.turns + 1, active=turn))
+    return _with_role(state, replace(role, turns=role.turns + 1, active=turn), event)
 
 
 @evolves(TurnDelivered)
@@ -354,9 +354,7 @@ def _index(world: World, event: TaskEvent, previous: Any, state: Any) -> None:
             cleanups.pop(event.task_id, None)
 
 
-register_indexer(
-    _index, task_streams=False, reacts_to=(WakeupEvent, TaskPassEvent, CleanupEvent)
-)
+register_indexer(_index, task_streams=False, reacts_to=(WakeupEvent, TaskPassEvent, CleanupEvent))
 
 
 def pending_wakeups(world: World) -> dict[str, Any]:
