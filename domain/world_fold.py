@@ -44,7 +44,11 @@ def apply_event(
             # A count of 1 leaves and comes back last, as count(-1) then count(+1) does
             # (a snapshot writes the counts in their order).
             if previous_status != status or counts.get(status) == 1:
-                count(world, previous_status, -1)
+                left = counts.get(previous_status, 0) - 1
+                if left:
+                    counts[previous_status] = left
+                else:
+                    del counts[previous_status]
                 counts[status] = counts.get(status, 0) + 1
         if previous_status == "waiting":
             waiters = world.waiters

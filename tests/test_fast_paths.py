@@ -24,7 +24,7 @@ from tasktrail.domain.demo.workload import run_demo
 from tasktrail.domain.runs.state import RunState
 from tasktrail.domain.store.transcoder import decode_event, decode_payload, encode_event
 from tasktrail.domain.store.wire import fast_decode
-from tasktrail.domain.tasks.copies import copier, copyable, replace
+from tasktrail.domain.tasks.copies import copier, copyable, maker, replace
 from tasktrail.domain.tasks.events import TaskSubmitted
 from tasktrail.domain.tasks.evolve import evolve
 from tasktrail.domain.tasks.state import Checkpoint, TaskState
@@ -95,6 +95,36 @@ def test_a_copy_is_of_the_state_class_itself_and_a_new_task_is_its_constructors(
         b: int = 0
 
     assert copyable(Derived) and replace(Derived(1, 2), b=3) == Derived(1, 3)
+
+
+def test_every_state_a_demo_fold_holds_is_made_and_stamped_as_its_class_does(
+    demo_store: Path,
+) -> None:
+    world = replay(demo_store, snapshots=False).held
+    states: list[Any] = [*world.tasks.values(), *world.streams.values()]
+    states += [role for task in world.tasks.values() for role in task.roles.values()]
+    states += [role.last for role in states if isinstance(role, RoleState) and role.last]
+    kinds = set()
+    for state in states:
+        cls = type(state)
+        if not copyable(cls):
+            continue
+        kinds.add(cls.__name__)
+        every = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+        made = maker(cls)(**every)
+        assert made == cls(**every) and type(made) is cls
+        required = {f.name: every[f.name] for f in dataclasses.fields(state) if _required(f)}
+        assert maker(cls)(**required) == cls(**required)
+        if "events" in every and "updated_at" in every:
+            event = TaskSubmitted(task_id="t", at=7.5, kind="a", version=1, phase="p")
+            stamped = copier(cls, stamped=True)(state, event)
+            assert stamped == dataclasses.replace(state, updated_at=7.5, events=state.events + 1)
+            assert copier(cls, stamped=True)(state, event, events=2).events == 2
+    assert {"TaskState", "RoleState", "TurnState", "RunState", "PassState"} <= kinds
+
+
+def _required(f: dataclasses.Field[Any]) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 def test_a_class_that_validates_is_copied_by_its_init() -> None:

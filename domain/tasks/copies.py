@@ -44,34 +44,78 @@ def copyable(cls: type) -> bool:
     )
 
 
-def copier(cls: type[T]) -> Callable[..., T]:
+def copier(cls: type[T], *, stamped: bool = False) -> Callable[..., T]:
     """``copy(state, /, **changes)``: a copy of a ``cls`` with ``changes``, as
     ``dataclasses.replace(state, **changes)`` makes it (an unknown field is a
     :class:`TypeError`); ``dataclasses.replace`` itself for a class :func:`copyable`
-    refuses."""
+    refuses. ``stamped``: ``copy(state, event, /, **changes)``, the copy an event
+    makes of a state that counts its events, with ``updated_at=event.at`` and
+    ``events=state.events + 1`` unless ``changes`` set them (one call, one copy)."""
     if not copyable(cls):
+        if stamped:
+            return lambda state, event, /, **changes: dataclasses.replace(
+                state, **{"updated_at": event.at, "events": state.events + 1, **changes}
+            )
         return dataclasses.replace
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     namespace: dict[str, Any] = {"new_object": object.__new__, "cls": cls, "_": _UNCHANGED}
     params = ", ".join(f"{name}=_" for name in names)
+    unchanged = {name: f"state.{name}" for name in names}
+    if stamped:
+        unchanged.update(updated_at="event.at", events="state.events + 1")
+    head = f"def replace(state, {'event, ' if stamped else ''}/, *, {params}):"
     twin = _twin(cls, names)
     if twin is not None:
         namespace["twin"] = twin
-        lines = [f"def replace(state, /, *, {params}):", "    new = new_object(twin)"]
+        lines = [head, "    new = new_object(twin)"]
         for name in names:
-            lines.append(f"    new.{name} = state.{name} if {name} is _ else {name}")
+            lines.append(f"    new.{name} = {unchanged[name]} if {name} is _ else {name}")
         lines.append("    new.__class__ = cls")
     else:
-        lines = [f"def replace(state, /, *, {params}):", "    new = new_object(cls)"]
+        lines = [head, "    new = new_object(cls)"]
         for name in names:
             namespace[f"set_{name}"] = getattr(cls, name).__set__  # the slot, maybe a base's
-            lines.append(f"    set_{name}(new, state.{name} if {name} is _ else {name})")
+            lines.append(f"    set_{name}(new, {unchanged[name]} if {name} is _ else {name})")
     lines.append("    return new")
     exec("\n".join(lines), namespace)
     copy: Callable[..., T] = namespace["replace"]
     copy.__doc__ = f"A copy of a {cls.__name__} with ``changes``."
     copy.__qualname__ = f"copier({cls.__name__})"
     return copy
+
+
+def maker(cls: type[T]) -> Callable[..., T]:
+    """A function that makes a ``cls`` as ``cls(...)`` does, with the same parameters
+    and defaults, without the frozen ``__init__``'s ``object.__setattr__`` per field
+    (several times the cost); ``cls`` itself for a class :func:`copyable` refuses."""
+    every = dataclasses.fields(cls) if copyable(cls) else ()  # type: ignore[arg-type]
+    twin = _twin(cls, [f.name for f in every]) if every else None
+    if twin is None:
+        return cls
+    namespace: dict[str, Any] = {"new_object": object.__new__, "cls": cls, "twin": twin}
+    namespace["_"] = _UNCHANGED  # marks a field left to its default_factory
+    positional: list[str] = []
+    keywords: list[str] = []
+    lines = ["    new = new_object(twin)"]
+    for f in every:
+        value = f.name
+        if f.default is not dataclasses.MISSING:
+            namespace[f"default_{f.name}"] = f.default
+            param = f"{f.name}=default_{f.name}"
+        elif f.default_factory is not dataclasses.MISSING:
+            namespace[f"factory_{f.name}"] = f.default_factory
+            param, value = f"{f.name}=_", f"factory_{f.name}() if {f.name} is _ else {f.name}"
+        else:
+            param = f.name
+        (keywords if f.kw_only else positional).append(param)
+        lines.append(f"    new.{f.name} = {value}")
+    params = ", ".join(positional + (["*", *keywords] if keywords else []))
+    lines = [f"def make({params}):", *lines, "    new.__class__ = cls", "    return new"]
+    exec("\n".join(lines), namespace)
+    make: Callable[..., T] = namespace["make"]
+    make.__doc__ = f"A new {cls.__name__}, as ``{cls.__name__}(...)`` makes it."
+    make.__qualname__ = f"maker({cls.__name__})"
+    return make
 
 
 def _twin(cls: type, names: list[str]) -> type | None:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .copies import copier
+from .copies import copier, maker
 from .events import (
     OUTCOME_STATUSES,
     AbortMarked,
@@ -44,11 +44,12 @@ T = TypeVar("T")
 _replace = copier(TaskState)
 
 
-def step(state: TaskState, event: TaskEvent, **changes: Any) -> TaskState:
-    """The state after ``event``: ``changes``, stamped with the event's time and count
-    (one copy: :func:`evolve` copies a stamped state no further). A fold that leaves
-    ``running`` sets ``worker=None`` itself, for the same reason."""
-    return _replace(state, updated_at=event.at, events=state.events + 1, **changes)
+step: Callable[..., TaskState] = copier(TaskState, stamped=True)
+"""``step(state, event, **changes)``: the state after ``event``, ``changes`` stamped with
+the event's time and count (one copy: :func:`evolve` copies a stamped state no further;
+a fold that leaves ``running`` sets ``worker=None`` itself, for the same reason)."""
+_new_task = maker(TaskState)
+_new_checkpoint = maker(Checkpoint)
 
 
 Evolver = Callable[[TaskState, Any], TaskState]
@@ -127,21 +128,15 @@ _NO_ROLES: dict[str, Any] = {}
 _PLAIN_OUTCOMES = {status: Outcome(status) for status in OUTCOME_STATUSES}
 
 
-_BLANK = TaskState(
-    id="", kind="", version=0, status="pending", checkpoint=None, memos=_NO_MEMOS, roles=_NO_ROLES
-)
-"""Every field at its default: a new task is a copy of it (a copy costs a fraction of
-``TaskState(...)``, whose frozen ``__init__`` sets each field through ``object.__setattr__``)."""
-
-
 def _submitted(event: TaskSubmitted) -> TaskState:
-    return _replace(
-        _BLANK,
+    return _new_task(
         id=event.task_id,
         kind=sys.intern(event.kind),
         version=event.version,
         status="pending",
-        checkpoint=Checkpoint(sys.intern(event.phase)),
+        checkpoint=_new_checkpoint(sys.intern(event.phase)),
+        memos=_NO_MEMOS,
+        roles=_NO_ROLES,
         owner_id=event.owner_id,
         conversation_id=event.conversation_id,
         project_ids=event.project_ids,
@@ -177,13 +172,13 @@ def _reserved(state: TaskState, event: TaskReserved) -> TaskState:
 
 @evolves(TaskMigrated)
 def _migrated(state: TaskState, event: TaskMigrated) -> TaskState:
-    return step(state, event, version=event.to_version, checkpoint=Checkpoint(event.phase))
+    return step(state, event, version=event.to_version, checkpoint=_new_checkpoint(event.phase))
 
 
 @evolves(CheckpointCommitted)
 def _checkpoint(state: TaskState, event: CheckpointCommitted) -> TaskState:
     _require(state, event, "running")
-    checkpoint = Checkpoint(event.phase, event.attempt)
+    checkpoint = _new_checkpoint(event.phase, event.attempt)
     # Rule 11: a different state is progress; the same checkpoint again is not.
     restarts = state.restarts if checkpoint == state.checkpoint else 0
     return step(state, event, checkpoint=checkpoint, restarts=restarts)
@@ -204,7 +199,7 @@ def _wait(state: TaskState, event: WaitStarted) -> TaskState:
         status="waiting",
         mode=None,
         worker=None,
-        checkpoint=Checkpoint(event.phase),
+        checkpoint=_new_checkpoint(event.phase),
         on=event.on,
         policy=event.policy,
         restarts=0,
@@ -220,7 +215,7 @@ def _sleep(state: TaskState, event: SleepStarted) -> TaskState:
         status="sleeping",
         mode=None,
         worker=None,
-        checkpoint=Checkpoint(event.phase),
+        checkpoint=_new_checkpoint(event.phase),
         until=event.until,
         restarts=0,
     )

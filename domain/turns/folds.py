@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from ..tasks.copies import replace  # a fold copies a frozen state per event: cheaply
+from ..tasks.copies import maker, replace  # a fold copies a frozen state per event: cheaply
 from ..tasks.events import TaskEvent
 from ..tasks.evolve import InvalidTransition, evolves, evolves_stream, step
 from ..tasks.state import TaskState
@@ -70,9 +70,14 @@ from .state import (
 
 # ─── folds: Turns on the task's stream ──────────────────────────────────────
 
+# New states as their classes make them, without a frozen __init__'s cost.
+_new_role, _new_turn, _new_wakeup = maker(RoleState), maker(TurnState), maker(WakeupState)
+_new_cleanup, _new_obligation = maker(CleanupState), maker(Obligation)
+_new_pass, _new_retry = maker(PassState), maker(TaskPassRetry)
+
 
 def _role(state: TaskState, event: TurnEvent) -> RoleState:
-    return state.roles.get(event.role) or RoleState(event.role)
+    return state.roles.get(event.role) or _new_role(event.role)
 
 
 def _with_role(state: TaskState, role: RoleState, event: TurnEvent) -> TaskState:
@@ -115,7 +120,7 @@ def _started(state: TaskState, event: TurnStarted) -> TaskState:
             f"task {state.id}: Turn {event.turn_id} started while {role.active.turn_id} of "
             f"role {event.role!r} is active"
         )
-    turn = TurnState(
+    turn = _new_turn(
         turn_id=event.turn_id,
         role=event.role,
         status="started",
@@ -242,7 +247,7 @@ def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
     if isinstance(event, WakeupRequested):
         if state is not None:
             raise InvalidTransition(f"task {event.task_id}: a second pending wakeup requested")
-        return WakeupState(event.task_id, (event.reason,), 1, event.at, event.at)
+        return _new_wakeup(event.task_id, (event.reason,), 1, event.at, event.at)
     if isinstance(event, WakeupAggregated):
         if state is None:
             raise InvalidTransition(f"task {event.task_id}: wakeup aggregated with none pending")
@@ -264,14 +269,14 @@ def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
 
 @evolves_stream(RuntimeCleanupRequired, RuntimeCleanupFailed, RuntimeCleanupSettled)
 def _cleanup(state: CleanupState | None, event: Any) -> CleanupState:
-    current = state if state is not None else CleanupState(event.task_id)
+    current = state if state is not None else _new_cleanup(event.task_id)
     obligation = current.obligations.get(event.role)
     if isinstance(event, RuntimeCleanupRequired):
         if obligation is not None and obligation.open:
             raise InvalidTransition(
                 f"task {event.task_id}: a second open cleanup obligation for role {event.role!r}"
             )
-        obligation = Obligation(event.role, event.at)  # a settled one is replaced
+        obligation = _new_obligation(event.role, event.at)  # a settled one is replaced
     elif obligation is None or not obligation.open:
         raise InvalidTransition(
             f"task {event.task_id}: {type(event).__name__} without an open obligation of "
@@ -281,7 +286,7 @@ def _cleanup(state: CleanupState | None, event: Any) -> CleanupState:
         obligation = replace(obligation, failures=obligation.failures + 1, last_error=event.error)
     else:
         obligation = replace(obligation, settled_at=event.at)
-    return CleanupState(current.task_id, {**current.obligations, event.role: obligation})
+    return _new_cleanup(current.task_id, {**current.obligations, event.role: obligation})
 
 
 # ─── folds: pass and task-pass streams ──────────────────────────────────────
@@ -292,7 +297,7 @@ def _pass(state: PassState | None, event: Any) -> PassState:
     if isinstance(event, PassStarted):
         if state is not None:
             raise InvalidTransition(f"pass {event.pass_id} started twice")
-        return PassState(
+        return _new_pass(
             event.pass_id,
             event.scope,
             event.keys,
@@ -315,7 +320,7 @@ def _pass(state: PassState | None, event: Any) -> PassState:
 @evolves_stream(TaskPassRetryScheduled, TaskPassRetryAbandoned, TaskPassRetryCleared)
 def _task_pass_retry(state: TaskPassRetry | None, event: Any) -> TaskPassRetry | None:
     if isinstance(event, TaskPassRetryScheduled):
-        return TaskPassRetry(event.task_id, event.keys, event.attempt, event.retry_at)
+        return _new_retry(event.task_id, event.keys, event.attempt, event.retry_at)
     return None
 
 
