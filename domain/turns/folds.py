@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from ..tasks.copies import maker, replace  # a fold copies a frozen state per event: cheaply
+from ..tasks.copies import copier, maker
 from ..tasks.events import TaskEvent
 from ..tasks.evolve import InvalidTransition, evolves, evolves_stream, step
 from ..tasks.state import TaskState
@@ -70,7 +70,10 @@ from .state import (
 
 # ─── folds: Turns on the task's stream ──────────────────────────────────────
 
-# New states as their classes make them, without a frozen __init__'s cost.
+# New states as their classes make them, and copies (as dataclasses.replace), without
+# a frozen __init__'s cost: a fold makes one per event.
+_copy_role, _copy_turn, _copy_wakeup = copier(RoleState), copier(TurnState), copier(WakeupState)
+_copy_obligation, _copy_pass = copier(Obligation), copier(PassState)
 _new_role, _new_turn, _new_wakeup = maker(RoleState), maker(TurnState), maker(WakeupState)
 _new_cleanup, _new_obligation = maker(CleanupState), maker(Obligation)
 _new_pass, _new_retry = maker(PassState), maker(TaskPassRetry)
@@ -96,12 +99,12 @@ def _active(state: TaskState, event: TurnEvent) -> tuple[RoleState, TurnState]:
 
 def _update(state: TaskState, event: TurnEvent, **changes: Any) -> TaskState:
     role, turn = _active(state, event)
-    return _with_role(state, replace(role, active=replace(turn, **changes)), event)
+    return _with_role(state, _copy_role(role, active=_copy_turn(turn, **changes)), event)
 
 
 def _end(state: TaskState, event: TurnEvent, status: TurnStatus, reason: str | None) -> TaskState:
     role, turn = _active(state, event)
-    ended = replace(
+    ended = _copy_turn(
         turn,
         status=status,
         ended_at=event.at,
@@ -109,7 +112,7 @@ def _end(state: TaskState, event: TurnEvent, status: TurnStatus, reason: str | N
         retry_at=None,
         completion_due_at=None,
     )
-    return _with_role(state, replace(role, active=None, last=ended), event)
+    return _with_role(state, _copy_role(role, active=None, last=ended), event)
 
 
 @evolves(TurnStarted)
@@ -129,7 +132,7 @@ def _started(state: TaskState, event: TurnStarted) -> TaskState:
         cause=event.cause,
         reasons=event.reasons,
     )
-    return _with_role(state, replace(role, turns=role.turns + 1, active=turn), event)
+    return _with_role(state, _copy_role(role, turns=role.turns + 1, active=turn), event)
 
 
 @evolves(TurnDelivered)
@@ -252,7 +255,7 @@ def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
         if state is None:
             raise InvalidTransition(f"task {event.task_id}: wakeup aggregated with none pending")
         reasons = state.reasons if event.reason in state.reasons else (*state.reasons, event.reason)
-        return replace(
+        return _copy_wakeup(
             state,
             reasons=reasons,
             request_count=state.request_count + 1,
@@ -261,7 +264,7 @@ def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
     if isinstance(event, WakeupFoundBusy):
         if state is None:
             raise InvalidTransition(f"task {event.task_id}: wakeup found busy with none pending")
-        return replace(state, busy_attempts=event.attempt + 1, resignal_at=event.resignal_at)
+        return _copy_wakeup(state, busy_attempts=event.attempt + 1, resignal_at=event.resignal_at)
     if isinstance(event, WakeupDispatched) and state is None:
         raise InvalidTransition(f"task {event.task_id}: wakeup dispatched with none pending")
     return None  # dispatched or dropped: nothing pending any more
@@ -283,9 +286,11 @@ def _cleanup(state: CleanupState | None, event: Any) -> CleanupState:
             f"role {event.role!r}"
         )
     elif isinstance(event, RuntimeCleanupFailed):
-        obligation = replace(obligation, failures=obligation.failures + 1, last_error=event.error)
+        obligation = _copy_obligation(
+            obligation, failures=obligation.failures + 1, last_error=event.error
+        )
     else:
-        obligation = replace(obligation, settled_at=event.at)
+        obligation = _copy_obligation(obligation, settled_at=event.at)
     return _new_cleanup(current.task_id, {**current.obligations, event.role: obligation})
 
 
@@ -309,12 +314,12 @@ def _pass(state: PassState | None, event: Any) -> PassState:
     if state is None or state.finished_at is not None:
         raise InvalidTransition(f"pass {event.pass_id}: {type(event).__name__} outside the pass")
     if isinstance(event, PassTaskBlocked):
-        return replace(state, blocked={**state.blocked, event.task_id: event.error})
+        return _copy_pass(state, blocked={**state.blocked, event.task_id: event.error})
     if isinstance(event, PassTaskDeferred):
-        return replace(state, deferred={**state.deferred, event.task_id: event.project_ids})
+        return _copy_pass(state, deferred={**state.deferred, event.task_id: event.project_ids})
     if isinstance(event, PassTaskFailed):
-        return replace(state, failed={**state.failed, event.task_id: event.error})
-    return replace(state, done=event.done, finished_at=event.at)
+        return _copy_pass(state, failed={**state.failed, event.task_id: event.error})
+    return _copy_pass(state, done=event.done, finished_at=event.at)
 
 
 @evolves_stream(TaskPassRetryScheduled, TaskPassRetryAbandoned, TaskPassRetryCleared)
