@@ -120,6 +120,18 @@ def test_every_state_a_demo_fold_holds_is_made_and_stamped_as_its_class_does(
             stamped = copier(cls, stamped=True)(state, event)
             assert stamped == dataclasses.replace(state, updated_at=7.5, events=state.events + 1)
             assert copier(cls, stamped=True)(state, event, events=2).events == 2
+            # A copier of fixed changes: exactly those, each required.
+            some = tuple(name for name in every if name not in ("updated_at", "events"))[:3]
+            fixed = copier(cls, stamped=True, changing=some)
+            changes = {name: every[name] for name in reversed(some)}
+            assert fixed(state, event, **changes) == dataclasses.replace(
+                state, updated_at=7.5, events=state.events + 1, **changes
+            )
+            with pytest.raises(TypeError):
+                fixed(state, event, **dict(list(changes.items())[1:]))
+            assert copier(cls, changing=some)(state, **changes) == state
+    with pytest.raises(TypeError):
+        copier(TaskState, changing=("no_such_field",))
     assert {"TaskState", "RoleState", "TurnState", "RunState", "PassState"} <= kinds
 
 

@@ -44,13 +44,17 @@ def copyable(cls: type) -> bool:
     )
 
 
-def copier(cls: type[T], *, stamped: bool = False) -> Callable[..., T]:
+def copier(
+    cls: type[T], *, stamped: bool = False, changing: tuple[str, ...] | None = None
+) -> Callable[..., T]:
     """``copy(state, /, **changes)``: a copy of a ``cls`` with ``changes``, as
     ``dataclasses.replace(state, **changes)`` makes it (an unknown field is a
     :class:`TypeError`); ``dataclasses.replace`` itself for a class :func:`copyable`
     refuses. ``stamped``: ``copy(state, event, /, **changes)``, the copy an event
     makes of a state that counts its events, with ``updated_at=event.at`` and
-    ``events=state.events + 1`` unless ``changes`` set them (one call, one copy)."""
+    ``events=state.events + 1`` unless ``changes`` set them (one call, one copy).
+    ``changing``: the fields every call changes, and only those, all required (a
+    fold's hottest copies: no field is asked whether it changed)."""
     if not copyable(cls):
         if stamped:
             return lambda state, event, /, **changes: dataclasses.replace(
@@ -58,24 +62,30 @@ def copier(cls: type[T], *, stamped: bool = False) -> Callable[..., T]:
             )
         return dataclasses.replace
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    if changing is not None and not set(changing) <= set(names):
+        raise TypeError(f"{cls.__name__} has no field {sorted(set(changing) - set(names))}")
     namespace: dict[str, Any] = {"new_object": object.__new__, "cls": cls, "_": _UNCHANGED}
-    params = ", ".join(f"{name}=_" for name in names)
     unchanged = {name: f"state.{name}" for name in names}
     if stamped:
         unchanged.update(updated_at="event.at", events="state.events + 1")
+    if changing is None:
+        params = ", ".join(f"{name}=_" for name in names)
+        value = {name: f"{unchanged[name]} if {name} is _ else {name}" for name in names}
+    else:
+        params = ", ".join(changing)
+        value = {name: name if name in changing else unchanged[name] for name in names}
     head = f"def replace(state, {'event, ' if stamped else ''}/, *, {params}):"
     twin = _twin(cls, names)
     if twin is not None:
         namespace["twin"] = twin
         lines = [head, "    new = new_object(twin)"]
-        for name in names:
-            lines.append(f"    new.{name} = {unchanged[name]} if {name} is _ else {name}")
+        lines += [f"    new.{name} = {value[name]}" for name in names]
         lines.append("    new.__class__ = cls")
     else:
         lines = [head, "    new = new_object(cls)"]
         for name in names:
             namespace[f"set_{name}"] = getattr(cls, name).__set__  # the slot, maybe a base's
-            lines.append(f"    set_{name}(new, {unchanged[name]} if {name} is _ else {name})")
+            lines.append(f"    set_{name}(new, {value[name]})")
     lines.append("    return new")
     exec("\n".join(lines), namespace)
     copy: Callable[..., T] = namespace["replace"]

@@ -49,6 +49,22 @@ step: Callable[..., TaskState] = copier(TaskState, stamped=True)
 the event's time and count (one copy: :func:`evolve` copies a stamped state no further;
 a fold that leaves ``running`` sets ``worker=None`` itself, for the same reason)."""
 _new_task = maker(TaskState)
+# The copies of the commonest events: each sets exactly these fields (no field is asked
+# whether it changed, as ``step``'s are).
+_to_running = copier(
+    TaskState,
+    stamped=True,
+    changing=("status", "mode", "worker", "on", "policy", "until", "started_version"),
+)
+_to_decided = copier(
+    TaskState,
+    stamped=True,
+    changing=(
+        "status", "mode", "worker", "checkpoint", "on", "policy", "until", "outcome",
+        "memos", "restarts",
+    ),
+)  # fmt: skip
+_to_checkpoint = copier(TaskState, stamped=True, changing=("checkpoint", "restarts"))
 _new_checkpoint = maker(Checkpoint)
 
 
@@ -157,7 +173,7 @@ def _require(state: TaskState, event: TaskEvent, *statuses: str) -> None:
 def _reserved(state: TaskState, event: TaskReserved) -> TaskState:
     _require(state, event, "pending", "waiting", "sleeping", "running")
     started = state.started_version if state.started_version is not None else state.events + 1
-    return step(
+    return _to_running(
         state,
         event,
         status="running",
@@ -181,7 +197,7 @@ def _checkpoint(state: TaskState, event: CheckpointCommitted) -> TaskState:
     checkpoint = _new_checkpoint(event.phase, event.attempt)
     # Rule 11: a different state is progress; the same checkpoint again is not.
     restarts = state.restarts if checkpoint == state.checkpoint else 0
-    return step(state, event, checkpoint=checkpoint, restarts=restarts)
+    return _to_checkpoint(state, event, checkpoint=checkpoint, restarts=restarts)
 
 
 @evolves(MemoRecorded)
@@ -232,7 +248,7 @@ def _outcome(event: OutcomeHeld | TaskEnded) -> Outcome:
 @evolves(OutcomeHeld)
 def _held(state: TaskState, event: OutcomeHeld) -> TaskState:
     # Rule 14: memos disappear once an outcome is decided.
-    return step(
+    return _to_decided(
         state,
         event,
         status="completing",
@@ -250,7 +266,7 @@ def _held(state: TaskState, event: OutcomeHeld) -> TaskState:
 
 @evolves(TaskEnded)
 def _ended(state: TaskState, event: TaskEnded) -> TaskState:
-    return step(
+    return _to_decided(
         state,
         event,
         status="terminal",

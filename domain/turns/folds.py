@@ -12,7 +12,7 @@ from typing import Any
 
 from ..tasks.copies import copier, maker
 from ..tasks.events import TaskEvent
-from ..tasks.evolve import InvalidTransition, evolves, evolves_stream, step
+from ..tasks.evolve import InvalidTransition, evolves, evolves_stream
 from ..tasks.state import TaskState
 from ..world import World, register_indexer, register_retirer
 from .events import (
@@ -74,6 +74,7 @@ from .state import (
 # a frozen __init__'s cost: a fold makes one per event.
 _copy_role, _copy_turn, _copy_wakeup = copier(RoleState), copier(TurnState), copier(WakeupState)
 _copy_obligation, _copy_pass = copier(Obligation), copier(PassState)
+_with_roles = copier(TaskState, stamped=True, changing=("roles",))
 _new_role, _new_turn, _new_wakeup = maker(RoleState), maker(TurnState), maker(WakeupState)
 _new_cleanup, _new_obligation = maker(CleanupState), maker(Obligation)
 _new_pass, _new_retry = maker(PassState), maker(TaskPassRetry)
@@ -84,7 +85,7 @@ def _role(state: TaskState, event: TurnEvent) -> RoleState:
 
 
 def _with_role(state: TaskState, role: RoleState, event: TurnEvent) -> TaskState:
-    return step(state, event, roles={**state.roles, role.name: role})  # stamped: one copy
+    return _with_roles(state, event, roles={**state.roles, role.name: role})  # stamped: one copy
 
 
 def _active(state: TaskState, event: TurnEvent) -> tuple[RoleState, TurnState]:
