@@ -34,6 +34,7 @@ from .hooks import register_retirer as register_retirer
 from .tasks.events import TaskEvent, TaskSubmitted
 from .tasks.evolve import evolve, evolve_stream
 from .tasks.state import TaskState
+from .world_fold import apply_event, count, index_task
 
 
 class World:
@@ -180,26 +181,13 @@ class World:
         already from this world's state (a decision's :class:`Draft` has), so that
         ``evolve`` does not run twice.
         """
-        previous: Any
-        self.folded += 1
-        if type(event).task_stream:
-            previous = self.tasks.get(event.task_id)
-            state: Any = folded if folded is not None else evolve(previous, event)
-            self.tasks[state.id] = state
-            self.unknown.discard(state.id)
-            self._index(previous, state)
-        else:
-            stream_id = event.stream_id()
-            previous = self.streams.get(stream_id)
-            state = folded if folded is not None else evolve_stream(previous, event)
-            self.streams[stream_id] = state
-            self.stream_versions[stream_id] = self.stream_versions.get(stream_id, 0) + 1
-            self.absent.discard(stream_id)
-            for indexer in STREAM_INDEXERS:
-                indexer(self, event, previous, state)
-        for indexer in INDEXERS:
-            indexer(self, event, previous, state)
-        return state
+        cls = type(event)
+        if cls.task_stream:
+            return apply_event(
+                self, event, cls, event.task_id, self.tasks.get(event.task_id), folded
+            )
+        stream_id = event.stream_id()
+        return apply_event(self, event, cls, stream_id, self.streams.get(stream_id), folded)
 
     def apply_stored(self, position: int, event: TaskEvent, version: int) -> tuple[Any, Any]:
         """Fold one event read from a store, checking it is the next of its stream.
@@ -209,18 +197,25 @@ class World:
         terminal event, say), raises :class:`~.errors.CorruptEvent` at
         ``position`` and leaves the world as it was.
         """
-        stream_id = event.stream_id()
-        task_stream = type(event).task_stream
-        have = self.held_version(stream_id, task_stream)
+        cls = type(event)
+        task_stream: bool = cls.task_stream
+        if task_stream:
+            stream_id = event.task_id  # a task's stream is named by its id
+            before = self.tasks.get(stream_id)
+            have = before.events if before is not None else 0
+        else:
+            stream_id = event.stream_id()
+            before = self.streams.get(stream_id)
+            have = self.stream_versions.get(stream_id, 0)
         if have == 0 and version > 1:
             have = self.version_of(stream_id, task_stream)  # dropped: read back first
+            before = self.tasks.get(stream_id) if task_stream else self.streams.get(stream_id)
         if version != have + 1:
             raise CorruptEvent(
                 position, f"stream {stream_id} jumps from version {have} to {version}"
             )
-        before = self.tasks.get(stream_id) if task_stream else self.streams.get(stream_id)
         try:
-            after = self.apply(event)
+            after = apply_event(self, event, cls, stream_id, before, None)
         except ValueError as error:
             raise CorruptEvent(position, str(error)) from None
         return before, after
@@ -232,55 +227,15 @@ class World:
         previous = self.tasks.get(task_id)
         if previous is not None:
             # Out of every index, as if it had ended; then in again as ``state``.
-            self._index(previous, replace(previous, status="terminal"))
-            self._count("terminal", -1)  # it did not end: only its count moved
+            index_task(self, previous, replace(previous, status="terminal"))
+            count(self, "terminal", -1)  # it did not end: only its count moved
         if state is None:
             self.tasks.pop(task_id, None)
         else:
             self.tasks[task_id] = state
-            self._index(None, state)
+            index_task(self, None, state)
         for indexer in INDEXERS:
             indexer(self, event, previous, state)
-
-    def _count(self, status: str, change: int) -> None:
-        left = self.counts.get(status, 0) + change
-        if left:
-            self.counts[status] = left
-        else:
-            del self.counts[status]  # no zero entries: one world's counts equal another's
-
-    def _index(self, previous: TaskState | None, state: TaskState) -> None:
-        task_id = state.id
-        if previous is not None:
-            self._count(previous.status, -1)
-        self._count(state.status, 1)
-        if previous is not None and previous.status == "waiting":
-            for awaited in previous.on:
-                waiting = self.waiters.get(awaited)
-                if waiting is not None:
-                    waiting.discard(task_id)
-                    if not waiting:
-                        del self.waiters[awaited]
-        if state.status == "waiting":
-            for awaited in state.on:
-                self.waiters.setdefault(awaited, set()).add(task_id)
-        if state.status == "sleeping":
-            self.sleeping.add(task_id)
-        else:
-            self.sleeping.discard(task_id)
-        owner = state.owner_id
-        if state.live:
-            self.live.add(task_id)
-            if previous is None and owner is not None:
-                self.live_children.setdefault(owner, set()).add(task_id)
-        else:
-            self.live.discard(task_id)
-            if owner is not None:
-                children = self.live_children.get(owner)
-                if children is not None:
-                    children.discard(task_id)
-                    if not children:
-                        del self.live_children[owner]
 
 
 class Draft:

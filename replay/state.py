@@ -218,12 +218,16 @@ def fold(
     pending = 0
     last_position = state.last_position
     apply_stored = world.apply_stored
+    # No stop (a whole log): no call per event to ask. Only a per-event projection
+    # deletes rows between flushes, so only then are deletes looked at per event.
+    reached = stop.reached if stop.position is not None or stop.at is not None else None
     for recorded in records:
-        if stop.reached(recorded):
+        if reached is not None and reached(recorded):
             break
         event = recorded.event
         position = recorded.position
-        stream_id = event.stream_id()
+        # A task's stream is named by its id (TaskEvent.stream_id) without the call.
+        stream_id = event.task_id if type(event).task_stream else event.stream_id()
         try:
             before, after = apply_stored(position, event, recorded.originator_version)
         except CorruptEvent as error:
@@ -231,19 +235,21 @@ def fold(
                 raise
             state.problems.append(Problem(position, str(error)))
             continue
-        for projection in per_event:
-            projection.apply(shared, position, event, before, after, world)
+        if per_event:
+            for projection in per_event:
+                projection.apply(shared, position, event, before, after, world)
+            if shared.deletes:
+                _drop_deleted(shared)
         if coalesce is not None:
             coalesce(stream_id, position, event, before)
             pending += 1
             if pending >= COALESCE_BATCH:
                 coalescer.flush(world, lambda _: shared)
+                _drop_deleted(shared)
                 pending = 0
         state.position = position
         state.events += 1
         last_position[stream_id] = position
-        if shared.deletes:
-            _drop_deleted(shared)
     coalescer.flush(world, lambda _: shared)
     _drop_deleted(shared)
     return state

@@ -24,8 +24,10 @@ from tasktrail.domain.demo.workload import run_demo
 from tasktrail.domain.runs.state import RunState
 from tasktrail.domain.store.transcoder import decode_event, decode_payload, encode_event
 from tasktrail.domain.store.wire import fast_decode
-from tasktrail.domain.tasks.copies import copier, copyable, replace
-from tasktrail.domain.tasks.state import TaskState
+from tasktrail.domain.tasks.copies import copier, copyable, maker, replace
+from tasktrail.domain.tasks.events import TaskSubmitted
+from tasktrail.domain.tasks.evolve import evolve
+from tasktrail.domain.tasks.state import Checkpoint, TaskState
 from tasktrail.domain.turns.state import RoleState, TurnState, WakeupState
 from tasktrail.replay import replay
 
@@ -67,6 +69,74 @@ def test_the_copies_of_every_state_are_dataclasses_replace(demo_store: Path) -> 
         replace(tasks[0], no_such_field=1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         replace(tasks[0]).events = 1  # type: ignore[misc]
+
+
+def test_a_copy_is_of_the_state_class_itself_and_a_new_task_is_its_constructors() -> None:
+    # The copier fills a twin of the class's slot layout, then makes it a ``cls``.
+    task = evolve(None, TaskSubmitted(task_id="t1", at=1.0, kind="a", version=2, phase="p"))
+    assert type(task) is TaskState and type(replace(task, events=3)) is TaskState
+    made = TaskState(
+        id="t1", kind="a", version=2, status="pending", checkpoint=Checkpoint("p"),
+        submitted_at=1.0, updated_at=1.0, events=1,
+    )  # fmt: skip
+    assert task == made and repr(task) == repr(made)
+    for name in TaskState.__slots__:
+        assert type(getattr(task, name)) is type(getattr(made, name)), name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        task.events = 2  # type: ignore[misc]
+    # A class whose slots are not its fields' own is filled through its descriptors.
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Base:
+        a: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Derived(Base):
+        b: int = 0
+
+    assert copyable(Derived) and replace(Derived(1, 2), b=3) == Derived(1, 3)
+
+
+def test_every_state_a_demo_fold_holds_is_made_and_stamped_as_its_class_does(
+    demo_store: Path,
+) -> None:
+    world = replay(demo_store, snapshots=False).held
+    states: list[Any] = [*world.tasks.values(), *world.streams.values()]
+    states += [role for task in world.tasks.values() for role in task.roles.values()]
+    states += [role.last for role in states if isinstance(role, RoleState) and role.last]
+    kinds = set()
+    for state in states:
+        cls = type(state)
+        if not copyable(cls):
+            continue
+        kinds.add(cls.__name__)
+        every = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+        made = maker(cls)(**every)
+        assert made == cls(**every) and type(made) is cls
+        required = {f.name: every[f.name] for f in dataclasses.fields(state) if _required(f)}
+        assert maker(cls)(**required) == cls(**required)
+        if "events" in every and "updated_at" in every:
+            event = TaskSubmitted(task_id="t", at=7.5, kind="a", version=1, phase="p")
+            stamped = copier(cls, stamped=True)(state, event)
+            assert stamped == dataclasses.replace(state, updated_at=7.5, events=state.events + 1)
+            assert copier(cls, stamped=True)(state, event, events=2).events == 2
+            # A copier of fixed changes: exactly those, each required.
+            some = tuple(name for name in every if name not in ("updated_at", "events"))[:3]
+            fixed = copier(cls, stamped=True, changing=some)
+            changes = {name: every[name] for name in reversed(some)}
+            assert fixed(state, event, **changes) == dataclasses.replace(
+                state, updated_at=7.5, events=state.events + 1, **changes
+            )
+            with pytest.raises(TypeError):
+                fixed(state, event, **dict(list(changes.items())[1:]))
+            assert copier(cls, changing=some)(state, **changes) == state
+    with pytest.raises(TypeError):
+        copier(TaskState, changing=("no_such_field",))
+    assert {"TaskState", "RoleState", "TurnState", "RunState", "PassState"} <= kinds
+
+
+def _required(f: dataclasses.Field[Any]) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 def test_a_class_that_validates_is_copied_by_its_init() -> None:

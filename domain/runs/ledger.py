@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..tasks.events import TaskEvent
+from ..tasks.events import TaskEnded, TaskEvent, TaskSubmitted
 from ..world import World, register_compactor, register_indexer, register_retirer
 from .events import RunAdopted, RunDone, RunEvent, RunFailed, RunMinted, RunSubmitted, ScheduleSet
 from .state import RunState, ScheduleState
@@ -136,7 +136,7 @@ def index_ledger(world: World, event: TaskEvent, previous: Any, state: Any) -> N
             ledger.markers[run.task_id] = "failed"
 
 
-register_indexer(index_ledger, task_streams=False)  # run and schedule streams only
+register_indexer(index_ledger, task_streams=False, reacts_to=(ScheduleSet, RunEvent))
 
 
 RECENT_DAYS = 3
@@ -204,7 +204,10 @@ def index_live_schedules(world: World, event: TaskEvent, previous: Any, state: A
             world.indexes[LIVE_SCHEDULES].pop(event.task_id, None)
 
 
-register_indexer(index_live_schedules, restorable=True)  # task ends, too
+# A schedule, and a task turning live or ending: a task's liveness changes only then.
+register_indexer(
+    index_live_schedules, restorable=True, reacts_to=(ScheduleSet, TaskSubmitted, TaskEnded)
+)
 
 
 def live_schedules(world: World) -> dict[str, float]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from ..tasks.copies import replace  # a fold copies a frozen state per event: cheaply
+from ..tasks.copies import copier, maker
 from ..tasks.evolve import InvalidTransition, evolves_stream
 from .events import (
     RUN_EVENT_TYPES,
@@ -131,13 +131,19 @@ def _require(state: RunState | None, event: RunEvent, *statuses: str) -> RunStat
     return state
 
 
+# A fold makes a state per event: built and copied (stamped with the event's time and
+# count, one copy) without a frozen __init__'s cost.
+_new_run = maker(RunState)
+_step = copier(RunState, stamped=True)
+
+
 @evolves_stream(*RUN_EVENT_TYPES)
 def evolve_run(state: RunState | None, event: RunEvent) -> RunState:
     """The run's state after ``event`` (``state`` is ``None`` before it was minted)."""
     if isinstance(event, RunMinted):
         if state is not None:
             raise InvalidTransition(f"run {event.run_id}: minted twice")
-        return RunState(
+        return _new_run(
             run_id=event.run_id,
             task_id=event.task_id,
             day=event.day,
@@ -154,16 +160,15 @@ def evolve_run(state: RunState | None, event: RunEvent) -> RunState:
             payload=event.payload,
             catch_up=event.catch_up,
         )
-    current = _require(state, event, *LIVE_RUN_STATUSES)
-    next_state = _apply(current, event)
-    return replace(next_state, updated_at=event.at, events=current.events + 1)
+    return _apply(_require(state, event, *LIVE_RUN_STATUSES), event)
 
 
 def _apply(state: RunState, event: RunEvent) -> RunState:
     if isinstance(event, RunSubmitted | RunAdopted):
         _require(state, event, "dispatching")
-        return replace(
+        return _step(
             state,
+            event,
             status="running",
             job_id=event.job_id,
             last_known_status=event.job_status,
@@ -171,8 +176,9 @@ def _apply(state: RunState, event: RunEvent) -> RunState:
         )
     if isinstance(event, RunSubmitFailed):
         _require(state, event, "dispatching")
-        return replace(
+        return _step(
             state,
+            event,
             retry_after=event.retry_after,
             submit_attempts=state.submit_attempts + (1 if event.consumed else 0),
             drains=state.drains + (1 if event.error_class == "drain" else 0),
@@ -180,18 +186,20 @@ def _apply(state: RunState, event: RunEvent) -> RunState:
         )
     if isinstance(event, RunStarted):
         _require(state, event, "running")
-        return replace(state, last_known_status=event.job_status)
+        return _step(state, event, last_known_status=event.job_status)
     if isinstance(event, RunDone):
         _require(state, event, "running")
-        return replace(
+        return _step(
             state,
+            event,
             status="done",
             last_known_status=event.job_status,
             completed_at=event.completed_at,
         )
     if isinstance(event, RunFailed):
-        return replace(
+        return _step(
             state,
+            event,
             status="failed",
             error=RunError(event.code, event.message),
             last_known_status=event.job_status or state.last_known_status,
@@ -199,16 +207,18 @@ def _apply(state: RunState, event: RunEvent) -> RunState:
         )
     if isinstance(event, RunOrphaned):
         _require(state, event, "running")
-        return replace(
+        return _step(
             state,
+            event,
             status="orphaned",
             error=RunError("orphaned", event.message),
             completed_at=event.completed_at,
         )
     if isinstance(event, RunSuperseded):
         _require(state, event, "running")
-        return replace(
+        return _step(
             state,
+            event,
             status="superseded",
             error=RunError(event.code, event.message),
             completed_at=event.completed_at,

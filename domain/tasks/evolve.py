@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .copies import copier
+from .copies import copier, maker
 from .events import (
     OUTCOME_STATUSES,
     AbortMarked,
@@ -44,9 +44,28 @@ T = TypeVar("T")
 _replace = copier(TaskState)
 
 
-def _step(state: TaskState, event: TaskEvent, **changes: Any) -> TaskState:
-    """The state after ``event``: ``changes``, stamped with the event's time and count."""
-    return _replace(state, updated_at=event.at, events=state.events + 1, **changes)
+step: Callable[..., TaskState] = copier(TaskState, stamped=True)
+"""``step(state, event, **changes)``: the state after ``event``, ``changes`` stamped with
+the event's time and count (one copy: :func:`evolve` copies a stamped state no further;
+a fold that leaves ``running`` sets ``worker=None`` itself, for the same reason)."""
+_new_task = maker(TaskState)
+# The copies of the commonest events: each sets exactly these fields (no field is asked
+# whether it changed, as ``step``'s are).
+_to_running = copier(
+    TaskState,
+    stamped=True,
+    changing=("status", "mode", "worker", "on", "policy", "until", "started_version"),
+)
+_to_decided = copier(
+    TaskState,
+    stamped=True,
+    changing=(
+        "status", "mode", "worker", "checkpoint", "on", "policy", "until", "outcome",
+        "memos", "restarts",
+    ),
+)  # fmt: skip
+_to_checkpoint = copier(TaskState, stamped=True, changing=("checkpoint", "restarts"))
+_new_checkpoint = maker(Checkpoint)
 
 
 Evolver = Callable[[TaskState, Any], TaskState]
@@ -114,7 +133,7 @@ def evolve(state: TaskState | None, event: TaskEvent) -> TaskState:
     if next_state.worker is not None and next_state.status != "running":
         next_state = _replace(next_state, worker=None)  # a worker holds running tasks only
     if next_state.events == state.events + 1:
-        return next_state  # stamped already (by _step)
+        return next_state  # stamped already (by step)
     return _replace(next_state, updated_at=event.at, events=state.events + 1)
 
 
@@ -126,12 +145,12 @@ _PLAIN_OUTCOMES = {status: Outcome(status) for status in OUTCOME_STATUSES}
 
 
 def _submitted(event: TaskSubmitted) -> TaskState:
-    return TaskState(
+    return _new_task(
         id=event.task_id,
         kind=sys.intern(event.kind),
         version=event.version,
         status="pending",
-        checkpoint=Checkpoint(sys.intern(event.phase)),
+        checkpoint=_new_checkpoint(sys.intern(event.phase)),
         memos=_NO_MEMOS,
         roles=_NO_ROLES,
         owner_id=event.owner_id,
@@ -154,7 +173,7 @@ def _require(state: TaskState, event: TaskEvent, *statuses: str) -> None:
 def _reserved(state: TaskState, event: TaskReserved) -> TaskState:
     _require(state, event, "pending", "waiting", "sleeping", "running")
     started = state.started_version if state.started_version is not None else state.events + 1
-    return _step(
+    return _to_running(
         state,
         event,
         status="running",
@@ -169,33 +188,34 @@ def _reserved(state: TaskState, event: TaskReserved) -> TaskState:
 
 @evolves(TaskMigrated)
 def _migrated(state: TaskState, event: TaskMigrated) -> TaskState:
-    return _step(state, event, version=event.to_version, checkpoint=Checkpoint(event.phase))
+    return step(state, event, version=event.to_version, checkpoint=_new_checkpoint(event.phase))
 
 
 @evolves(CheckpointCommitted)
 def _checkpoint(state: TaskState, event: CheckpointCommitted) -> TaskState:
     _require(state, event, "running")
-    checkpoint = Checkpoint(event.phase, event.attempt)
+    checkpoint = _new_checkpoint(event.phase, event.attempt)
     # Rule 11: a different state is progress; the same checkpoint again is not.
     restarts = state.restarts if checkpoint == state.checkpoint else 0
-    return _step(state, event, checkpoint=checkpoint, restarts=restarts)
+    return _to_checkpoint(state, event, checkpoint=checkpoint, restarts=restarts)
 
 
 @evolves(MemoRecorded)
 def _memo(state: TaskState, event: MemoRecorded) -> TaskState:
     _require(state, event, "running")
-    return _step(state, event, memos={**state.memos, event.name: event.value})
+    return step(state, event, memos={**state.memos, event.name: event.value})
 
 
 @evolves(WaitStarted)
 def _wait(state: TaskState, event: WaitStarted) -> TaskState:
     _require(state, event, "running")
-    return _step(
+    return step(
         state,
         event,
         status="waiting",
         mode=None,
-        checkpoint=Checkpoint(event.phase),
+        worker=None,
+        checkpoint=_new_checkpoint(event.phase),
         on=event.on,
         policy=event.policy,
         restarts=0,
@@ -205,12 +225,13 @@ def _wait(state: TaskState, event: WaitStarted) -> TaskState:
 @evolves(SleepStarted)
 def _sleep(state: TaskState, event: SleepStarted) -> TaskState:
     _require(state, event, "running")
-    return _step(
+    return step(
         state,
         event,
         status="sleeping",
         mode=None,
-        checkpoint=Checkpoint(event.phase),
+        worker=None,
+        checkpoint=_new_checkpoint(event.phase),
         until=event.until,
         restarts=0,
     )
@@ -227,11 +248,12 @@ def _outcome(event: OutcomeHeld | TaskEnded) -> Outcome:
 @evolves(OutcomeHeld)
 def _held(state: TaskState, event: OutcomeHeld) -> TaskState:
     # Rule 14: memos disappear once an outcome is decided.
-    return _step(
+    return _to_decided(
         state,
         event,
         status="completing",
         mode=None,
+        worker=None,
         checkpoint=None,
         on=(),
         policy=None,
@@ -244,11 +266,12 @@ def _held(state: TaskState, event: OutcomeHeld) -> TaskState:
 
 @evolves(TaskEnded)
 def _ended(state: TaskState, event: TaskEnded) -> TaskState:
-    return _step(
+    return _to_decided(
         state,
         event,
         status="terminal",
         mode=None,
+        worker=None,
         checkpoint=None,
         on=(),
         policy=None,
@@ -262,21 +285,21 @@ def _ended(state: TaskState, event: TaskEnded) -> TaskState:
 @evolves(AbortMarked)
 def _abort_marked(state: TaskState, event: AbortMarked) -> TaskState:
     # Rule 12: a mark resets restarts, which from now on count abort cut-offs.
-    return _step(state, event, abort_requested=True, abort_reason=event.reason, restarts=0)
+    return step(state, event, abort_requested=True, abort_reason=event.reason, restarts=0)
 
 
 @evolves(TaskRecovered)
 def _recovered(state: TaskState, event: TaskRecovered) -> TaskState:
     _require(state, event, "running")
-    return _step(state, event, status="pending", mode=None, restarts=event.restarts)
+    return step(state, event, status="pending", mode=None, worker=None, restarts=event.restarts)
 
 
 @evolves(TaskStopped)
 def _stopped(state: TaskState, event: TaskStopped) -> TaskState:
     _require(state, event, "running")
-    return _step(state, event, status="pending", mode=None)
+    return step(state, event, status="pending", mode=None, worker=None)
 
 
 @evolves(RestartsCleared)
 def _restarts_cleared(state: TaskState, event: RestartsCleared) -> TaskState:
-    return _step(state, event, restarts=0)
+    return step(state, event, restarts=0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..world import World, register_indexer
-from .events import TaskEvent
+from .events import AbortMarked, OutcomeHeld, TaskEnded, TaskEvent, TaskSubmitted
 from .state import TaskState
 
 LIVE_ORDER = "live_order"
@@ -44,7 +44,11 @@ def index_live(world: World, event: TaskEvent, previous: Any, state: Any) -> Non
         cancelling.discard(task_id)
 
 
-register_indexer(index_live, restorable=True)
+# A task turns live when submitted and stops at its end; only a mark or a held outcome
+# changes cancellation intent (TaskState.cancelling).
+register_indexer(
+    index_live, restorable=True, reacts_to=(TaskSubmitted, OutcomeHeld, AbortMarked, TaskEnded)
+)
 
 
 def live_in_order(world: World) -> list[str]:

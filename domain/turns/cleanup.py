@@ -12,13 +12,14 @@ from typing import Any, Literal
 
 from ..errors import InvalidArgument, RuleViolation
 from ..tasks.context import Context
-from ..tasks.events import TaskEvent
+from ..tasks.events import TaskEnded, TaskEvent, TaskSubmitted
 from ..tasks.guards import not_closing as _open
 from ..tasks.state import TaskState
 from ..tasks.validation import require_task as _task
 from ..world import Draft, World, register_indexer
 from .checks import check_role
 from .events import (
+    CleanupEvent,
     RuntimeCleanupFailed,
     RuntimeCleanupRequired,
     RuntimeCleanupSettled,
@@ -87,7 +88,11 @@ def index_cleanup_owed(world: World, event: TaskEvent, previous: Any, state: Any
         owed.discard(task_id)
 
 
-register_indexer(index_cleanup_owed, restorable=True)
+# Only an ended task can owe, and no event follows its end but its cleanup stream's;
+# a submission makes the index (as any first task event did).
+register_indexer(
+    index_cleanup_owed, restorable=True, reacts_to=(TaskSubmitted, TaskEnded, CleanupEvent)
+)
 
 
 def cleanup_owed(world: World) -> set[str]:

@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from ..tasks.copies import replace  # a fold copies a frozen state per event: cheaply
+from ..tasks.copies import copier, maker
 from ..tasks.events import TaskEvent
 from ..tasks.evolve import InvalidTransition, evolves, evolves_stream
 from ..tasks.state import TaskState
 from ..world import World, register_indexer, register_retirer
 from .events import (
+    CleanupEvent,
     RuntimeCleanupFailed,
     RuntimeCleanupRequired,
     RuntimeCleanupSettled,
@@ -69,13 +70,22 @@ from .state import (
 
 # ─── folds: Turns on the task's stream ──────────────────────────────────────
 
+# New states as their classes make them, and copies (as dataclasses.replace), without
+# a frozen __init__'s cost: a fold makes one per event.
+_copy_role, _copy_turn, _copy_wakeup = copier(RoleState), copier(TurnState), copier(WakeupState)
+_copy_obligation, _copy_pass = copier(Obligation), copier(PassState)
+_with_roles = copier(TaskState, stamped=True, changing=("roles",))
+_new_role, _new_turn, _new_wakeup = maker(RoleState), maker(TurnState), maker(WakeupState)
+_new_cleanup, _new_obligation = maker(CleanupState), maker(Obligation)
+_new_pass, _new_retry = maker(PassState), maker(TaskPassRetry)
+
 
 def _role(state: TaskState, event: TurnEvent) -> RoleState:
-    return state.roles.get(event.role) or RoleState(event.role)
+    return state.roles.get(event.role) or _new_role(event.role)
 
 
-def _with_role(state: TaskState, role: RoleState) -> TaskState:
-    return replace(state, roles={**state.roles, role.name: role})
+def _with_role(state: TaskState, role: RoleState, event: TurnEvent) -> TaskState:
+    return _with_roles(state, event, roles={**state.roles, role.name: role})  # stamped: one copy
 
 
 def _active(state: TaskState, event: TurnEvent) -> tuple[RoleState, TurnState]:
@@ -90,12 +100,12 @@ def _active(state: TaskState, event: TurnEvent) -> tuple[RoleState, TurnState]:
 
 def _update(state: TaskState, event: TurnEvent, **changes: Any) -> TaskState:
     role, turn = _active(state, event)
-    return _with_role(state, replace(role, active=replace(turn, **changes)))
+    return _with_role(state, _copy_role(role, active=_copy_turn(turn, **changes)), event)
 
 
 def _end(state: TaskState, event: TurnEvent, status: TurnStatus, reason: str | None) -> TaskState:
     role, turn = _active(state, event)
-    ended = replace(
+    ended = _copy_turn(
         turn,
         status=status,
         ended_at=event.at,
@@ -103,7 +113,7 @@ def _end(state: TaskState, event: TurnEvent, status: TurnStatus, reason: str | N
         retry_at=None,
         completion_due_at=None,
     )
-    return _with_role(state, replace(role, active=None, last=ended))
+    return _with_role(state, _copy_role(role, active=None, last=ended), event)
 
 
 @evolves(TurnStarted)
@@ -114,7 +124,7 @@ def _started(state: TaskState, event: TurnStarted) -> TaskState:
             f"task {state.id}: Turn {event.turn_id} started while {role.active.turn_id} of "
             f"role {event.role!r} is active"
         )
-    turn = TurnState(
+    turn = _new_turn(
         turn_id=event.turn_id,
         role=event.role,
         status="started",
@@ -123,7 +133,7 @@ def _started(state: TaskState, event: TurnStarted) -> TaskState:
         cause=event.cause,
         reasons=event.reasons,
     )
-    return _with_role(state, replace(role, turns=role.turns + 1, active=turn))
+    return _with_role(state, _copy_role(role, turns=role.turns + 1, active=turn), event)
 
 
 @evolves(TurnDelivered)
@@ -241,12 +251,12 @@ def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
     if isinstance(event, WakeupRequested):
         if state is not None:
             raise InvalidTransition(f"task {event.task_id}: a second pending wakeup requested")
-        return WakeupState(event.task_id, (event.reason,), 1, event.at, event.at)
+        return _new_wakeup(event.task_id, (event.reason,), 1, event.at, event.at)
     if isinstance(event, WakeupAggregated):
         if state is None:
             raise InvalidTransition(f"task {event.task_id}: wakeup aggregated with none pending")
         reasons = state.reasons if event.reason in state.reasons else (*state.reasons, event.reason)
-        return replace(
+        return _copy_wakeup(
             state,
             reasons=reasons,
             request_count=state.request_count + 1,
@@ -255,7 +265,7 @@ def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
     if isinstance(event, WakeupFoundBusy):
         if state is None:
             raise InvalidTransition(f"task {event.task_id}: wakeup found busy with none pending")
-        return replace(state, busy_attempts=event.attempt + 1, resignal_at=event.resignal_at)
+        return _copy_wakeup(state, busy_attempts=event.attempt + 1, resignal_at=event.resignal_at)
     if isinstance(event, WakeupDispatched) and state is None:
         raise InvalidTransition(f"task {event.task_id}: wakeup dispatched with none pending")
     return None  # dispatched or dropped: nothing pending any more
@@ -263,24 +273,26 @@ def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
 
 @evolves_stream(RuntimeCleanupRequired, RuntimeCleanupFailed, RuntimeCleanupSettled)
 def _cleanup(state: CleanupState | None, event: Any) -> CleanupState:
-    current = state if state is not None else CleanupState(event.task_id)
+    current = state if state is not None else _new_cleanup(event.task_id)
     obligation = current.obligations.get(event.role)
     if isinstance(event, RuntimeCleanupRequired):
         if obligation is not None and obligation.open:
             raise InvalidTransition(
                 f"task {event.task_id}: a second open cleanup obligation for role {event.role!r}"
             )
-        obligation = Obligation(event.role, event.at)  # a settled one is replaced
+        obligation = _new_obligation(event.role, event.at)  # a settled one is replaced
     elif obligation is None or not obligation.open:
         raise InvalidTransition(
             f"task {event.task_id}: {type(event).__name__} without an open obligation of "
             f"role {event.role!r}"
         )
     elif isinstance(event, RuntimeCleanupFailed):
-        obligation = replace(obligation, failures=obligation.failures + 1, last_error=event.error)
+        obligation = _copy_obligation(
+            obligation, failures=obligation.failures + 1, last_error=event.error
+        )
     else:
-        obligation = replace(obligation, settled_at=event.at)
-    return CleanupState(current.task_id, {**current.obligations, event.role: obligation})
+        obligation = _copy_obligation(obligation, settled_at=event.at)
+    return _new_cleanup(current.task_id, {**current.obligations, event.role: obligation})
 
 
 # ─── folds: pass and task-pass streams ──────────────────────────────────────
@@ -291,7 +303,7 @@ def _pass(state: PassState | None, event: Any) -> PassState:
     if isinstance(event, PassStarted):
         if state is not None:
             raise InvalidTransition(f"pass {event.pass_id} started twice")
-        return PassState(
+        return _new_pass(
             event.pass_id,
             event.scope,
             event.keys,
@@ -303,18 +315,18 @@ def _pass(state: PassState | None, event: Any) -> PassState:
     if state is None or state.finished_at is not None:
         raise InvalidTransition(f"pass {event.pass_id}: {type(event).__name__} outside the pass")
     if isinstance(event, PassTaskBlocked):
-        return replace(state, blocked={**state.blocked, event.task_id: event.error})
+        return _copy_pass(state, blocked={**state.blocked, event.task_id: event.error})
     if isinstance(event, PassTaskDeferred):
-        return replace(state, deferred={**state.deferred, event.task_id: event.project_ids})
+        return _copy_pass(state, deferred={**state.deferred, event.task_id: event.project_ids})
     if isinstance(event, PassTaskFailed):
-        return replace(state, failed={**state.failed, event.task_id: event.error})
-    return replace(state, done=event.done, finished_at=event.at)
+        return _copy_pass(state, failed={**state.failed, event.task_id: event.error})
+    return _copy_pass(state, done=event.done, finished_at=event.at)
 
 
 @evolves_stream(TaskPassRetryScheduled, TaskPassRetryAbandoned, TaskPassRetryCleared)
 def _task_pass_retry(state: TaskPassRetry | None, event: Any) -> TaskPassRetry | None:
     if isinstance(event, TaskPassRetryScheduled):
-        return TaskPassRetry(event.task_id, event.keys, event.attempt, event.retry_at)
+        return _new_retry(event.task_id, event.keys, event.attempt, event.retry_at)
     return None
 
 
@@ -353,7 +365,7 @@ def _index(world: World, event: TaskEvent, previous: Any, state: Any) -> None:
             cleanups.pop(event.task_id, None)
 
 
-register_indexer(_index, task_streams=False)  # wakeup, task-pass and cleanup streams
+register_indexer(_index, task_streams=False, reacts_to=(WakeupEvent, TaskPassEvent, CleanupEvent))
 
 
 def pending_wakeups(world: World) -> dict[str, Any]:
