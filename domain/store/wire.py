@@ -30,6 +30,7 @@ from typing import Annotated, Any, Union
 import msgspec
 import orjson
 
+from ..drafts import draft_of, set_class
 from ..tasks.events import EVENT_TYPES, MAX_TIME_MS, TaskEvent
 from .recorded import Recorded
 
@@ -88,28 +89,7 @@ def _buildable(cls: type[TaskEvent]) -> bool:
     )
 
 
-_SET_CLASS = vars(object)["__class__"].__set__
-
-
-def _draft(cls: type) -> type | None:
-    """A class of ``cls``'s layout (the same base and slots) that takes plain assignment,
-    or ``None``. An event is made as a draft, each slot assigned as a plain attribute
-    (CPython's fastest store, some 7x cheaper than calling a slot's ``__set__``),
-    then made a ``cls`` by ``__class__`` assignment, which CPython allows between classes
-    of one layout: an instance of ``cls`` like any other, as frozen as any. (A frozen
-    dataclass refuses assignment in ``__setattr__`` and ``__delattr__``; both are put
-    back, for CPython's fast store needs the generic setter, which takes both.)"""
-    namespace = {"__slots__": vars(cls).get("__slots__", ())}
-    namespace |= {"__setattr__": object.__setattr__, "__delattr__": object.__delattr__}
-    try:
-        draft = type(f"{cls.__name__}Draft", cls.__bases__, namespace)
-        _SET_CLASS(object.__new__(draft), cls)
-    except TypeError:  # another layout (a __dict__, other slots) or metaclass
-        return None
-    return draft
-
-
-_RECORDED_DRAFT = _draft(Recorded)
+_RECORDED_DRAFT = draft_of(Recorded)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,14 +131,14 @@ def _mirror(cls: type[TaskEvent]) -> _Mirror | None:
     )
     envelope = [("position", _POSITION), ("originator_id", str)]
     envelope += [("originator_version", _POSITION), ("at", Any), ("payload", struct)]
-    draft = _draft(cls)
+    draft = draft_of(cls)
     if draft is None or _RECORDED_DRAFT is None:
         return None
     namespace: dict[str, Any] = {
         "new_object": object.__new__,
         "cls": cls,
         "draft": draft,
-        "set_class": _SET_CLASS,
+        "set_class": set_class,
         "class_version": cls.class_version,
         "decode": msgspec.json.Decoder(struct).decode,
         "failed": DECODE_ERRORS,

@@ -23,6 +23,8 @@ import types
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..drafts import draft_of
+
 T = TypeVar("T")
 
 _UNCHANGED: Any = type("Unchanged", (), {"__repr__": lambda self: "<unchanged>"})()
@@ -129,17 +131,11 @@ def maker(cls: type[T]) -> Callable[..., T]:
 
 
 def _twin(cls: type, names: list[str]) -> type | None:
-    """A mutable class of ``cls``'s slot layout (``None`` if ``cls`` has slots other
-    than its fields' own, or Python refuses to turn a twin into a ``cls``)."""
+    """:func:`~..drafts.draft_of` ``cls``, when its own slots are the fields ``names``
+    and it has no base to hold others (a copy sets every slot it has)."""
     if cls.__bases__ != (object,) or tuple(cls.__dict__["__slots__"]) != tuple(names):
         return None
-    twin = type(f"{cls.__name__}Twin", (), {"__slots__": tuple(names)})
-    made: Any = object.__new__(twin)
-    try:
-        made.__class__ = cls
-    except TypeError:
-        return None
-    return twin
+    return draft_of(cls)
 
 
 _COPIERS: dict[type, Callable[..., Any]] = {}
