@@ -12,12 +12,14 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
-
-import sqlite_utils
-from sqlite_utils.db import jsonify_if_needed
+from typing import TYPE_CHECKING, Any
 
 from tasktrail.domain import TaskEvent, World
+
+if TYPE_CHECKING:
+    # sqlite-utils imports pandas and numpy when they are installed (about 45 MB and a
+    # third of a second): only what writes a read-model file loads it.
+    import sqlite_utils
 
 
 @dataclass
@@ -195,6 +197,8 @@ def _replace_all(
         else:
             raise ValueError(f"a row of {table} has columns the table lacks: {sorted(row)}")
         if not _PLAIN.issuperset(map(type, values)):
+            from sqlite_utils.db import jsonify_if_needed
+
             values = tuple(map(jsonify_if_needed, values))
         params.append(values)
     db.conn.executemany(f"INSERT OR REPLACE INTO [{table}] ({names}) VALUES ({marks})", params)

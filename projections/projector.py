@@ -23,8 +23,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import sqlite_utils
-
 from tasktrail.domain import Store, World, open_store
 from tasktrail.domain.history import DEFAULT_EVERY, Restored, restore, stream_loader
 from tasktrail.domain.store.store import Recorded
@@ -84,6 +82,8 @@ class Projector:
         self._owns_store = not isinstance(store, Store)
         self.store = store if isinstance(store, Store) else open_store(store)
         self.path = Path(out)
+        import sqlite_utils  # loaded with the first read-model file (see base.py)
+
         self.db = sqlite_utils.Database(self.path)
         self.db.enable_wal()
         # Read models are derived data: WAL at NORMAL stays consistent through any

@@ -8,16 +8,18 @@ store. Rows come back as plain dicts.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import sqlite_utils
 
 from tasktrail.domain import Registry, TaskState, blocked_reason
 from tasktrail.domain.tasks.state import Checkpoint
 from tasktrail.domain.turns.wakeups import choose_deadline
 
 from .projector import Projector
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 JSON_COLUMNS = ("project_ids", "waiting_on", "memos", "detail", "reasons", "payload")
 
@@ -34,6 +36,8 @@ class ReadModel:
     """Queries over a read-model file (or the one a projector keeps)."""
 
     def __init__(self, source: str | os.PathLike[str] | Projector | sqlite_utils.Database):
+        import sqlite_utils  # loaded with the first read-model file (see base.py)
+
         if isinstance(source, Projector):
             self.db = source.db
         elif isinstance(source, sqlite_utils.Database):

@@ -115,3 +115,19 @@ def test_every_package_folder_is_installed() -> None:
         for p in (ROOT / folder).rglob("__init__.py")
     }
     assert folders - listed == set(), "add these to [tool.setuptools] packages"
+
+
+def test_replay_and_the_cli_load_no_sqlite_utils() -> None:
+    """sqlite-utils imports pandas and numpy wherever they are installed (the notebook
+    extra): some 45 MB and a third of a second on every tool's start and in every
+    replay's peak. Only what writes or queries a read-model file loads it."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, tasktrail.replay, tasktrail.replay.cli, tasktrail.projections\n"
+        "from tasktrail.replay import replay\n"
+        "loaded = sorted(m for m in ('sqlite_utils', 'pandas', 'numpy') if m in sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT)
