@@ -13,6 +13,10 @@ from tasktrail.replay.log import LogReader
 from . import plain_es, raw
 from .report import Figure, median_rate, pair, rate_figure, spread_of
 
+GOALS = {"every read model": 0.35, "audit=False": 0.5}
+"""Issue 15's goals, as ratios of the raw limit: a replay that also builds every read
+model (the audit trail's row per event included) has the lower one."""
+
 
 def replay_options() -> list[tuple[str, dict[str, Any]]]:
     """The ways to replay measured: the default (every read model, audit included), and
@@ -67,7 +71,7 @@ def replay_figures(store: Path, es_store: Path, jsonl: Path, rounds: int = 3) ->
                 "ev/s",
                 pair=pair(events, ours_sqlite[name], rows, limit_sqlite),
                 eventsourcing=es,
-                goal_ratio=0.5,
+                goal_ratio=GOALS[name],
                 note="limit: sqlite3 fetch of every row + orjson.loads of its state; "
                 "eventsourcing: select_notifications + mapper.to_domain_event",
                 extra={"events": events},
@@ -80,7 +84,7 @@ def replay_figures(store: Path, es_store: Path, jsonl: Path, rounds: int = 3) ->
                 0.0,
                 "ev/s",
                 pair=pair(events, ours_jsonl[name], lines, limit_jsonl),
-                goal_ratio=0.5,
+                goal_ratio=GOALS[name],
                 note="limit: orjson.loads of every line of the same file",
                 extra={"events": events},
             )

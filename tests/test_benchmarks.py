@@ -100,3 +100,21 @@ def test_spreads_print_and_a_quick_run_gives_no_verdict(tmp_path: Path) -> None:
     assert "(0.12-0.50)" in report.format_table([figure])
     report.without_verdicts([figure])
     assert figure.met is None and "quick: no verdict" in report.format_table([figure])
+
+
+def test_replay_figures_carry_the_goals_of_issue_15(tmp_path: Path) -> None:
+    """Replay with every read model is held to 0.35x of the raw limit, without the
+    audit trail to 0.5x; the bounds have no goal."""
+    replaying = _module("benchmarks.replaying")
+    workload = _module("benchmarks.workload")
+    plain_es = _module("benchmarks.plain_es")
+    store, es_store = tmp_path / "replay.db", tmp_path / "es.db"
+    workload.build_store(store, 3)
+    plain_es.save_many(es_store, 3)
+    figures = replaying.replay_figures(store, es_store, tmp_path / "x.jsonl", 1)
+    figures = [f.to_dict() for f in figures]
+    goals = {f["name"]: f["goal"] for f in figures}
+    assert goals["from SQLite, every read model"] == goals["from JSONL, every read model"]
+    assert "0.35" in goals["from SQLite, every read model"]
+    assert "0.5x" in goals["from SQLite, audit=False"]
+    assert all(not f["goal"] for f in figures if f["name"].startswith("bound"))
