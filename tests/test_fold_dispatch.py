@@ -26,6 +26,7 @@ from tasktrail.domain.hooks import INDEXERS, REACTS, STREAM_INDEXERS, indexers_f
 from tasktrail.domain.runs.events import ScheduleSet
 from tasktrail.domain.store.store import Recorded
 from tasktrail.domain.tasks.events import TaskEnded, TaskReserved, TaskSubmitted
+from tasktrail.domain.tasks.evolve import evolve, evolve_stream
 from tasktrail.replay.strategies import Harness, command_sequences
 
 
@@ -36,14 +37,41 @@ class _EveryIndexer(dict[type, Any]):
         return indexers_for(cls, every=True)
 
 
+def _reference_step(world: World, event: Any) -> None:
+    """One event folded the plain way: ``evolve``, the task indexes through
+    :func:`~tasktrail.domain.world_fold.index_task` (which ``apply_event`` inlines),
+    then every indexer."""
+    cls = type(event)
+    world.folded += 1
+    if cls.task_stream:
+        previous = world.tasks.get(event.task_id)
+        state = evolve(previous, event)
+        world.tasks[state.id] = state
+        world.unknown.discard(state.id)
+        world_fold.index_task(world, previous, state)
+    else:
+        stream_id = event.stream_id()
+        previous = world.streams.get(stream_id)
+        state = evolve_stream(previous, event)
+        world.streams[stream_id] = state
+        world.stream_versions[stream_id] = world.stream_versions.get(stream_id, 0) + 1
+        world.absent.discard(stream_id)
+    for indexer in indexers_for(cls, every=True):
+        indexer(world, event, previous, state)
+
+
 def folds(records: Iterable[Recorded], *, every: bool) -> list[bytes]:
-    """The world after each record, as snapshot bytes (``every``: the slow path)."""
+    """The world after each record, as snapshot bytes (``every``: the slow path, every
+    indexer called and the task indexes kept by ``index_task``, not inlined)."""
     world, out = World(), []
     table = world_fold._DISPATCH
     world_fold._DISPATCH = _EveryIndexer() if every else table  # type: ignore[assignment]
     try:
         for record in records:
-            world.apply_stored(record.position, record.event, record.originator_version)
+            if every:
+                _reference_step(world, record.event)
+            else:
+                world.apply_stored(record.position, record.event, record.originator_version)
             out.append(encode_world(world))
     finally:
         world_fold._DISPATCH = table
