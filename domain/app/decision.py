@@ -82,13 +82,7 @@ class DecisionCycle:
             if self._batch is not None:
                 # Nothing is appended before the batch exits: no turn, no refresh, and
                 # no clock conflict to decide again for.
-                try:
-                    return self._decide_once(fn, *args, **kwargs)
-                except UnknownTask:
-                    # Another writer may have submitted it since we last read.
-                    if self.refresh() == 0:
-                        raise
-                    return self._decide_once(fn, *args, **kwargs)
+                return self._decide_known(fn, *args, **kwargs)
             with self.store.turn():
                 # Decide on the store's current state: fold what other writers appended.
                 self.refresh()
@@ -96,17 +90,23 @@ class DecisionCycle:
                 self._snapshot_due()
                 for attempt in range(CLOCK_RETRIES):
                     try:
-                        return self._decide_once(fn, *args, **kwargs)
-                    except UnknownTask:
-                        if self.refresh() == 0:
-                            raise
-                        return self._decide_once(fn, *args, **kwargs)
+                        return self._decide_known(fn, *args, **kwargs)
                     except ClockConflict:
                         # Only the time lost a race (another writer's clock is ahead): the
                         # store is folded in by now, so decide again, stamped no earlier.
                         if attempt == CLOCK_RETRIES - 1:
                             raise
                 raise AssertionError("unreachable")
+
+    def _decide_known(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """:meth:`_decide_once`; for a task this world does not know, once more after
+        a refresh that folded something (another writer may have submitted it since)."""
+        try:
+            return self._decide_once(fn, *args, **kwargs)
+        except UnknownTask:
+            if self.refresh() == 0:
+                raise
+            return self._decide_once(fn, *args, **kwargs)
 
     def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         draft = Draft(self.world)
