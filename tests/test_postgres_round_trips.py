@@ -148,3 +148,21 @@ def test_a_store_without_the_function_appends_through_the_pipeline(postgres_url:
         _refusals_hold(store, scheduler)
         assert not recorder._has_function
         scheduler.close()
+
+
+def test_a_page_of_rows_is_what_eventsourcing_selects(postgres_url: str) -> None:
+    """``select_rows`` (a refresh, a replay's pages) returns the rows eventsourcing's
+    ``select_notifications`` does, from any start, to any stop, within any limit."""
+    with open_store(postgres_url) as store:
+        scheduler = Scheduler(store, worker="a", clock=ManualClock(1_000_000))
+        for n in range(7):
+            scheduler.submit("job", phase="start", id=f"t-{n}")
+        recorder = store.app.recorder
+        for start, limit, stop in [(1, 100, None), (3, 2, None), (2, 100, 5), (9, 10, None)]:
+            expected = [
+                (n.id, n.originator_id, n.originator_version, n.topic, n.state)
+                for n in recorder.select_notifications(start=start, limit=limit, stop=stop)
+            ]
+            assert recorder.select_rows(start, limit, stop) == expected
+        assert [r.position for r in store.read(after=2, until=5)] == [3, 4, 5]
+        scheduler.close()

@@ -13,6 +13,7 @@ from eventsourcing.persistence import InterfaceError, OperationalError, StoredEv
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
 from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
 from .guards import STAMPED_LATER, guard_sql
@@ -156,6 +157,26 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
         if self.datastore.schema:
             table = f'"{self.datastore.schema}".{table}'
         return table
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_rows(
+        self, start: int, limit: int, stop: int | None = None
+    ) -> list[tuple[int, str, int, str, bytes]]:
+        """The log's rows from position ``start`` (to ``stop``), at most ``limit``:
+        ``(position, originator_id, originator_version, topic, state)``. The SELECT of
+        eventsourcing's ``select_notifications``, without its statement composed anew
+        and a ``Notification`` made per row (a command's refresh is one of these)."""
+        until = "" if stop is None else "AND notification_id <= %s "
+        params = (start, limit) if stop is None else (start, stop, limit)
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(
+                "SELECT notification_id, originator_id, originator_version, topic, state "
+                f"FROM {self._table} WHERE notification_id >= %s {until}"
+                "ORDER BY notification_id LIMIT %s",
+                params,
+                prepare=True,
+            )
+            return [(r[0], r[1], r[2], r[3], bytes(r[4])) for r in curs.fetchall()]
 
     def select_stream_rows(self, stream_id: str) -> list[tuple[int, int, str, bytes]]:
         """One stream's rows, by version: ``(position, version, topic, state)``."""

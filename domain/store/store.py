@@ -39,7 +39,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from itertools import chain
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast
 
 from eventsourcing.persistence import (
     InfrastructureFactory,
@@ -65,6 +65,10 @@ Durability = Literal["full", "normal"]
 SQLITE_SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
 READ_PAGE = 10_000
 OPEN_ATTEMPTS = 3
+
+
+class _RowSource(Protocol):
+    def select_rows(self, start: int, limit: int, stop: int | None = None) -> list[Row]: ...
 
 
 class Store:
@@ -294,18 +298,11 @@ class Store:
     def _pages(self, after: int, until: int | None) -> Iterator[list[Row]]:
         start = after + 1
         recorder = self.app.recorder
-        select_rows = getattr(recorder, "select_rows", None)
+        # Both recorders (SQLite's, PostgreSQL's) give plain tuples straight from the cursor.
+        select_rows = cast(_RowSource, recorder).select_rows
         while True:
             try:
-                if select_rows is not None:  # SQLite: plain tuples straight from the cursor
-                    page: list[Row] = select_rows(start, READ_PAGE, until)
-                else:
-                    page = [
-                        (n.id, str(n.originator_id), n.originator_version, n.topic, n.state)
-                        for n in recorder.select_notifications(
-                            start=start, limit=READ_PAGE, stop=until
-                        )
-                    ]
+                page: list[Row] = select_rows(start, READ_PAGE, until)
             except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
                 raise StoreError(
                     f"cannot read store {self.location} after position {start - 1}: "
