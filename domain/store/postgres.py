@@ -22,14 +22,16 @@ AT_PATTERN = r'"at":(-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?)'
 """An event's decision time in its stored JSON: the first ``"at"`` key is the event's own
 (orjson writes it first, after a non-task stream's ``task_id``, a string)."""
 
+STORED_AT_SQL = f"substring(encode(state, 'escape') from '{AT_PATTERN}')::float8"
+"""A row's ``at``, read from its stored JSON (``NULL`` where none is readable)."""
+
 
 def stamped_later_guard_sql(table: str) -> str:
     """The time guard as one statement: cast the guard's message to an integer (an error
     that names it) when the last row's ``at`` is later than the append's earliest time.
     A row whose state holds no readable ``at`` is verify's to report, not this append's."""
-    at = f"substring(encode(state, 'escape') from '{AT_PATTERN}')::float8"
     return (
-        f"SELECT CAST(CASE WHEN {at} > %s THEN %s ELSE '0' END AS integer) "
+        f"SELECT CAST(CASE WHEN {STORED_AT_SQL} > %s THEN %s ELSE '0' END AS integer) "
         f"FROM {table} ORDER BY notification_id DESC LIMIT 1"
     )
 
@@ -71,8 +73,8 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
             "NOTIFY {channel}; "
             # Under the lock, before the INSERT: the last row is the one just before it.
             "IF earliest IS NOT NULL THEN "
-            "SELECT substring(encode(state, 'escape') from {at_pattern})::float8 "
-            "INTO last_at FROM {schema}.{table} ORDER BY notification_id DESC LIMIT 1; "
+            "SELECT {stored_at} INTO last_at "
+            "FROM {schema}.{table} ORDER BY notification_id DESC LIMIT 1; "
             "IF last_at > earliest THEN RAISE EXCEPTION '%', {stamped_later}; END IF; "
             "END IF; "
             "RETURN QUERY INSERT INTO {schema}.{table} ({columns}) "
@@ -90,7 +92,7 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
             lock_timeout=Literal(f"{self.datastore.lock_timeout}s"),
             table=table,
             channel=Identifier(self.channel_name),
-            at_pattern=Literal(AT_PATTERN),
+            stored_at=SQL(STORED_AT_SQL),
             stamped_later=Literal(STAMPED_LATER),
             columns=columns,
             t_columns=SQL("t.originator_id, t.originator_version, t.topic, t.state"),
