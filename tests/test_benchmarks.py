@@ -118,3 +118,27 @@ def test_replay_figures_carry_the_goals_of_issue_15(tmp_path: Path) -> None:
     assert "0.35" in goals["from SQLite, every read model"]
     assert "0.5x" in goals["from SQLite, audit=False"]
     assert all(not f["goal"] for f in figures if f["name"].startswith("bound"))
+
+
+def test_the_structs_probe_counts_every_copy_and_puts_the_fold_back(tmp_path: Path) -> None:
+    """The probe of issue 15's lead counts the copies and new states a fold makes (a
+    task's new state per submit at least) and leaves the fold's functions as it found
+    them; its figures are per event, with a projection for each round."""
+    probe = _module("benchmarks.structs_probe")
+    workload = _module("benchmarks.workload")
+    from tasktrail.domain.tasks import evolve
+
+    store = tmp_path / "probe.db"
+    workload.build_store(store, 2)
+    before = dict(vars(evolve))
+    calls = probe.count_copies(store)
+    assert vars(evolve) == before  # every copy function back where it was
+    counted = {c.function.__qualname__: c.count for c in calls}
+    assert counted["maker(TaskState)"] >= 2 * 4  # four submits a cycle
+    assert all(len(c.samples) == min(c.count, probe.SAMPLES) for c in calls)
+    figures = probe.probe(store, rounds=1)
+    assert figures["events"] == 2 * workload.EVENTS_PER_CYCLE
+    for values in figures["us_per_event"].values():
+        assert len(values) == 1 and values[0] > 0
+    ratios = figures["ratios"]
+    assert set(ratios) == {"replay", "replay projected with Structs"}
