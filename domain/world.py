@@ -253,6 +253,9 @@ class Draft:
         """The version of each live task this decision read from the world: the
         store refuses the decision if another writer appended to one of them
         since (its read guards), as it refuses one that writes a stale version."""
+        self.across: set[str] = set()
+        """The topics of the events this decision counted in every stream (see
+        :meth:`read_across`)."""
 
     def get(self, task_id: str) -> TaskState | None:
         """The task as this decision sees it so far."""
@@ -264,6 +267,13 @@ class Draft:
         if state is not None and state.status != "terminal":
             self.read[task_id] = state.events
         return state
+
+    def read_across(self, *event_types: type[TaskEvent]) -> None:
+        """Note that this decision counted events of these classes in every stream (the
+        daily cap counts the day's runs of every task): no stream's version guards such
+        a count, so the store refuses the decision if an event of one of them was
+        appended after the log position the world had folded (its unseen guard)."""
+        self.across.update(event_type.topic for event_type in event_types)
 
     def guards(self) -> dict[str, int]:
         """The tasks this decision read but does not write, with the versions it read."""

@@ -8,7 +8,7 @@ the task's next version: the loser gets ConflictError, appends nothing, and
 SQLite in WAL mode with a busy timeout, and PostgreSQL.
 
 Two races the version check cannot see (a decision that reads one task's
-stream and writes another's) are pinned below as known limitations.
+stream and writes another's) are refused by the store's read guards (below).
 """
 
 from __future__ import annotations

@@ -8,9 +8,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers.checks import stale
 
 from tasktrail.domain import (
     AdmissionRefused,
+    ConflictError,
     InMemoryExecutor,
     LeaseLost,
     ManualClock,
@@ -20,6 +22,7 @@ from tasktrail.domain import (
     Scheduler,
     TaskDefinition,
 )
+from tasktrail.domain.runs.events import RunMinted
 from tasktrail.domain.tasks.events import TaskRecovered, TaskStopped
 
 LEASE = 10_000
@@ -281,6 +284,56 @@ def test_mint_run_and_the_daily_cap_decide_on_fresh_state(fleet: Any, clock: Man
     with pytest.raises(AdmissionRefused) as refused:
         b.mint_run(third, trigger="scheduled")  # b sees a's run: the cap is reached
     assert getattr(refused.value, "code", None) == "cap_reached"
+
+
+def test_a_stale_mint_past_the_daily_cap_is_refused_by_the_store(
+    fleet: Any, clock: ManualClock
+) -> None:
+    """The daily cap counts every run of the day, of every task: two workers minting
+    runs of different tasks write different streams, so no version key settles the
+    race. The store does: a decision that counted runs is refused if a run was minted
+    since the log position it had folded (its workers on other machines, say)."""
+    a, b = fleet("a"), fleet("b")
+    settings = RunSettings(cap_per_day=2, run_spacing_ms=0)
+    for s in (a, b):
+        s.configure_runs(executor=InMemoryExecutor(), settings=settings)
+    first, second, third = a.submit("job"), a.submit("job"), a.submit("job")
+    a.mint_run(first, trigger="scheduled")
+    b.refresh()  # b has seen one run today
+    a.mint_run(second, trigger="scheduled")  # the cap is reached
+    head = b.store.head()
+    with stale(b), pytest.raises(ConflictError):
+        b.mint_run(third, trigger="scheduled")  # b's view still has one run: a race
+    assert b.store.head() == head  # the loser appended nothing
+    with pytest.raises(AdmissionRefused) as refused:
+        b.mint_run(third, trigger="scheduled")  # decided again on fresh state
+    assert getattr(refused.value, "code", None) == "cap_reached"
+    minted = [r.event for r in b.store.read() if isinstance(r.event, RunMinted)]
+    assert [e.task_id for e in minted] == [first, second]
+    # A manual run ignores the cap: it is not refused for a run minted since.
+    fourth = b.submit("job")
+    with stale(b):
+        a.mint_run(third, trigger="manual")
+        assert b.run(b.mint_run(fourth, trigger="manual")).trigger == "manual"
+
+
+def test_a_batch_that_counted_runs_is_refused_whole_after_another_mint(
+    fleet: Any, clock: ManualClock
+) -> None:
+    a, b = fleet("a"), fleet("b")
+    settings = RunSettings(cap_per_day=2, run_spacing_ms=0)
+    for s in (a, b):
+        s.configure_runs(executor=InMemoryExecutor(), settings=settings)
+    first, second = a.submit("job"), a.submit("job")
+    b.refresh()
+    a.mint_run(first, trigger="scheduled")
+    head = b.store.head()
+    with stale(b), pytest.raises(ConflictError), b.batch():
+        b.submit("job")  # another command of the batch
+        b.mint_run(second, trigger="scheduled")  # counted no run today: stale
+    assert b.store.head() == head  # the whole batch was refused
+    b.mint_run(second, trigger="scheduled")  # fresh: the cap has one left
+    assert b.store.head() > head
 
 
 def test_a_refused_mint_is_not_refused_for_a_run_another_worker_ended(

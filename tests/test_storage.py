@@ -206,3 +206,32 @@ def test_values_that_are_not_json_are_refused_before_writing(
     with pytest.raises(InvalidArgument):
         scheduler.finish(task_id, "failed", error={"message": "m", "detail": {1, 2}})
     assert scheduler.store.head() == head
+
+
+def test_an_unseen_guard_refuses_an_append_after_a_counted_event(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """A decision that counted events of some topics in every stream, having folded the
+    log up to a position (the daily cap), is refused whole if an event of one of those
+    topics was appended after that position; another topic, or its own rows, do not
+    count."""
+    from dataclasses import replace
+
+    scheduler = Scheduler.open(store_url, clock=clock, registry=registry)
+    try:
+        store = scheduler.store
+        scheduler.submit("job", id="t")
+        seen = store.head()
+        scheduler.submit("job", id="u")  # a TaskSubmitted the decision has not seen
+        first = store.stream("t")[0]
+        counted = {type(first).topic}
+        head = store.head()
+        with pytest.raises(ConflictError, match="counted was appended since"):
+            store.append([replace(first, task_id="v")], [1], unseen=(seen, counted))
+        assert store.head() == head and store.stream("v") == []
+        store.append([replace(first, task_id="v")], [1], unseen=(seen, {"tasktrail.RunMinted"}))
+        head = store.head()
+        twins = [replace(first, task_id="w"), replace(first, task_id="x")]
+        assert len(store.append(twins, [1, 1], unseen=(head, counted))) == 2
+    finally:
+        scheduler.close()

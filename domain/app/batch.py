@@ -54,17 +54,26 @@ class Batch:
         self.events: list[TaskEvent] = []
         self.versions: list[int] = []
         self.guards: dict[str, int] = {}
+        self.across: set[str] = set()
+        """The topics its commands counted in every stream (``Draft.read_across``)."""
         self.depth = 0
         self.invocations = invocations
         """The tasks with a live invocation here when the batch began."""
 
     def add(
-        self, events: list[TaskEvent], versions: list[int], guards: dict[str, int] | None = None
+        self,
+        events: list[TaskEvent],
+        versions: list[int],
+        guards: dict[str, int] | None = None,
+        across: set[str] | None = None,
     ) -> None:
-        """Queue one command's events (already folded into the world), and the
-        versions of the tasks it read (the earliest read of each is the guard)."""
+        """Queue one command's events (already folded into the world), the versions
+        of the tasks it read (the earliest read of each is the guard) and the topics
+        it counted in every stream."""
         self.events.extend(events)
         self.versions.extend(versions)
+        if across:
+            self.across |= across
         for task_id, version in (guards or {}).items():
             self.guards.setdefault(task_id, version)
 
@@ -125,13 +134,18 @@ class BatchCommands:
             batch, self._batch = self._batch, None
             if batch is None or not batch.events:
                 return
+            # A batch's commands decided on the world as folded up to self.position.
+            unseen = (self.position, batch.across) if batch.across else None
             try:
-                positions = self.store.append(batch.events, batch.versions, guards=batch.guards)
+                positions = self.store.append(
+                    batch.events, batch.versions, guards=batch.guards, unseen=unseen
+                )
             except BaseException:
                 self._reload(batch)
                 raise
             finally:
                 batch.events, batch.versions, batch.guards = [], [], {}
+                batch.across = set()
             self.events_written += len(positions)
             # Contiguous positions right after ours mean no other writer came between.
             if positions[0] == self.position + 1 and positions[-1] == self.position + len(

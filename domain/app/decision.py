@@ -112,7 +112,7 @@ class DecisionCycle:
         draft = Draft(self.world)
         result = fn(draft, self._context(), *args, **kwargs)
         if draft.events:
-            self._commit(draft.events, draft.states, draft.guards())
+            self._commit(draft.events, draft.states, draft.guards(), draft.across)
         return result
 
     def _commit(
@@ -120,10 +120,12 @@ class DecisionCycle:
         events: list[TaskEvent],
         states: Sequence[Any] | None = None,
         guards: dict[str, int] | None = None,
+        across: set[str] | None = None,
     ) -> None:
         """Append ``events`` (in a :meth:`batch`: queue them), then fold them into the
         world; ``states`` are the draft's states after each, folded already;
-        ``guards`` the tasks the decision read, at the versions it read them."""
+        ``guards`` the tasks the decision read, at the versions it read them;
+        ``across`` the topics it counted in every stream (``Draft.read_across``)."""
         if not events:
             return
         world = self.world
@@ -139,10 +141,12 @@ class DecisionCycle:
             versions.append(current + 1)
         batch = self._batch
         if batch is not None:
-            batch.add(events, versions, guards)  # appended when the batch exits
+            batch.add(events, versions, guards, across)  # appended when the batch exits
         else:
+            # Every event up to self.position is folded into the world it decided on.
+            unseen = (self.position, across) if across else None
             try:
-                positions = self.store.append(events, versions, guards=guards)
+                positions = self.store.append(events, versions, guards=guards, unseen=unseen)
             except ConflictError:
                 self.conflicts += 1
                 self.refresh()

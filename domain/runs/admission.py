@@ -135,7 +135,10 @@ def dispatch_blocked(draft: Draft, ctx: Context, settings: RunSettings) -> Admis
     # A daily cap of 0 turns scheduled dispatch off.
     if settings.cap_per_day == 0:
         return "cap_off"
-    # The daily cap counts every run of the day, every task and status.
+    # The daily cap counts every run of the day, every task and status: a count no
+    # stream's version guards, so the store refuses a decision on it if a run was
+    # minted since the world was read (another worker's, on another machine).
+    draft.read_across(RunMinted)
     if ledger_of(draft.world).runs_on(today(ctx, settings)) >= settings.cap_per_day:
         return "cap_reached"
     return None

@@ -6,6 +6,11 @@ write lock, so a guard that trips breaks the (stream, version) key and the store
 own conflict handling rolls the whole append back. The time guard
 (:func:`later_stamp`; on PostgreSQL, :func:`.postgres.stamped_later_guard_sql`) runs
 in the same transaction, under the same lock.
+
+A decision that counted events of every stream (the daily cap counts every run minted
+today) has no stream to guard: its *unseen* guard (:func:`unseen_sql`) refuses it if
+an event of the classes it counted was appended after the log position its world had
+folded, under the same lock, with :data:`APPENDED_SINCE`.
 """
 
 from __future__ import annotations
@@ -37,6 +42,19 @@ def check_guards(cursor: Any, statement: str, guards: Mapping[str, int] | None) 
 
 STAMPED_LATER = "tasktrail: an event stamped later was appended first"
 """What the time guard raises (both stores), so the store can tell it from other conflicts."""
+APPENDED_SINCE = "tasktrail: an event the decision counted was appended since it read the log"
+"""What the unseen guard raises (both stores): the store reports it as a conflict."""
+
+
+def unseen_sql(table: str, position: str, mark: str, topics: int) -> str:
+    """A row of one of ``topics`` topics between two positions (exclusive): the unseen
+    guard's query, run under the write lock. Its parameters: the position the decision's
+    world had folded, the append's first position, then the topics."""
+    marks = ", ".join([mark] * topics)
+    return (
+        f"SELECT 1 FROM {table} WHERE {position} > {mark} AND {position} < {mark} "
+        f"AND topic IN ({marks}) LIMIT 1"
+    )
 
 
 def previous_at_sql(table: str, mark: str, position: str) -> str:

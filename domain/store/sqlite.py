@@ -37,7 +37,15 @@ from eventsourcing.sqlite import (
     SQLiteTransaction,
 )
 
-from .guards import STAMPED_LATER, check_guards, guard_sql, later_stamp, previous_at_sql
+from .guards import (
+    APPENDED_SINCE,
+    STAMPED_LATER,
+    check_guards,
+    guard_sql,
+    later_stamp,
+    previous_at_sql,
+    unseen_sql,
+)
 from .transcoder import Row
 
 STATEMENT_CACHE = 64
@@ -222,6 +230,14 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         )
         if later is not None:  # raised inside the transaction: it rolls back
             raise IntegrityError(f"{STAMPED_LATER} (at {later})")
+        unseen = kwargs.get("unseen")
+        if unseen is not None:
+            # Under the write lock: rows between the decision's view and this append's.
+            since, topics = unseen
+            statement = unseen_sql(self.events_table_name, "rowid", "?", len(topics))
+            c.execute(statement, (since, positions[0], *topics))
+            if c.fetchone() is not None:
+                raise IntegrityError(APPENDED_SINCE)
         head = self._head
         if head is not None:
             # Under the write lock no row is past ours (rolled back: fewer rows still).

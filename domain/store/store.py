@@ -27,15 +27,15 @@ This module is the :class:`Store` facade and :func:`open_store`; beside it are
 :mod:`.location` (parsing a path or URL), :mod:`.files` (a SQLite file on disk),
 :mod:`.meta` (the format marker), :mod:`.chain` (digests), :mod:`.transcoder`
 (events to stored bytes and back), :mod:`.sqlite` (the tuned SQLite recorder),
-:mod:`.postgres` (the PostgreSQL recorder) and :mod:`.guards` (read and time
-guards, shared by both).
+:mod:`.postgres` (the PostgreSQL recorder) and :mod:`.guards` (read, time and
+unseen guards, shared by both).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from itertools import chain
@@ -52,7 +52,7 @@ from ..tasks.events import TaskEvent, event_problem
 from .application import TaskApplication, close_quietly, creation_race
 from .chain import Sealer
 from .files import existing_companions, remove_created_companions
-from .guards import STAMPED_LATER
+from .guards import APPENDED_SINCE, STAMPED_LATER
 from .location import StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
 from .recorded import Recorded
@@ -215,14 +215,17 @@ class Store:
         versions: Sequence[int],
         *,
         guards: Mapping[str, int] | None = None,
+        unseen: tuple[int, Collection[str]] | None = None,
     ) -> list[int]:
         """Append events atomically, each as version ``versions[i]`` of its task.
 
         ``guards`` maps streams the deciding command read but does not write to
-        the version it read: if another writer appended to one of them since,
-        the decision was taken on stale state. Returns the positions. If
-        another writer appended any of these versions first, or to a guarded
-        stream, raises :class:`ConflictError` and appends none.
+        the version it read; ``unseen`` is ``(position, topics)`` for a decision
+        that counted events of those topics in every stream, having folded the
+        log up to ``position``. Returns the positions. If another writer appended
+        any of these versions first, to a guarded stream or an event of a counted
+        topic after ``position``, the decision was taken on stale state: raises
+        :class:`ConflictError` and appends none.
         """
         if not events:
             return []
@@ -241,13 +244,17 @@ class Store:
         try:
             written = {row.originator_id for row in rows}
             read_guards = {k: v for k, v in (guards or {}).items() if k not in written}
+            counted = (unseen[0], sorted(unseen[1])) if unseen else None
+            earliest = min(e.at for e in events)
             positions = self.app.recorder.insert_events(
-                rows, guards=read_guards, earliest_at=min(e.at for e in events), known=self._seen
+                rows, guards=read_guards, earliest_at=earliest, known=self._seen, unseen=counted
             )
         except (RecordConflictError, PersistenceError) as error:
             streams = sorted({e.stream_id() for e in events})
             if STAMPED_LATER in str(error):
                 raise ClockConflict(streams, _describe(error)) from None
+            if APPENDED_SINCE in str(error):
+                raise ConflictError(streams, APPENDED_SINCE.removeprefix("tasktrail: ")) from None
             if isinstance(error, RecordConflictError):
                 raise ConflictError(streams, _describe(error)) from None
             # locked out, read-only, corrupt, disconnected
@@ -389,9 +396,4 @@ def _describe(error: BaseException) -> str:
     return text.splitlines()[0]
 
 
-__all__ = [
-    "Durability",
-    "Recorded",
-    "Store",
-    "open_store",
-]
+__all__ = ["Durability", "Recorded", "Store", "open_store"]
