@@ -6,7 +6,7 @@
 
 from .diff import StateDiff, TaskDiff, diff
 from .explain import Step, explain, story
-from .log import LogError, LogReader, Skipped, export, import_log, read_log
+from .log import LogError, LogReader, Skipped, StoreReader, export, import_log, read_log
 from .state import Problem, SchedulerState, Until, fold, replay
 from .verify import CHECKS, VerifyReport, Violation, check, verify
 
@@ -19,6 +19,7 @@ __all__ = [
     "Skipped",
     "StateDiff",
     "Step",
+    "StoreReader",
     "TaskDiff",
     "Until",
     "VerifyReport",

@@ -20,7 +20,8 @@ and keys are written in one fixed order. ``export`` writes a temporary file
 beside its target and renames it into place: a failure (a full disk) leaves
 the target as it was. A line that cannot be read is reported with its line
 number and what was expected; ``skip_invalid=True`` skips such lines instead and
-reports each one in :attr:`LogReader.skipped`. Stores are read read-only
+reports each one in :attr:`LogReader.skipped` (a store's unreadable events likewise, by
+position, through :class:`StoreReader`). Stores are read read-only
 (:func:`~tasktrail.domain.open_store` with ``read_only=True``).
 """
 
@@ -41,7 +42,12 @@ from tasktrail.domain.store.event_view import ensure_event_view
 from tasktrail.domain.store.files import atomic_output
 from tasktrail.domain.store.meta import CHAINED_AFTER_KEY
 from tasktrail.domain.store.store import Recorded
-from tasktrail.domain.store.transcoder import decode_payload, row_problem
+from tasktrail.domain.store.transcoder import (
+    decode_event,
+    decode_payload,
+    record_checked,
+    row_problem,
+)
 from tasktrail.domain.store.wire import DECODE_ERRORS, line_decoder
 
 LINE_KEYS = ("position", "topic", "originator_id", "originator_version", "at", "payload")
@@ -72,10 +78,13 @@ class LogError(TasktrailError):
 
 @dataclass(frozen=True)
 class Skipped:
-    """A line ``skip_invalid`` left out, and why."""
+    """A line of an export, or a row of a store, that ``skip_invalid`` left out, and why."""
 
-    line: int
+    line: int | None
+    """The export's line (1-based); ``None`` for a store's row."""
     reason: str
+    position: int | None = None
+    """The store row's position (``None`` for an export's line: ``reason`` may say)."""
 
 
 def is_jsonl(location: str | os.PathLike[str]) -> bool:
@@ -231,18 +240,44 @@ def _parse_heads(raw: bytes, number: int, name: str) -> Heads:
     return Heads(parsed, events, chained_after, number)
 
 
+@dataclass
+class StoreReader:
+    """Reads a store's events in order, leaving out each row that cannot be read (a
+    corrupt or unknown event) and noting it, with its position, in :attr:`skipped`:
+    ``skip_invalid`` for a store. A store that cannot be read at all still raises."""
+
+    store: Store
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Recorded]:
+        for position, originator_id, version, topic, state in self.store.rows():
+            try:
+                if type(version) is int and version >= 1:
+                    event = decode_event(topic, originator_id, state, position)
+                    recorded = Recorded(position, event, version)
+                else:  # says what is wrong with the row
+                    recorded = record_checked(position, originator_id, version, topic, state)
+            except CorruptEvent as error:
+                self.skipped.append(Skipped(None, str(error), position))
+                continue
+            yield recorded
+
+
 def read_log(
     source: str | os.PathLike[str] | Store, *, skip_invalid: bool = False
-) -> tuple[Iterator[Recorded], LogReader | None, Store | None]:
-    """Open any log: the events, the JSONL reader (for its skipped lines) if one, and
-    the store opened here (the caller closes it) if one."""
-    if isinstance(source, Store):
-        return source.read(), None, None
-    if is_jsonl(source):
+) -> tuple[Iterator[Recorded], LogReader | StoreReader | None, Store | None]:
+    """Open any log: the events, the reader that notes what ``skip_invalid`` skipped
+    (an export's or a store's) if one, and the store opened here (the caller closes
+    it) if one."""
+    if not isinstance(source, Store) and is_jsonl(source):
         reader = LogReader(Path(source), skip_invalid=skip_invalid)
         return iter(reader), reader, None
-    store = open_store(source, read_only=True)
-    return store.read(), None, store
+    store = source if isinstance(source, Store) else open_store(source, read_only=True)
+    opened = store if store is not source else None
+    if skip_invalid:
+        lenient = StoreReader(store)
+        return iter(lenient), lenient, opened
+    return store.read(), None, opened
 
 
 def export(store: Store | str | os.PathLike[str], path: str | os.PathLike[str]) -> int:

@@ -293,7 +293,10 @@ def replay(
 
     ``source`` is a SQLite path, a ``postgresql://`` URL, an open store, a
     ``.jsonl`` export, or an iterable of records. The source is never written.
-    ``audit=False`` leaves out the audit trail (one row per event: most of the
+    ``skip_invalid=True`` leaves out what cannot be read (an export's lines, a store's
+    events), each noted in ``skipped`` with where it was; ``strict=False`` goes on past
+    an event that cannot be applied (one after a skipped event of its stream), noted in
+    ``problems``. ``audit=False`` leaves out the audit trail (one row per event: most of the
     memory a big log takes, about 1 KB an event); every other table, and every
     task's state, is the same. The cyclic garbage collector is paused while the
     log is folded (the fold makes no cycles; see ``_collector_paused``).

@@ -297,3 +297,44 @@ def test_corrupt_store_event_is_reported_with_position(tmp_path: Path, registry:
     assert replay(path).snapshot == 1
     report = verify(path)
     assert not report.ok and report.violations[0].positions == (1,)
+
+
+def _damaged_copy(demo_store: Path, tmp_path: Path, position: int) -> Path:
+    """A copy of the demo store whose event at ``position`` holds a payload no event
+    class takes (a field of the wrong JSON type), without its snapshots."""
+    import shutil
+    import sqlite3
+
+    copy = tmp_path / "damaged.db"
+    shutil.copy(demo_store, copy)
+    with sqlite3.connect(copy) as conn:
+        damaged = (b'{"at":"x"}', position)
+        conn.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", damaged)
+        conn.execute("DELETE FROM tasktrail_snapshots")  # a replay then reads every event
+    conn.close()
+    return copy
+
+
+def test_skip_invalid_leaves_out_a_stores_unreadable_event_and_names_its_position(
+    demo_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As for an export's lines: without ``skip_invalid`` a corrupt event stops the
+    replay with its position; with it, the event is left out and reported."""
+    copy = _damaged_copy(demo_store, tmp_path, 5)
+    with pytest.raises(CorruptEvent, match="event at position 5:"):
+        replay(copy)
+    before = copy.read_bytes()
+    state = replay(copy, skip_invalid=True, strict=False)
+    assert [(s.line, s.position) for s in state.skipped] == [(None, 5)]
+    assert "event at position 5:" in state.skipped[0].reason
+    assert state.problems  # the stream after the skipped event cannot follow it: reported
+    assert copy.read_bytes() == before  # read-only, as every replay
+    # The last event left out: the rest folds, and the command line says what it skipped.
+    last = replay(demo_store).position
+    (tmp_path / "last").mkdir()
+    copy = _damaged_copy(demo_store, tmp_path / "last", last)
+    capsys.readouterr()
+    assert main(["replay", str(copy)]) == 2
+    assert f"event at position {last}:" in capsys.readouterr().err
+    assert main(["replay", str(copy), "--skip-invalid"]) == 0
+    assert f"skipped event at position {last}:" in capsys.readouterr().err

@@ -29,7 +29,10 @@ EXIT_INTERRUPTED = 130
 SOURCE_HELP = "SQLite path or file: URI, postgresql:// URL, or .jsonl export"
 STORE_HELP = "SQLite path or file: URI (mode=ro, immutable=1), or postgresql:// URL"
 UNTIL_HELP = "stop after this position (an integer) or at this time (ISO-8601, e.g. ...Z)"
-SKIP_HELP = "skip log lines that cannot be read, and report each one (never the default)"
+SKIP_HELP = (
+    "skip what cannot be read (an export's lines, a store's events) and report each one "
+    "with where it was (never the default)"
+)
 
 
 def say(line: str = "") -> None:

@@ -102,7 +102,9 @@ def add_explain(commands: Any) -> None:
 
 def _report_skipped(state: Any) -> None:
     for skipped in getattr(state, "skipped", []):
-        warn(f"skipped line {skipped.line}: {skipped.reason}")
+        # A store's row: the reason names its position ("event at position N: ...").
+        where = f" line {skipped.line}:" if skipped.line is not None else ""
+        warn(f"skipped{where} {skipped.reason}")
 
 
 def do_replay(args: argparse.Namespace) -> int:
