@@ -329,6 +329,10 @@ def test_skip_invalid_leaves_out_a_stores_unreadable_event_and_names_its_positio
     assert "event at position 5:" in state.skipped[0].reason
     assert state.problems  # the stream after the skipped event cannot follow it: reported
     assert copy.read_bytes() == before  # read-only, as every replay
+    capsys.readouterr()
+    assert main(["replay", str(copy), "--skip-invalid"]) == 0  # lenient: on past the gap
+    err = capsys.readouterr().err
+    assert "skipped event at position 5:" in err and "not applied: event at position" in err
     # The last event left out: the rest folds, and the command line says what it skipped.
     last = replay(demo_store).position
     (tmp_path / "last").mkdir()

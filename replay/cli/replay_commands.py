@@ -110,11 +110,21 @@ def _report_skipped(state: Any) -> None:
 def do_replay(args: argparse.Namespace) -> int:
     from tasktrail.replay import replay
 
-    # Nothing here prints the audit trail: its row per event is not kept.
+    # Nothing here prints the audit trail: its row per event is not kept. Skipping
+    # what cannot be read, it also goes on past what then cannot be applied (a later
+    # event of a stream that lost one), and says so.
+    lenient = args.skip_invalid
     state = replay(
-        args.source, until_argument(args.until), skip_invalid=args.skip_invalid, audit=False
+        args.source,
+        until_argument(args.until),
+        skip_invalid=lenient,
+        strict=not lenient,
+        audit=False,
     )
     _report_skipped(state)
+    for problem in state.problems:
+        at = "" if problem.message.startswith("event at") else f"event at {problem.position}: "
+        warn(f"not applied: {at}{problem.message}")
     if args.json:
         emit(
             {
@@ -122,6 +132,7 @@ def do_replay(args: argparse.Namespace) -> int:
                 "live": [t.to_dict() for t in state.live.values()],
                 "pending_wakeups": state.pending_wakeups,
                 "skipped": [s.__dict__ for s in state.skipped],
+                "problems": [p.__dict__ for p in state.problems],
             }
         )
         return EXIT_OK
