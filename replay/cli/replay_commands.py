@@ -123,7 +123,7 @@ def do_replay(args: argparse.Namespace) -> int:
     )
     _report_skipped(state)
     for problem in state.problems:
-        at = "" if problem.message.startswith("event at") else f"event at {problem.position}: "
+        at = "" if problem.message.startswith("event at") else f"position {problem.position}: "
         warn(f"not applied: {at}{problem.message}")
     if args.json:
         emit(
