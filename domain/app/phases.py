@@ -244,7 +244,11 @@ class PhaseCommands:
 
     def _fault(self, task_id: str, message: str, reason: str) -> None:
         if self._is_running(task_id) and not self.closing:
-            self._decide(decide.fault, task_id, message, reason)
+            try:
+                self._decide(decide.fault, task_id, message, reason)
+            except RuleViolation as refusal:
+                if refusal.rule != 3:  # an abort mark came first: no fault, the handler runs
+                    raise
         self._invocations.pop(task_id, None)
 
 

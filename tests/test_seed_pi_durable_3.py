@@ -1,0 +1,246 @@
+"""pi-durable's behaviour, third round (seed 004, `TaskScheduler`): orders of checks and
+exact outcomes the earlier rounds left unpinned. Each test names the behaviour; the
+fixes it holds are written down in docs/seed-fidelity.md ("Round three")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import finishing
+
+from tasktrail.domain import ManualClock, Registry, RuleViolation, Scheduler, TaskDefinition
+from tasktrail.domain.tasks.events import TaskEnded
+
+
+def crash(scheduler: Scheduler) -> None:
+    """Drop a scheduler without close(), as a crash would."""
+    scheduler.store.close()
+
+
+def reopen(url: str, clock: ManualClock, registry: Registry, limit: int) -> Scheduler:
+    return Scheduler.open(url, clock=clock, registry=registry, worker="w", restart_limit=limit)
+
+
+def faults(scheduler: Scheduler, task_id: str) -> list[TaskEnded]:
+    return [
+        e for e in scheduler.history(task_id) if isinstance(e, TaskEnded) and e.status == "faulted"
+    ]
+
+
+# ─── a phase's failure after its task stopped running, or was abort-marked ─────────
+# pi-durable (`#step`, then `#decide`): rules 1 and 2, then "3. abort mark: end", come
+# before the phase's failure is looked at, so a throw after any of them writes nothing.
+
+
+@pytest.mark.parametrize("before_the_throw", ["abort_mark", "sleep", "finish"])
+def test_pi_durable_a_phase_that_throws_after_its_task_was_decided_is_not_faulted(
+    sqlite_url: str, clock: ManualClock, before_the_throw: str
+) -> None:
+    aborts: list[str] = []
+
+    def work(inv: Any) -> None:
+        if before_the_throw == "abort_mark":
+            inv.scheduler.abort(inv.task_id)  # an operator's abort arrives mid-phase
+        elif before_the_throw == "sleep":
+            inv.sleep(inv.now() + 1_000, then="done")
+        else:
+            inv.finish("completed")
+        raise RuntimeError("cancelled")  # the phase notices and gives up
+
+    def on_abort(inv: Any) -> None:
+        aborts.append(inv.task_id)
+        inv.finish("aborted", reason="cleaned up")
+
+    registry = Registry(
+        [TaskDefinition("job", 1, {"work": work, "done": finishing()}, abort=on_abort)]
+    )
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    task = s.submit("job")
+    s.run_until_idle()
+    assert faults(s, task) == []
+    state = s.task(task)
+    if before_the_throw == "abort_mark":
+        # The run invocation ended at the mark; the abort handler ran next.
+        assert aborts == [task]
+        assert state.outcome is not None
+        assert (state.outcome.status, state.outcome.reason) == ("aborted", "cleaned up")
+    elif before_the_throw == "sleep":
+        assert state.status == "sleeping" and state.checkpoint.phase == "done"  # type: ignore[union-attr]
+    else:
+        assert state.outcome is not None and state.outcome.status == "completed"
+    s.close()
+
+
+# ─── close is not a crash: the count and the memos are kept as they were ──────────
+# pi-durable (`join`): a task a close stopped is written back `pending` with its record
+# otherwise as it was (`withState`): no restart counted, none cleared, memos kept.
+
+
+def test_pi_durable_close_keeps_the_restart_count_and_the_memos(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = reopen(sqlite_url, clock, registry, limit=3)
+    task = s.submit("job")
+    s.reserve(task)
+    s.memo(task, "draft", {"words": 120})
+    crash(s)
+    s = reopen(sqlite_url, clock, registry, limit=3)
+    assert s.task(task).restarts == 1 and s.task(task).memos == {"draft": {"words": 120}}
+    assert s.reserve(task) == "run"  # a reservation is no progress either
+    s.close()
+    s = reopen(sqlite_url, clock, registry, limit=3)
+    stopped = s.task(task)
+    assert (stopped.status, stopped.restarts) == ("pending", 1)
+    assert stopped.memos == {"draft": {"words": 120}}
+    s.close()
+
+
+def test_pi_durable_an_abort_handler_stopped_by_close_is_not_cut_off(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = reopen(sqlite_url, clock, registry, limit=1)
+    task = s.submit("job")
+    s.abort(task)
+    for _ in range(3):
+        assert s.reserve(task) == "abort"
+        s.close()
+        s = reopen(sqlite_url, clock, registry, limit=1)
+        assert s.task(task).restarts == 0  # rule 12 counts crashes, not closes
+    assert s.reserve(task) == "abort"
+    s.finish(task, "aborted")
+    assert s.task(task).outcome.status == "aborted"  # type: ignore[union-attr]
+    s.close()
+
+
+# ─── the restart limit is read at each decision ────────────────────────────────────
+# pi-durable (`#parked`, `#reserve`, `retry`): parking compares the count with the limit
+# in force, so a lowered limit parks without a commit ("Newly parked without a commit");
+# `retry()` clears a parked task's count and leaves any other task's count alone.
+
+
+def test_pi_durable_lowered_limit_parks_without_an_event_and_retry_clears_only_parked(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = reopen(sqlite_url, clock, registry, limit=3)
+    task = s.submit("job")
+    s.reserve(task)
+    crash(s)
+    s = reopen(sqlite_url, clock, registry, limit=3)
+    assert s.task(task).restarts == 1 and s.blocked_reason(task) is None
+    head = s.store.head()
+    assert s.retry(task) is False  # below the limit: not parked, so its count stays
+    assert s.task(task).restarts == 1 and s.store.head() == head
+    s.restart_limit = 1
+    assert s.blocked_reason(task) == "restart_limit"
+    assert s.wake() == {"active": False, "at": None}
+    assert s.run_pass().reserved == [] and s.store.head() == head  # parked, nothing written
+    assert s.retry(task) is True
+    assert s.task(task).restarts == 0 and s.blocked_reason(task) is None
+    s.run_until_idle()
+    assert s.task(task).outcome.status == "completed"  # type: ignore[union-attr]
+    s.close()
+
+
+# ─── rule 11: the whole checkpoint is compared, attempt included ──────────────────
+# pi-durable (`#commitState`): `jsonEqual(current.state, next)`; a checkpoint carries
+# `{phase, attempt}`, so a new attempt of the same phase is a different state.
+
+
+def test_pi_durable_new_attempt_of_the_same_phase_is_progress(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = reopen(sqlite_url, clock, registry, limit=5)
+    task = s.submit("job")
+    s.reserve(task)
+    s.checkpoint(task, "start", attempt=1)
+    crash(s)
+    s = reopen(sqlite_url, clock, registry, limit=5)
+    s.reserve(task)
+    s.checkpoint(task, "start", attempt=1)  # the same checkpoint again: no progress
+    assert s.task(task).restarts == 1
+    s.checkpoint(task, "start", attempt=2)  # the next attempt: progress
+    assert s.task(task).restarts == 0
+    s.close()
+
+
+# ─── rule 13: which reason, and what a restart mark waits for ─────────────────────
+# pi-durable (`blockedReason`): parked is answered before the definition is read; "An
+# abort request runs its handler or orphans the task; a `restart` mark waits for the
+# definition, blocked" (and `wake()` does not count it as work).
+
+
+def test_pi_durable_parked_is_named_before_a_missing_definition(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = reopen(sqlite_url, clock, registry, limit=1)
+    task = s.submit("job")
+    s.reserve(task)
+    crash(s)
+    s = reopen(sqlite_url, clock, registry, limit=1)
+    registry.unregister("job")
+    assert s.blocked_reason(task) == "restart_limit"
+    s.retry(task)
+    assert s.blocked_reason(task) == "missing_definition"
+    s.close()
+
+
+def test_pi_durable_restart_mark_waits_blocked_for_its_definition(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    aborts: list[str] = []
+
+    def on_abort(inv: Any) -> None:
+        aborts.append(inv.task_id)
+        inv.finish("aborted")
+
+    s = reopen(sqlite_url, clock, registry, limit=3)
+    abandoned = s.submit("job", abandon_on_restart=True)
+    s.close()
+    registry.unregister("job")
+    s = reopen(sqlite_url, clock, registry, limit=3)
+    assert s.task(abandoned).abort_reason == "restart"
+    assert s.blocked_reason(abandoned) == "missing_definition"
+    assert s.wake() == {"active": False, "at": None}
+    head = s.store.head()
+    assert s.run_pass().progressed is False and s.store.head() == head  # not orphaned
+    with pytest.raises(RuleViolation) as refused:
+        s.reserve(abandoned)
+    assert refused.value.rule == 13 and s.store.head() == head
+    registry.register(
+        TaskDefinition("job", 1, {"start": finishing(), "end": finishing()}, abort=on_abort)
+    )
+    assert s.wake()["active"] is True
+    s.run_until_idle()
+    assert aborts == [abandoned] and s.task(abandoned).outcome.status == "aborted"  # type: ignore[union-attr]
+    s.close()
+
+
+# ─── rule 15: what wake() counts ──────────────────────────────────────────────────
+# pi-durable (`wake`): a held outcome is no work; a sleep counts toward `at` only
+# while not due and not abort-marked (an abort mark ends a sleep: it is work now);
+# `at` is answered whether or not something is active.
+
+
+def test_pi_durable_wake_skips_holders_and_abort_marked_sleepers(
+    tmp_path: Any, clock: ManualClock, registry: Registry
+) -> None:
+    s = Scheduler.open(tmp_path / "wake.db", clock=clock, registry=registry)
+    holder = s.submit("job")
+    s.reserve(holder)
+    near = s.submit("leaf", owner=holder)
+    s.reserve(near)
+    s.sleep(near, until=clock.now + 1_000)
+    far = s.submit("leaf")
+    s.reserve(far)
+    s.sleep(far, until=clock.now + 5_000)
+    s.finish(holder, "completed")
+    assert s.task(holder).status == "completing"
+    assert s.wake() == {"active": False, "at": clock.now + 1_000}  # the holder is no work
+    s.abort(near)
+    assert s.wake() == {"active": True, "at": clock.now + 5_000}
+    s.run_until_idle()  # the marked sleeper aborts now, long before its time
+    assert s.task(near).outcome.status == "aborted"  # type: ignore[union-attr]
+    assert s.task(holder).status == "terminal"
+    assert s.wake() == {"active": False, "at": clock.now + 5_000}
+    s.close()
