@@ -72,6 +72,54 @@ def test_pi_durable_a_phase_that_throws_after_its_task_was_decided_is_not_faulte
     s.close()
 
 
+# ─── rule 12 before rule 3: a cut-off abort handler is faulted at once ─────────────
+# pi-durable (`#reserve`): "An abort handler cut off `restartLimit` times in a row would
+# run forever" is checked before the reservation is resolved, where an abort invocation
+# waits for the live work below it. The outcome is decided then (held, rule 5).
+
+
+def test_pi_durable_cut_off_abort_handler_is_faulted_before_its_owned_work_ends(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = reopen(sqlite_url, clock, registry, limit=1)
+    owner = s.submit("job")
+    s.abort(owner)
+    assert s.reserve(owner) == "abort"
+    child = s.submit("leaf", owner=owner)  # the abort handler starts owned work...
+    crash(s)  # ...and is cut off
+    s = reopen(sqlite_url, clock, registry, limit=1)
+    assert s.task(owner).restarts == 1 and s.task(child).abort_requested
+    assert s.run_pass().progressed
+    # One pass: the owner's fault was decided first and held while the child was live,
+    # then the child's abort ended it, which ended the holder.
+    assert [(type(e).__name__, e.rule) for e in s.history(owner)[-2:]] == [
+        ("OutcomeHeld", 12),
+        ("TaskEnded", 5),
+    ]
+    ended = s.task(owner)
+    assert ended.outcome is not None
+    assert (ended.outcome.status, ended.outcome.reason) == ("faulted", "restart_limit")
+    assert s.task(child).outcome.status == "aborted"  # type: ignore[union-attr]
+    s.close()
+
+
+def test_pi_durable_cut_off_abort_handler_with_owned_work_is_reserved_into_its_fault(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = reopen(sqlite_url, clock, registry, limit=1)
+    owner = s.submit("job")
+    s.abort(owner)
+    s.reserve(owner)
+    child = s.submit("leaf", owner=owner)
+    crash(s)
+    s = reopen(sqlite_url, clock, registry, limit=1)
+    assert s.reserve(owner) is None  # not refused for its owned work (rule 3): faulted
+    held = s.task(owner)
+    assert held.status == "completing" and held.outcome.reason == "restart_limit"  # type: ignore[union-attr]
+    assert s.task(child).live and s.task(child).abort_requested
+    s.close()
+
+
 # ─── close is not a crash: the count and the memos are kept as they were ──────────
 # pi-durable (`join`): a task a close stopped is written back `pending` with its record
 # otherwise as it was (`withState`): no restart counted, none cleared, memos kept.

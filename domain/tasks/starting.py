@@ -189,14 +189,8 @@ def _reserve_abort(
     registry: Registry,
     failed_migrations: Iterable[str],
 ) -> Mode | None:
-    # 3. An abort invocation is reserved only once ordinary owned live work is gone.
-    if draft.live_children(task.id):
-        raise RuleViolation(
-            3,
-            "abort-marked; its abort handler waits for the tasks it owns to end",
-            task_id=task.id,
-        )
-    # 12. An abort handler cut off restart_limit times ends faulted.
+    # 12. An abort handler cut off restart_limit times ends faulted, at once: its owned
+    #     work, marked already (rule 6), need not end first; the outcome is held (rule 5).
     if task.restarts >= ctx.restart_limit:
         end(
             draft,
@@ -211,6 +205,13 @@ def _reserve_abort(
             rule=12,
         )
         return None
+    # 3. An abort invocation is reserved only once ordinary owned live work is gone.
+    if draft.live_children(task.id):
+        raise RuleViolation(
+            3,
+            "abort-marked; its abort handler waits for the tasks it owns to end",
+            task_id=task.id,
+        )
     fit = definition_fit(task, registry.get(task.kind), failed_migrations)
     if fit not in ("same", "migrate"):
         # 13. A restart mark waits for a definition, blocked; a request mark that no
