@@ -120,6 +120,39 @@ def test_pi_durable_cut_off_abort_handler_with_owned_work_is_reserved_into_its_f
     s.close()
 
 
+# ─── an abort reservation resolves the definition as a run reservation does ───────
+# pi-durable (`#reserve`): `#resolve` takes both modes alike, so a task recorded under
+# an older version reaches its abort handler through the newer definition's migration;
+# tasktrail ran `migrate` there and dropped what it returned.
+
+
+def test_pi_durable_abort_handler_runs_on_the_migrated_record(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    registry = Registry([TaskDefinition("job", 1, {"start": finishing()})])
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    task = s.submit("job")
+    s.abort(task)
+    seen: list[tuple[int, str | None]] = []
+
+    def on_abort(inv: Any) -> None:
+        seen.append((inv.task.version, inv.phase))
+        inv.finish("aborted")
+
+    registry.register(
+        TaskDefinition("job", 2, {"v2": finishing()}, abort=on_abort, migrate=lambda old: "v2")
+    )
+    s.run_until_idle()
+    assert seen == [(2, "v2")]
+    assert [type(e).__name__ for e in s.history(task)][-3:] == [
+        "TaskMigrated",
+        "TaskReserved",
+        "TaskEnded",
+    ]
+    assert s.task(task).version == 2 and s.task(task).outcome.status == "aborted"  # type: ignore[union-attr]
+    s.close()
+
+
 # ─── close is not a crash: the count and the memos are kept as they were ──────────
 # pi-durable (`join`): a task a close stopped is written back `pending` with its record
 # otherwise as it was (`withState`): no restart counted, none cleared, memos kept.
