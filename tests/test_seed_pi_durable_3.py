@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 from conftest import finishing
 
-from tasktrail.domain import ManualClock, Registry, RuleViolation, Scheduler, TaskDefinition
+from tasktrail.domain import (
+    ManualClock,
+    Registry,
+    RuleViolation,
+    Scheduler,
+    TaskDefinition,
+    Worker,
+)
 from tasktrail.domain.tasks.events import TaskEnded
 
 
@@ -324,4 +331,54 @@ def test_pi_durable_wake_skips_holders_and_abort_marked_sleepers(
     assert s.task(near).outcome.status == "aborted"  # type: ignore[union-attr]
     assert s.task(holder).status == "terminal"
     assert s.wake() == {"active": False, "at": clock.now + 5_000}
+    s.close()
+
+
+# ─── the host hears of each fault the scheduler decides ──────────────────────────
+# pi-durable reports `task_faulted` once a fault it decided is durable ("a host may
+# count it, for example toward a breaker"): reason `threw` from `#step` (a phase or an
+# abort handler that failed or gave no outcome) and `restart_limit` from `#reserve`.
+# A task's own faulted outcome is the task's decision, not a report.
+
+
+def test_pi_durable_host_hears_of_each_fault_the_scheduler_decides(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    def boom(inv: Any) -> None:
+        raise ValueError("boom")
+
+    def hold_then_throw(inv: Any) -> None:
+        inv.submit("leaf")
+        raise ValueError("boom, with owned work live")
+
+    registry = Registry(
+        [
+            TaskDefinition("boom", 1, {"go": boom}),
+            TaskDefinition("holder", 1, {"go": hold_then_throw}),
+            TaskDefinition("mute", 1, {"go": finishing()}, abort=lambda inv: None),
+            TaskDefinition("selfish", 1, {"go": finishing("faulted")}),
+            TaskDefinition("cut", 1, {"go": finishing()}),
+            TaskDefinition("leaf", 1, {"go": lambda inv: inv.sleep(inv.now() + 60_000)}),
+        ]
+    )
+    s = reopen(sqlite_url, clock, registry, limit=1)
+    cut = s.submit("cut", id="cut")
+    s.abort(cut)
+    s.reserve(cut)
+    crash(s)  # its abort handler is cut off once: the limit
+    s = reopen(sqlite_url, clock, registry, limit=1)
+    for kind in ("boom", "holder", "mute", "selfish"):
+        s.submit(kind, id=kind)
+    s.abort("mute")
+    heard: list[tuple[str, str]] = []
+    worker = Worker(s, on_faulted=lambda task_id, why: heard.append((task_id, why)))
+    for _ in range(3):
+        worker.tick()
+    assert sorted(heard) == [
+        ("boom", "threw"),
+        ("cut", "restart_limit"),
+        ("holder", "threw"),  # held while its owned task was live: reported all the same
+        ("mute", "no_outcome"),
+    ]
+    assert s.task("selfish").outcome.status == "faulted"  # type: ignore[union-attr]
     s.close()
