@@ -42,6 +42,12 @@ class PassReport:
     """Tasks that kept running under the definition their invocation started with
     after the registry changed it: ``missing_definition`` (unregistered) or
     ``replaced_definition`` (pi-durable's ``task_outdated`` report)."""
+    faulted: dict[str, str] = field(default_factory=dict)
+    """Tasks the scheduler itself ended ``faulted`` in this pass (the outcome may be
+    held), with the reason: ``threw``, ``no_decision``, ``unknown_phase``,
+    ``step_limit``, ``no_outcome`` or ``restart_limit`` (pi-durable's ``task_faulted``
+    report, made once the fault is recorded). A phase's own ``finish("faulted")`` is
+    not one."""
 
     @property
     def progressed(self) -> bool:
@@ -126,6 +132,9 @@ class PhaseCommands:
                 continue
             if mode is None:
                 report.ended.append(task_id)
+                outcome = self._task_now(task_id).outcome
+                if outcome is not None and outcome.status == "faulted":
+                    report.faulted[task_id] = outcome.reason or "faulted"  # rule 12
                 continue
             report.reserved.append(task_id)
             self._run(task_id, mode, report)
@@ -162,7 +171,7 @@ class PhaseCommands:
         definition = self.registry.get(task.kind)
         try:
             if mode == "abort":
-                self._run_abort(invocation, definition)
+                self._run_abort(invocation, definition, report)
             else:
                 self._run_phases(invocation, definition, report)
         finally:
@@ -189,7 +198,10 @@ class PhaseCommands:
             handler = definition.phases.get(task.checkpoint.phase) if definition else None
             if handler is None:
                 self._fault(
-                    task_id, f"no phase {task.checkpoint.phase!r} in {task.kind}", "unknown_phase"
+                    task_id,
+                    f"no phase {task.checkpoint.phase!r} in {task.kind}",
+                    "unknown_phase",
+                    report,
                 )
                 return
             before = task.events
@@ -203,10 +215,10 @@ class PhaseCommands:
                     refusal.rule in (1, 2, 3) or isinstance(refusal, LeaseLost)
                 ):
                     return  # the invocation has ended (or was taken); nothing to record
-                self._fault(task_id, str(refusal), "threw")
+                self._fault(task_id, str(refusal), "threw", report)
                 return
             except Exception as error:  # a phase that raises ends the task faulted
-                self._fault(task_id, _message(error), "threw")
+                self._fault(task_id, _message(error), "threw", report)
                 return
             after = self._task_now(task_id)
             if after.status == "running" and after.events == before and not after.abort_requested:
@@ -214,11 +226,14 @@ class PhaseCommands:
                     task_id,
                     f"phase {task.checkpoint.phase!r} returned without a decision",
                     "no_decision",
+                    report,
                 )
                 return
-        self._fault(task_id, f"more than {MAX_PHASE_STEPS} checkpoints in one pass", "step_limit")
+        self._fault(
+            task_id, f"more than {MAX_PHASE_STEPS} checkpoints in one pass", "step_limit", report
+        )
 
-    def _run_abort(self, invocation: Invocation, definition: Any) -> None:
+    def _run_abort(self, invocation: Invocation, definition: Any, report: PassReport) -> None:
         task_id = invocation.task_id
         task = self._task_now(task_id)
         if definition is None or definition.abort is None:
@@ -230,21 +245,28 @@ class PhaseCommands:
         except RuleViolation as refusal:
             ended = refusal.rule in (1, 2) or isinstance(refusal, LeaseLost)
             if not (refusal.task_id == task_id and ended):
-                self._fault(task_id, str(refusal), "threw")
+                self._fault(task_id, str(refusal), "threw", report)
             return
         except Exception as error:
-            self._fault(task_id, _message(error), "threw")
+            self._fault(task_id, _message(error), "threw", report)
             return
         if self._is_running(task_id) and not self.closing:
             self._fault(
                 task_id,
                 f"abort handler of task {task_id} returned without a terminal outcome",
                 "no_outcome",
+                report,
             )
 
-    def _fault(self, task_id: str, message: str, reason: str) -> None:
+    def _fault(self, task_id: str, message: str, reason: str, report: PassReport) -> None:
         if self._is_running(task_id) and not self.closing:
-            self._decide(decide.fault, task_id, message, reason)
+            try:
+                self._decide(decide.fault, task_id, message, reason)
+            except RuleViolation as refusal:
+                if refusal.rule != 3:  # an abort mark came first: no fault, the handler runs
+                    raise
+            else:
+                report.faulted[task_id] = reason
         self._invocations.pop(task_id, None)
 
 

@@ -67,8 +67,10 @@ class Worker:
     blocked reason changes), ``on_migration_failed(task_id, reason)`` (once per
     definition whose migration failed) and ``on_outdated(task_id, reason)`` (a task
     keeps running under the definition its invocation started with:
-    ``missing_definition`` or ``replaced_definition``) report to the host as the
-    seed scheduler does. Callbacks that raise are logged, never
+    ``missing_definition`` or ``replaced_definition``) and ``on_faulted(task_id,
+    reason)`` (the scheduler ended a task ``faulted``, once it is recorded; the reason
+    as in :attr:`~.phases.PassReport.faulted`) report to the host as the seed
+    scheduler does. Callbacks that raise are logged, never
     fatal.
     """
 
@@ -83,6 +85,7 @@ class Worker:
         on_blocked: TaskCallback | None = None,
         on_migration_failed: TaskCallback | None = None,
         on_outdated: TaskCallback | None = None,
+        on_faulted: TaskCallback | None = None,
     ) -> None:
         if not poll_ms > 0:
             raise ValueError(f"poll_ms must be > 0, not {poll_ms!r}")
@@ -94,6 +97,7 @@ class Worker:
         self.on_blocked = on_blocked
         self.on_migration_failed = on_migration_failed
         self.on_outdated = on_outdated
+        self.on_faulted = on_faulted
         self.ticks = 0
         self._stop = threading.Event()
         self._last_wake: dict[str, Any] | None = None
@@ -128,6 +132,9 @@ class Worker:
         for task_id, reason in phases.outdated.items():
             log.info("%s keeps running under its old definition (%s)", task_id, reason)
             self._call(self.on_outdated, task_id, reason)
+        for task_id, reason in phases.faulted.items():
+            log.info("faulted %s (%s)", task_id, reason)
+            self._call(self.on_faulted, task_id, reason)
         turn_due = s.next_turn_deadline() if self.runtime is not None else None
         if turn_due is not None and turn_due <= s.now() and s.now() >= self._turn_retry_at:
             # Only when Turn work is due: every pass is recorded as events.

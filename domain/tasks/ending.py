@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidArgument, RuleViolation
+from ..errors import InvalidArgument
 from ..world import Draft
 from .context import Context
 from .events import AbortMarked, OutcomeHeld, OutcomeStatus, TaskEnded
@@ -138,10 +138,13 @@ def finish(
 
 
 def fault(draft: Draft, ctx: Context, task_id: str, message: str, reason: str) -> TaskState:
-    """The scheduler ends a running task ``faulted`` (a phase threw, a handler gave no outcome)."""
-    task = require_task(draft, task_id)
-    if task.status != "running":
-        raise RuleViolation(1, f"the task is {task.status}, not running", task_id=task_id)
+    """The scheduler ends a running task ``faulted`` (a phase threw, a handler gave no outcome).
+
+    Behind the guards of an invocation's decision (rules 2, 1 and 3): a run invocation
+    whose task was abort-marked before its phase failed has ended, so the failure is
+    no fault and the abort handler runs next (pi-durable decides the mark first).
+    """
+    task = invocation_decision(draft, ctx, task_id)
     end(draft, ctx, task, Outcome("faulted", message, None, reason), rule=None)
     state = draft.get(task_id)
     assert state is not None

@@ -45,6 +45,8 @@ def readiness(
     if not task.request_marked and cancelling_ancestor(draft, task.id) is not None:
         return "ready"  # its cascade mark is due (rule 6), which is work
     if task.abort_requested:
+        if task.restarts >= ctx.restart_limit:
+            return "ready"  # a reservation ends it faulted (rule 12), owned work or not
         if draft.live_children(task.id):
             return "owned_work"
         if not task.request_marked:

@@ -145,7 +145,7 @@ def reserve(
         if cancelling is not None:
             task = draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=6, by=cancelling.id))
     if task.abort_requested:
-        return _reserve_abort(draft, ctx, task, registry, failed_migrations)
+        return _reserve_abort(draft, ctx, task, registry, failed_migrations, migrated_phase)
     # 7. A waiter stays waiting until its policy is met.
     if task.status == "waiting" and not wait_satisfied(draft, task):
         raise RuleViolation(
@@ -167,19 +167,26 @@ def reserve(
     if fit not in ("same", "migrate"):
         raise RuleViolation(13, f"blocked: {fit}", task_id=task_id)
     if fit == "migrate":
-        definition = registry.get(task.kind)
-        assert definition is not None and task.checkpoint is not None
-        draft.emit(
-            TaskMigrated(
-                task_id=task_id,
-                at=ctx.now,
-                from_version=task.version,
-                to_version=definition.version,
-                phase=migrated_phase or task.checkpoint.phase,
-            )
-        )
+        _migrate(draft, ctx, task, registry, migrated_phase)
     draft.emit(TaskReserved(task_id=task_id, at=ctx.now, mode="run", worker=ctx.worker))
     return "run"
+
+
+def _migrate(
+    draft: Draft, ctx: Context, task: TaskState, registry: Registry, phase: str | None
+) -> None:
+    """Record the task under the newer definition that takes it through ``migrate``."""
+    definition = registry.get(task.kind)
+    assert definition is not None and task.checkpoint is not None
+    draft.emit(
+        TaskMigrated(
+            task_id=task.id,
+            at=ctx.now,
+            from_version=task.version,
+            to_version=definition.version,
+            phase=phase or task.checkpoint.phase,
+        )
+    )
 
 
 def _reserve_abort(
@@ -188,15 +195,10 @@ def _reserve_abort(
     task: TaskState,
     registry: Registry,
     failed_migrations: Iterable[str],
+    migrated_phase: str | None,
 ) -> Mode | None:
-    # 3. An abort invocation is reserved only once ordinary owned live work is gone.
-    if draft.live_children(task.id):
-        raise RuleViolation(
-            3,
-            "abort-marked; its abort handler waits for the tasks it owns to end",
-            task_id=task.id,
-        )
-    # 12. An abort handler cut off restart_limit times ends faulted.
+    # 12. An abort handler cut off restart_limit times ends faulted, at once: its owned
+    #     work, marked already (rule 6), need not end first; the outcome is held (rule 5).
     if task.restarts >= ctx.restart_limit:
         end(
             draft,
@@ -211,6 +213,13 @@ def _reserve_abort(
             rule=12,
         )
         return None
+    # 3. An abort invocation is reserved only once ordinary owned live work is gone.
+    if draft.live_children(task.id):
+        raise RuleViolation(
+            3,
+            "abort-marked; its abort handler waits for the tasks it owns to end",
+            task_id=task.id,
+        )
     fit = definition_fit(task, registry.get(task.kind), failed_migrations)
     if fit not in ("same", "migrate"):
         # 13. A restart mark waits for a definition, blocked; a request mark that no
@@ -219,5 +228,9 @@ def _reserve_abort(
             raise RuleViolation(13, f"blocked: {fit}", task_id=task.id)
         end(draft, ctx, task, Outcome("orphaned", None, None, fit), rule=13)
         return None
+    # The abort handler runs under the definition that takes the task, as a phase would:
+    # the migration it ran is recorded first (pi-durable resolves both modes alike).
+    if fit == "migrate":
+        _migrate(draft, ctx, task, registry, migrated_phase)
     draft.emit(TaskReserved(task_id=task.id, at=ctx.now, mode="abort", worker=ctx.worker))
     return "abort"
