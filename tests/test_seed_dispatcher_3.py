@@ -348,3 +348,23 @@ def test_dispatcher_committing_answer_is_completed_with_what_the_job_has(
     executor.fail_next_cancel("answer_committing")
     assert settle(runs, run_id) == "done"
     assert executor.jobs[job_id].response == "half an answer"
+
+
+@pytest.mark.parametrize("job_end", ["completed", "committing"])
+def test_dispatcher_rescheduled_task_fires_at_its_new_time_after_a_cancel_found_it_done(
+    runs: Scheduler, clock: ManualClock, executor: InMemoryExecutor, job_end: str
+) -> None:
+    """reconcileOne marks the task done or failed only from the job's own snapshot: a
+    run the cancel of a reschedule found completed (or committing) ends done without
+    a marker, so the task's new schedule still fires."""
+    task = runs.submit("job", id="t1")
+    runs.schedule_run(task, clock.now)
+    (run_id,) = runs.dispatch_due().fired
+    if job_end == "completed":
+        executor.finish(job_of(runs, run_id), "completed")
+    else:
+        executor.fail_next_cancel("answer_committing")
+    runs.schedule_run(task, clock.now + HOUR)
+    assert settle(runs, run_id) == "done"
+    clock.advance(HOUR)
+    assert [runs.run(r).task_id for r in runs.dispatch_due().fired] == ["t1"]

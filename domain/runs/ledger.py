@@ -130,9 +130,14 @@ def index_ledger(world: World, event: TaskEvent, previous: Any, state: Any) -> N
         ended = ledger.per_day.setdefault(run.day, DayCounts()).ended
         ended[run.status] = ended.get(run.status, 0) + 1
         was_running = previous is not None and previous.status == "running"
-        if isinstance(event, RunDone):
+        # runs.marker_of_its_schedule (dispatcher): a run scheduled for a time the task
+        # was moved from (its cancel found the job ended) leaves the task unmarked, so
+        # the new schedule still fires.
+        current = ledger.schedules.get(run.task_id)
+        moved = run.scheduled_for is not None and current not in (None, run.scheduled_for)
+        if isinstance(event, RunDone) and not moved:
             ledger.markers[run.task_id] = "done"
-        elif isinstance(event, RunFailed) and was_running:
+        elif isinstance(event, RunFailed) and was_running and not moved:
             ledger.markers[run.task_id] = "failed"
 
 
