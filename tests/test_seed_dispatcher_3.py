@@ -368,3 +368,29 @@ def test_dispatcher_rescheduled_task_fires_at_its_new_time_after_a_cancel_found_
     assert settle(runs, run_id) == "done"
     clock.advance(HOUR)
     assert [runs.run(r).task_id for r in runs.dispatch_due().fired] == ["t1"]
+
+
+def test_dispatcher_schedule_that_supersedes_nothing_keeps_the_task_running(
+    runs: Scheduler, clock: ManualClock, executor: InMemoryExecutor
+) -> None:
+    """reconcileOne marks a task running again while its run's job runs and the new
+    schedule does not supersede it (the run had no schedule, or the task was moved
+    back to the run's time), so runTaskNow and dispatchDueTasks stay refused the next
+    day while that job still runs."""
+    plain = runs.submit("job", id="plain")
+    plain_run = runs.mint_run(plain)  # no schedule: nothing to supersede
+    runs.schedule_run(plain, clock.now + DAY_MS + HOUR)  # tomorrow 09:00
+    moved = runs.submit("job", id="moved")
+    runs.schedule_run(moved, clock.now)
+    (moved_run,) = runs.dispatch_due().fired
+    runs.schedule_run(moved, clock.now + HOUR)
+    runs.schedule_run(moved, clock.now)  # back to the run's time before any reconcile
+    for run_id in (plain_run, moved_run):
+        assert settle(runs, run_id) == "unchanged"
+    clock.advance(DAY_MS + HOUR)  # tomorrow 09:00; both jobs still queued
+    assert runs.dispatch_due().minted == []
+    assert refused_with(runs, plain) == "task_running"
+    assert refused_with(runs, moved) == "task_running"
+    executor.finish(job_of(runs, plain_run), "completed")
+    assert settle(runs, plain_run) == "done"
+    assert runs.run(runs.mint_run(plain)).day == "2026-01-02"
