@@ -394,3 +394,40 @@ def test_dispatcher_schedule_that_supersedes_nothing_keeps_the_task_running(
     executor.finish(job_of(runs, plain_run), "completed")
     assert settle(runs, plain_run) == "done"
     assert runs.run(runs.mint_run(plain)).day == "2026-01-02"
+
+
+# ─── adopt-or-submit, by the state of the job it finds ─────────────────────────
+
+
+def test_dispatcher_redrive_adopts_a_live_job_in_its_status_and_never_an_ended_one(
+    runs: Scheduler, clock: ManualClock, executor: InMemoryExecutor
+) -> None:
+    """adoptOrSubmit takes a job found by the client job id only while it is live (in
+    whatever live status it is); an ended one is submitted over, never adopted."""
+    live_task, ended_task = runs.submit("job", id="live"), runs.submit("job", id="ended")
+    executor.fail_next_submit("transient", times=2)
+    live_run, ended_run = runs.mint_run(live_task), runs.mint_run(ended_task)
+    live_job = executor.admit(executor.requests[0])  # both submits landed after all
+    ended_job = executor.admit(executor.requests[1])
+    executor.start(live_job.job_id)
+    executor.finish(ended_job.job_id, "completed")
+    clock.advance(2 * MINUTE)
+    outcomes = runs.reconcile().outcomes
+    assert outcomes[live_run] == "running"
+    assert runs.run(live_run).last_known_status == "running"
+    assert runs.run(live_run).job_id == live_job.job_id
+    assert outcomes[ended_run] != "running" and runs.run(ended_run).job_id is None
+    assert [r.client_job_id for r in executor.requests[2:]] == [runs.run(ended_run).client_job_id]
+
+
+def test_dispatcher_dispatching_run_of_an_ended_task_is_redriven_then_orphaned(
+    runs: Scheduler, clock: ManualClock, executor: InMemoryExecutor
+) -> None:
+    """decideDispatchingAction does not look at the task: a dispatching run whose task
+    ended is submitted again, and the running run is then orphaned."""
+    executor.fail_next_submit("transient")
+    run_id = runs.mint_run(runs.submit("leaf", id="t1"))
+    runs.run_until_idle()
+    clock.advance(2 * MINUTE)
+    assert settle(runs, run_id) == "running"
+    assert settle(runs, run_id) == "orphaned"
