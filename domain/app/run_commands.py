@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import ConflictError, InvalidArgument, Refused, RuleViolation
 from ..runs import reading
-from ..runs.admission import AdmissionRefused, mint
+from ..runs.admission import AdmissionRefused, admit_manual, admit_scheduled, mint
 from ..runs.events import SUBMIT_ERROR_CLASSES, TRIGGERS, Trigger
 from ..runs.executor import (
     DrainError,
@@ -81,6 +81,7 @@ class RunCommands(RunTicks):
         clock: Clock
         store: Store
         _closed: bool
+        _lock: Any
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
         def _context(self) -> Context: ...
@@ -130,10 +131,17 @@ class RunCommands(RunTicks):
                 )
             self._runs_runtime().payload = payload
 
-    def _gate_lease(self, *, reconcile: bool = False) -> Callable[[], None]:
+    def _gate_lease(
+        self, *, reconcile: bool = False, before_drain: Callable[[], None] | None = None
+    ) -> Callable[[], None]:
         """Ask the host's gate before minting (a reconcile asks about a drain only);
         returns the dispatch lease's release, or raises
-        :class:`~..runs.admission.AdmissionRefused` with the gate's code."""
+        :class:`~..runs.admission.AdmissionRefused` with the gate's code.
+
+        ``before_drain`` raises the caller's own refusals, which the dispatcher
+        answers before it takes the lease: asked only when a drain refuses it (else
+        the caller's decision asks them itself).
+        """
         gate = self._runs_runtime().gate
         durable = True if reconcile else bool(gate.durable_jobs_enabled())
         admitting = True if reconcile else bool(gate.admissions_open())
@@ -144,6 +152,8 @@ class RunCommands(RunTicks):
                 release = gate.acquire_dispatch_lease()
             except DrainError:
                 draining = True
+                if before_drain is not None:
+                    before_drain()
         code = gate_refusal(durable, admitting, draining)
         if code is None:
             assert release is not None  # asked only when it decides nothing else
@@ -250,7 +260,9 @@ class RunCommands(RunTicks):
         runtime = self._runs_runtime()
         kind: Literal["manual", "background"] = "manual" if trigger == "manual" else "background"
         limit = 1 if kind == "manual" else self.run_settings.per_tick
-        release = self._gate_lease()  # before minting: a refusal uses no attempt
+        # Before minting: a refusal uses no attempt. The run's own rules and its slot
+        # come before a drain (the dispatcher takes its lease last).
+        release = self._gate_lease(before_drain=lambda: self._admit_only(task_id, trigger))
         slot_free = runtime.slots.try_acquire(kind, limit)
         try:
             run = self._mint(task_id, trigger, slot_free=slot_free, day=day, payload=payload)
@@ -262,6 +274,21 @@ class RunCommands(RunTicks):
             if slot_free:
                 runtime.slots.release(kind)
             release()
+
+    def _admit_only(self, task_id: str, trigger: Trigger) -> None:
+        """The run's admission rules and slot, without minting: raises their refusal."""
+        with self._lock:  # the world is read as a decision reads it
+            self.refresh()
+            draft = Draft(self.world)
+            settings = run_settings_of(draft)
+            manual = trigger == "manual"
+            kind: Literal["manual", "background"] = "manual" if manual else "background"
+            slots = self._runs_runtime().slots
+            slot_free = slots.try_acquire(kind, 1 if manual else settings.per_tick)
+            if slot_free:
+                slots.release(kind)
+            admit = admit_manual if manual else admit_scheduled
+            admit(draft, self._context(), task_id, settings, slot_free=slot_free)
 
     def _mint(
         self,

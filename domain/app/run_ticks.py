@@ -88,7 +88,9 @@ class RunTicks:
             payload: Any = None,
         ) -> RunState: ...
         def _adopt_or_submit(self, run_id: str) -> SubmitOutcome: ...
-        def _gate_lease(self, *, reconcile: bool = False) -> Callable[[], None]: ...
+        def _gate_lease(
+            self, *, reconcile: bool = False, before_drain: Callable[[], None] | None = None
+        ) -> Callable[[], None]: ...
         def run(self, run_id: str) -> RunState: ...
         @property
         def ledger(self) -> Ledger: ...
@@ -110,7 +112,8 @@ class RunTicks:
         self._require_executor()
         self.refresh()
         try:
-            release = self._gate_lease()
+            # A cap of 0 is answered before a drain (the dispatcher's order).
+            release = self._gate_lease(before_drain=self._cap_not_off)
         except AdmissionRefused as refused:
             report.reason = refused.code  # the gate: nothing minted, no attempt used
             return report
@@ -119,6 +122,10 @@ class RunTicks:
         finally:
             release()
         return report
+
+    def _cap_not_off(self) -> None:
+        if self.run_settings.cap_per_day == 0:
+            raise AdmissionRefused("cap_off", "the daily cap is 0: scheduled dispatch is off")
 
     def _dispatch_due(self, report: DispatchReport) -> None:
         runtime = self._runs_runtime()

@@ -70,8 +70,12 @@ def _live_task(draft: Draft, task_id: str) -> TaskState:
 
 
 def _no_run_in_flight(ledger: Ledger, task_id: str, day: str) -> None:
-    # One in-flight run per task and day; a run whose job is taken (the task's
-    # marker) also blocks a new one, whatever its day.
+    _no_live_run_today(ledger, task_id, day)
+    _not_marked_running(ledger, task_id)
+
+
+def _no_live_run_today(ledger: Ledger, task_id: str, day: str) -> None:
+    # One in-flight run per task and day.
     live = ledger.live_run(task_id, day)
     if live is not None:
         raise AdmissionRefused(
@@ -79,6 +83,10 @@ def _no_run_in_flight(ledger: Ledger, task_id: str, day: str) -> None:
             f"run {live.run_id} is still {live.status}; wait for it to end",
             task_id=task_id,
         )
+
+
+def _not_marked_running(ledger: Ledger, task_id: str) -> None:
+    # A run whose job is taken (the task's marker) also blocks a new one, whatever its day.
     if ledger.markers.get(task_id) == "running":
         raise AdmissionRefused(
             "task_running", "a run of this task is running; wait for it to end", task_id=task_id
@@ -117,8 +125,12 @@ def admit_manual(
     """
     day = today(ctx, settings)
     ledger = ledger_of(draft.world)
+    require_task(draft, task_id)
+    # runs.manual_order (dispatcher, runTaskNow): the day's live run is asked before the
+    # task itself, so a task that ended while its run is live answers task_running.
+    _no_live_run_today(ledger, task_id, day)
     _live_task(draft, task_id)
-    _no_run_in_flight(ledger, task_id, day)
+    _not_marked_running(ledger, task_id)
     _not_scheduled_future(draft, task_id, day, settings)
     _attempts_left(ledger.runs_of(task_id, day), task_id, settings)
     # One reserved manual slot.

@@ -108,6 +108,14 @@ def index_ledger(world: World, event: TaskEvent, previous: Any, state: Any) -> N
         else:
             ledger.schedules[event.task_id] = event.run_at
         ledger.markers.pop(event.task_id, None)
+        # runs.marker_running_kept (dispatcher): while a run's job runs and the new
+        # schedule does not supersede it, the task stays marked running (the
+        # dispatcher's reconcile marks it again), so no second run starts beside it.
+        for run_id in ledger.live:
+            live = ledger.runs[run_id]
+            running = live.task_id == event.task_id and live.status == "running"
+            if running and not _moved(live, event.run_at):
+                ledger.markers[event.task_id] = "running"
         return
     if not isinstance(event, RunEvent):
         return
@@ -130,10 +138,20 @@ def index_ledger(world: World, event: TaskEvent, previous: Any, state: Any) -> N
         ended = ledger.per_day.setdefault(run.day, DayCounts()).ended
         ended[run.status] = ended.get(run.status, 0) + 1
         was_running = previous is not None and previous.status == "running"
-        if isinstance(event, RunDone):
+        # runs.marker_of_its_schedule (dispatcher): a run scheduled for a time the task
+        # was moved from (its cancel found the job ended) leaves the task unmarked, so
+        # the new schedule still fires.
+        moved = _moved(run, ledger.schedules.get(run.task_id))
+        if isinstance(event, RunDone) and not moved:
             ledger.markers[run.task_id] = "done"
-        elif isinstance(event, RunFailed) and was_running:
+        elif isinstance(event, RunFailed) and was_running and not moved:
             ledger.markers[run.task_id] = "failed"
+
+
+def _moved(run: RunState, run_at: float | None) -> bool:
+    """Whether the task's schedule moved from the time ``run`` was scheduled for: what
+    reconcile supersedes it for."""
+    return run.scheduled_for is not None and run_at not in (None, run.scheduled_for)
 
 
 register_indexer(index_ledger, task_streams=False, reacts_to=(ScheduleSet, RunEvent))
