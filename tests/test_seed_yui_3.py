@@ -1,0 +1,106 @@
+"""yui's task-pass retries and maintenance deferral, third round (seed 000,
+``FileTaskController#scheduleTaskPassRetry`` and ``#runCoalesced``): each test names
+the seed behaviour and fails when it breaks. docs/seed-fidelity.md, "Round three",
+says what changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasktrail.domain import ManualClock, Scheduler, TaskEvent
+from tasktrail.domain.turns.keys import task_key
+from tasktrail.domain.turns.pass_events import (
+    TaskPassRetryCleared,
+    TaskPassRetryScheduled,
+)
+from tasktrail.domain.turns.runtime import Runtime
+
+
+def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
+    return [r.event for r in scheduler.store.read() if isinstance(r.event, cls)]
+
+
+class FailingDelivery(Runtime):
+    """Delivering a Turn of a task in ``fails`` raises; ``on_deliver`` runs first."""
+
+    def __init__(self, *fails: str, on_deliver: Any = None) -> None:
+        self.fails = set(fails)
+        self.on_deliver = on_deliver
+
+    def deliver(self, task_id: str, role: str, turn_id: str, attempt: int) -> Any:
+        if self.on_deliver is not None:
+            self.on_deliver(task_id)
+        if task_id in self.fails:
+            raise RuntimeError("the runtime's socket went away")
+        return "delivered"
+
+
+class UnreadableEvents(Runtime):
+    """The runtime events of the tasks in ``fails`` cannot be applied."""
+
+    def __init__(self, *fails: str) -> None:
+        self.fails = set(fails)
+
+    def drain(self, scheduler: Any, task_id: str) -> None:
+        if task_id in self.fails:
+            raise ConnectionError(f"runtime events of {task_id} unreadable")
+
+
+def _with_worker_turn(scheduler: Scheduler, task_id: str, *, project: str | None = None) -> str:
+    scheduler.submit("job", id=task_id, project_ids=(project,) if project else ())
+    scheduler.start_turn(task_id, "worker")
+    return task_id
+
+
+# ─── a task that holds its outcome gets no task-pass retry ────────────────────────
+
+
+def _holding(scheduler: Scheduler, task_id: str) -> str:
+    """A task with an active worker Turn that holds its outcome (``completing``)."""
+    _with_worker_turn(scheduler, task_id)
+    scheduler.reserve(task_id)
+    scheduler.submit("leaf", id=f"{task_id}-child", owner=task_id)
+    scheduler.finish(task_id, "completed")
+    assert scheduler.task(task_id).status == "completing"
+    return task_id
+
+
+def test_yui_task_holding_its_outcome_gets_no_task_pass_retry(scheduler: Scheduler) -> None:
+    # yui arms a task-pass retry only for an active Task (a completed one is cleared).
+    task = _holding(scheduler, "t1")
+    report = scheduler.controller_pass([task_key(task)], runtime=FailingDelivery(task))
+    assert report.failed == [task]
+    assert scheduler.task_pass_retry(task) is None
+    assert of_type(scheduler, TaskPassRetryScheduled) == []
+
+
+def test_yui_armed_retry_of_a_task_that_then_holds_its_outcome_is_cleared(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    # yui: the retry timer of a Task no longer active clears the retry, runs nothing.
+    task = _with_worker_turn(scheduler, "t1")
+    runtime = FailingDelivery(task)
+    scheduler.controller_pass([task_key(task)], runtime=runtime)
+    retry = scheduler.task_pass_retry(task)
+    assert retry is not None
+    scheduler.reserve(task)
+    scheduler.submit("leaf", id="child", owner=task)
+    scheduler.finish(task, "completed")
+    clock.set(retry.retry_at)
+    fired = scheduler.controller_pass(["operator"], runtime=runtime)
+    assert fired.retried == [] and fired.tasks == []
+    assert scheduler.task_pass_retry(task) is None
+    (cleared,) = of_type(scheduler, TaskPassRetryCleared)
+    assert (cleared.task_id, cleared.why) == (task, "task_ended")
+
+
+# ─── a deferral names the projects under maintenance, not all of the task's ────────
+
+
+def test_yui_deferral_names_only_the_projects_under_maintenance(scheduler: Scheduler) -> None:
+    # yui reports ``{ taskId, projectIds: fencedProjects }``: the fenced ones only.
+    scheduler.submit("job", id="t1", project_ids=("billing", "search", "ledger"))
+    scheduler.start_turn("t1", "worker")
+    report = scheduler.controller_pass(maintenance={"ledger", "billing", "other"})
+    assert report.deferred == {"t1": ("billing", "ledger")}  # in the task's order
+    assert report.failed == [] and scheduler.task_pass_retry("t1") is None
