@@ -10,6 +10,7 @@ from typing import Any
 from tasktrail.domain import ManualClock, Scheduler, TaskEvent
 from tasktrail.domain.turns.keys import task_key
 from tasktrail.domain.turns.pass_events import (
+    PassTaskFailed,
     TaskPassRetryCleared,
     TaskPassRetryScheduled,
 )
@@ -50,6 +51,34 @@ def _with_worker_turn(scheduler: Scheduler, task_id: str, *, project: str | None
     scheduler.submit("job", id=task_id, project_ids=(project,) if project else ())
     scheduler.start_turn(task_id, "worker")
     return task_id
+
+
+# ─── a failure while the task's retry is armed uses no attempt ─────────────────────
+
+
+def test_yui_failure_while_the_task_pass_retry_is_armed_uses_no_attempt(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    # yui arms one retry timer per task; a failure while it is armed returns early
+    # (``#taskPassRetryTimers.has(taskId)``): only a failure after it fired counts.
+    task = _with_worker_turn(scheduler, "t1")
+    runtime = FailingDelivery(task)
+    scheduler.controller_pass([task_key(task)], runtime=runtime)
+    armed = scheduler.task_pass_retry(task)
+    assert armed is not None and (armed.attempt, armed.retry_at) == (0, clock.now + 250)
+    clock.advance(100)
+    again = scheduler.controller_pass([task_key(task)], runtime=runtime)
+    assert again.failed == [task]
+    assert scheduler.task_pass_retry(task) == armed  # the same retry, at the same time
+    assert again.retries == {task: armed.retry_at}
+    clock.set(armed.retry_at)
+    fired = scheduler.controller_pass(["operator"], runtime=runtime)
+    assert fired.retried == [task] and fired.retries == {task: clock.now + 500}
+    clock.advance(500)
+    last = scheduler.controller_pass(["operator"], runtime=runtime)
+    assert last.retries == {task: None}  # the limit (2) counts retries that fired
+    assert [r.attempt for r in of_type(scheduler, TaskPassRetryScheduled)] == [0, 1]
+    assert len(of_type(scheduler, PassTaskFailed)) == 4
 
 
 # ─── a task that holds its outcome gets no task-pass retry ────────────────────────

@@ -1,9 +1,9 @@
 """The decisions a controller pass records about itself: its start (clearing the
 retries of tasks that ended or hold their outcome) and its finish, a task deferred for
 maintenance, and a blocked or failed per-task pass with its task-pass retry, due after
-``min(2000, base * 2**min(attempt, 3))`` ms up to the limit (another failure of the
-same keys is the next attempt, a failure of other keys starts again at 0, and a
-success clears it). Only a task that has not
+``min(2000, base * 2**min(attempt, 3))`` ms up to the limit (a failure of the same keys
+once the retry was due is the next attempt, one while it is armed uses none, a failure
+of other keys starts again at 0, and a success clears it). Only a task that has not
 decided its outcome gets a retry.
 """
 
@@ -108,6 +108,10 @@ def record_task_failure(
     # A retry of other keys is another failure: its attempts start again (unless a full
     # pass took the retry over: then it is the same work, failing again).
     same = retry is not None and (retry.keys == identity or taken_over)
+    if retry is not None and same and not taken_over and retry.retry_at > ctx.now:
+        # passes.retry_armed (yui): one retry per task; a failure while it is armed, not
+        # fired yet, uses no attempt: only the failures of the retries that fired count.
+        return retry.retry_at
     attempt = retry.attempt + 1 if retry is not None and same else 0
     if attempt >= settings.task_pass_retry_limit:
         draft.emit_stream(
