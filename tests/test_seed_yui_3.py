@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from tasktrail.domain import ManualClock, Scheduler, TaskEvent
-from tasktrail.domain.turns.keys import task_key
+from tasktrail.domain.turns.keys import role_key, task_key
 from tasktrail.domain.turns.pass_events import (
     PassTaskFailed,
     TaskPassRetryCleared,
     TaskPassRetryScheduled,
 )
 from tasktrail.domain.turns.runtime import Runtime
+from tasktrail.domain.turns.state import LEADER
 
 
 def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
@@ -79,6 +80,29 @@ def test_yui_failure_while_the_task_pass_retry_is_armed_uses_no_attempt(
     assert last.retries == {task: None}  # the limit (2) counts retries that fired
     assert [r.attempt for r in of_type(scheduler, TaskPassRetryScheduled)] == [0, 1]
     assert len(of_type(scheduler, PassTaskFailed)) == 4
+
+
+# ─── a blocked task's retry covers the whole task ──────────────────────────────────
+
+
+def test_yui_blocked_task_retry_covers_the_whole_task(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    # yui arms the retry of a task whose runtime events failed with its task key
+    # (``{ taskId, keys: ["task:<id>"] }``), whatever keys the pass was asked for.
+    task = _with_worker_turn(scheduler, "t1")
+    scheduler.start_turn(task, LEADER)
+    scheduler.observe_exit(task, LEADER)
+    runtime = UnreadableEvents(task)
+    blocked = scheduler.controller_pass([role_key(task, "worker")], runtime=runtime)
+    assert blocked.blocked == [task]
+    retry = scheduler.task_pass_retry(task)
+    assert retry is not None and retry.keys == (task_key(task),)
+    runtime.fails.clear()
+    clock.set(retry.retry_at)
+    fired = scheduler.controller_pass(["operator"], runtime=runtime)
+    assert fired.retried == [task] and fired.done == [task]
+    assert fired.turns == {task: {LEADER: "exited"}}  # every role, not only the worker
 
 
 # ─── a task that holds its outcome gets no task-pass retry ────────────────────────
