@@ -105,6 +105,24 @@ def test_yui_blocked_task_retry_covers_the_whole_task(
     assert fired.turns == {task: {LEADER: "exited"}}  # every role, not only the worker
 
 
+# ─── a dirty failure while a full pass is requested arms no retry ──────────────────
+
+
+def test_yui_dirty_failure_while_a_full_pass_is_requested_arms_no_retry(
+    scheduler: Scheduler,
+) -> None:
+    # yui: ``#scheduleTaskPassRetry`` returns at once while a full pass is pending;
+    # the full pass does the task's work.
+    task = _with_worker_turn(scheduler, "t1")
+    runtime = FailingDelivery(task, on_deliver=lambda _: scheduler.request_pass("full"))
+    dirty = scheduler.controller_pass([task_key(task)], runtime=runtime)
+    assert dirty.failed == [task] and "socket went away" in dirty.errors[task]
+    assert scheduler.task_pass_retry(task) is None
+    assert of_type(scheduler, TaskPassRetryScheduled) == []
+    (full,) = scheduler.pump(runtime=FailingDelivery())
+    assert full.scope == "full" and full.done == [task] and full.retried == []
+
+
 # ─── a task that holds its outcome gets no task-pass retry ────────────────────────
 
 

@@ -86,10 +86,11 @@ def record_task_failure(
     *,
     blocked: bool,
     taken_over: bool = False,
+    arm: bool = True,
 ) -> float | None:
     """Record a blocked or failed per-task pass and arm its retry; returns when the
-    retry is due, or ``None`` once the retry limit is reached, or the task ended or
-    holds its outcome.
+    retry is due, or ``None`` once the retry limit is reached, the task ended or holds
+    its outcome, or ``arm`` is false (a full pass is requested: it does this work).
     ``taken_over``: a full pass did the armed retry's work, so this failure is that
     retry's next attempt whatever keys it covered."""
     event_type = PassTaskBlocked if blocked else PassTaskFailed
@@ -103,6 +104,8 @@ def record_task_failure(
             draft.emit_stream(
                 TaskPassRetryCleared(task_id=task_id, at=ctx.now, why="task_ended", pass_id=pass_id)
             )
+        return None
+    if not arm:
         return None
     identity = tuple(sorted(keys, key=natural_key))
     # A retry of other keys is another failure: its attempts start again (unless a full

@@ -75,6 +75,9 @@ class TaskPass:
     ) -> TaskOutcome:
         message = _describe(error)
         retry_at: float | None = None
+        # passes.full_takes_over (yui): no retry is armed while a full pass is requested;
+        # the full pass does this task's work.
+        arm = not (self.report.scope == "dirty" and self.host.pass_queue.full)
         try:
             retry_at = self.host._decide(
                 record_task_failure,
@@ -85,6 +88,7 @@ class TaskPass:
                 message,
                 blocked=blocked,
                 taken_over=task_id in self.taken_over,
+                arm=arm,
             )
         except Exception as recording:
             # The store refused the record too (closing, gone): the report still says why.
