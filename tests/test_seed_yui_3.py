@@ -5,9 +5,11 @@ says what changed."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from tasktrail.domain import ManualClock, Scheduler, TaskEvent
+from tasktrail.domain import ManualClock, Scheduler, TaskEvent, Worker
+from tasktrail.domain.turns.events import WakeupFoundBusy
 from tasktrail.domain.turns.keys import role_key, task_key
 from tasktrail.domain.turns.pass_events import (
     PassTaskFailed,
@@ -16,6 +18,9 @@ from tasktrail.domain.turns.pass_events import (
 )
 from tasktrail.domain.turns.runtime import Runtime
 from tasktrail.domain.turns.state import LEADER
+from tasktrail.projections import Projector, ReadModel
+
+AGGREGATION = 60_000  # yui's LEADER_WAKE_AGGREGATION_MS, tasktrail's default
 
 
 def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
@@ -175,3 +180,79 @@ def test_yui_deferral_names_only_the_projects_under_maintenance(scheduler: Sched
     report = scheduler.controller_pass(maintenance={"ledger", "billing", "other"})
     assert report.deferred == {"t1": ("billing", "ledger")}  # in the task's order
     assert report.failed == [] and scheduler.task_pass_retry("t1") is None
+
+
+# ─── a busy Leader's wakeup is signalled at its aggregation end (seed 001) ─────────
+
+
+class Busy(Runtime):
+    """A runtime whose Leader Turn ends only when a pass drains its events (after
+    ``done_at`` on the scheduler clock): nothing else tells the scheduler it ended."""
+
+    def __init__(self, clock: ManualClock, done_at: float) -> None:
+        self.clock = clock
+        self.done_at = done_at
+
+    def drain(self, scheduler: Any, task_id: str) -> None:
+        turn = scheduler.active_turn(task_id, LEADER)
+        if turn is not None and turn.turn_id == "leader.1" and self.clock.now >= self.done_at:
+            scheduler.complete_turn(task_id, LEADER, turn.turn_id)
+
+    def deliver(self, task_id: str, role: str, turn_id: str, attempt: int) -> Any:
+        return "delivered"
+
+
+def _busy_leader_wakeup(scheduler: Scheduler) -> tuple[str, float]:
+    task = scheduler.submit("crew", id="t1", phase="lead")  # no phases here to run
+    busy = scheduler.start_turn(task, LEADER)
+    scheduler.deliver_turn(task, LEADER, busy, "delivered")
+    first_at = scheduler.now()
+    scheduler.request_wakeup(task, "mail")
+    return task, first_at
+
+
+def test_yui_busy_leader_wakeup_is_due_at_its_aggregation_end_until_a_pass_found_it_busy(
+    scheduler: Scheduler, clock: ManualClock, tmp_path: Path
+) -> None:
+    # yui's wake timer fires at the aggregation end; the pass it runs finds the Leader
+    # busy and re-signals it with the delivery backoff. Until a pass has, the wakeup
+    # stays due at its aggregation end, however late the scheduler asks.
+    task, first_at = _busy_leader_wakeup(scheduler)
+    with Projector(scheduler.store, tmp_path / "views.db") as projector:
+        model = ReadModel(projector)
+        for late in (0, 1, 30_000):
+            clock.set(first_at + AGGREGATION + late)
+            assert scheduler.next_turn_deadline() == first_at + AGGREGATION
+            projector.catch_up()
+            assert model.next_wakeup_deadline(now=clock.now) == {
+                "task_id": task,
+                "deadline": first_at + AGGREGATION,
+                "window": "aggregation",
+            }
+        assert scheduler.controller_pass().wakeups == {task: "busy"}
+        assert scheduler.next_turn_deadline() == clock.now + 250  # the first re-signal
+        projector.catch_up()
+        assert model.next_wakeup_deadline(now=clock.now) == {
+            "task_id": task,
+            "deadline": clock.now + 250,
+            "window": "resignal",
+        }
+
+
+def test_yui_worker_signals_a_busy_leader_at_the_aggregation_end(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    task, first_at = _busy_leader_wakeup(scheduler)
+    runtime = Busy(clock, done_at=first_at + AGGREGATION + 500)
+    worker = Worker(scheduler, runtime=runtime)
+    clock.set(first_at + AGGREGATION)
+    worker.tick()  # the wake at the aggregation end: the Leader is busy
+    assert [f.attempt for f in of_type(scheduler, WakeupFoundBusy)] == [0]
+    for _ in range(2):  # re-signalled after 250, then 500 ms: the Leader ended meanwhile
+        due = worker.next_deadline()
+        assert due is not None
+        clock.set(due)
+        worker.tick()
+    leader = scheduler.active_turn(task, LEADER)
+    assert leader is not None and leader.turn_id == "leader.2"  # the wakeup's Turn
+    assert clock.now == first_at + AGGREGATION + 750  # not the force end (10 min)
