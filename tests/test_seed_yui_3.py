@@ -87,6 +87,26 @@ def test_yui_failure_while_the_task_pass_retry_is_armed_uses_no_attempt(
     assert len(of_type(scheduler, PassTaskFailed)) == 4
 
 
+def test_yui_failure_after_the_retry_limit_starts_a_new_retry_at_attempt_zero(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    # yui clears the task's attempts when it gives up (``#clearTaskPassRetry``): the
+    # limit ends that failure's retries, and a later failing pass is a new failure.
+    task = _with_worker_turn(scheduler, "t1")
+    runtime = FailingDelivery(task)
+    scheduler.controller_pass([task_key(task)], runtime=runtime)
+    for _ in range(2):
+        retry = scheduler.task_pass_retry(task)
+        assert retry is not None
+        clock.set(retry.retry_at)
+        scheduler.controller_pass(["operator"], runtime=runtime)
+    assert scheduler.task_pass_retry(task) is None  # given up after two retries
+    clock.advance(60_000)
+    later = scheduler.controller_pass([task_key(task)], runtime=runtime)
+    assert later.retries == {task: clock.now + 250}
+    assert [r.attempt for r in of_type(scheduler, TaskPassRetryScheduled)] == [0, 1, 0]
+
+
 # ─── a blocked task's retry covers the whole task ──────────────────────────────────
 
 
