@@ -130,13 +130,15 @@ class ReadModel:
         Without ``now`` every wakeup answers its aggregation deadline."""
         rows = self.db.execute(
             "SELECT w.task_id, w.aggregation_deadline, w.force_deadline, w.resignal_at, "
-            "t.task_id IS NOT NULL FROM pending_wakeups w LEFT JOIN active_turns t "
-            "ON t.task_id = w.task_id AND t.role = 'leader'"
+            "w.busy_attempts, t.task_id IS NOT NULL FROM pending_wakeups w "
+            "LEFT JOIN active_turns t ON t.task_id = w.task_id AND t.role = 'leader'"
         ).fetchall()
         best: dict[str, Any] | None = None
-        for task_id, aggregation_at, force_at, resignal_at, busy in rows:
+        for task_id, aggregation_at, force_at, resignal_at, attempts, busy in rows:
+            # A row an earlier release wrote has no busy_attempts: as then, found busy.
+            found_busy = attempts is None or attempts > 0
             deadline, window = choose_deadline(
-                aggregation_at, force_at, bool(busy), now, resignal_at
+                aggregation_at, force_at, bool(busy), now, resignal_at, found_busy
             )
             if best is None or (deadline, task_id) < (best["deadline"], best["task_id"]):
                 best = {"task_id": task_id, "deadline": deadline, "window": window}

@@ -2,7 +2,9 @@
 
 ``aggregation_deadline`` is when the wakeup is due while the Leader is idle;
 ``force_deadline`` when it is dispatched even though the Leader is busy;
-``resignal_at`` when a pass that found the Leader busy signals it again. The first two
+``resignal_at`` when a pass that found the Leader busy signals it again, and
+``busy_attempts`` how often a pass found it busy (none yet: the wakeup stays due at its
+aggregation end, as yui's wake timer fires there). The first two
 come from the Turn settings the log recorded (``configure_turns``; the documented
 defaults until then), as the scheduler decided with them, and move when they change;
 ``ReadModel.next_wakeup_deadline(now)`` picks the one that applies from the live
@@ -40,6 +42,7 @@ class PendingWakeups(Projection):
                 "aggregation_deadline": float,
                 "force_deadline": float,
                 "resignal_at": float,
+                "busy_attempts": int,
             },
             pk="task_id",
             indexes=[("aggregation_deadline",), ("force_deadline",)],
@@ -93,5 +96,6 @@ class PendingWakeups(Projection):
                 "aggregation_deadline": first + settings.aggregation_window_ms,
                 "force_deadline": first + settings.force_window_ms,
                 "resignal_at": wakeup.resignal_at,
+                "busy_attempts": wakeup.busy_attempts,
             },
         )

@@ -242,7 +242,10 @@ def test_yui_turn_settings_are_recorded_and_replay_decides_with_them(
     sqlite_url: str, clock: ManualClock, registry: Registry, tmp_path: Path
 ) -> None:
     s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
-    settings = s.configure_turns(aggregation_window_ms=5_000, force_window_ms=20_000)
+    # One delivery retry: a busy Leader is not signalled again, so the force end is next.
+    settings = s.configure_turns(
+        aggregation_window_ms=5_000, force_window_ms=20_000, delivery_retry_limit=1
+    )
     head = s.store.head()
     assert s.configure_turns(aggregation_window_ms=5_000) == settings  # unchanged
     assert s.store.head() == head  # nothing recorded for settings already in force
@@ -254,6 +257,7 @@ def test_yui_turn_settings_are_recorded_and_replay_decides_with_them(
     first_at = clock.now
     s.request_wakeup(task, "mail")
     clock.advance(5_000)
+    assert s.controller_pass().wakeups == {task: "busy"}  # the wake at the aggregation end
     assert s.next_turn_deadline() == first_at + 20_000
     state = replay(sqlite_url)
     assert turn_settings_of(state.world) == settings
@@ -313,6 +317,7 @@ def test_yui_replay_equals_live_under_any_turn_settings(
                     "aggregation_deadline": w.first_requested_at + aggregation,
                     "force_deadline": w.first_requested_at + aggregation + extra,
                     "resignal_at": w.resignal_at,
+                    "busy_attempts": w.busy_attempts,
                 }
                 for w in s.pending_wakeups().values()
             }

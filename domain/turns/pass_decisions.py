@@ -1,9 +1,10 @@
 """The decisions a controller pass records about itself: its start (clearing the
-retries of tasks that ended) and its finish, a task deferred for maintenance, and a
-blocked or failed per-task pass with its task-pass retry, due after
-``min(2000, base * 2**min(attempt, 3))`` ms up to the limit (another failure of the
-same keys is the next attempt, a failure of other keys starts again at 0, and a
-success clears it).
+retries of tasks that ended or hold their outcome) and its finish, a task deferred for
+maintenance, and a blocked or failed per-task pass with its task-pass retry, due after
+``min(2000, base * 2**min(attempt, 3))`` ms up to the limit (a failure of the same keys
+once the retry was due is the next attempt, one while it is armed uses none, a failure
+of other keys starts again at 0, and a success clears it). Only a task that has not
+decided its outcome gets a retry.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .pass_events import (
 )
 from .settings import TurnSettings, retry_delay_ms
 from .state import TaskPassRetry
+from .wakeups import outcome_decided
 
 
 def start_pass(
@@ -84,21 +86,35 @@ def record_task_failure(
     *,
     blocked: bool,
     taken_over: bool = False,
+    arm: bool = True,
 ) -> float | None:
     """Record a blocked or failed per-task pass and arm its retry; returns when the
-    retry is due, or ``None`` once the retry limit is reached (or the task ended).
+    retry is due, or ``None`` once the retry limit is reached, the task ended or holds
+    its outcome, or ``arm`` is false (a full pass is requested: it does this work).
     ``taken_over``: a full pass did the armed retry's work, so this failure is that
     retry's next attempt whatever keys it covered."""
     event_type = PassTaskBlocked if blocked else PassTaskFailed
     draft.emit_stream(event_type(task_id=task_id, at=ctx.now, pass_id=pass_id, error=error))
     task = draft.get(task_id)
-    if task is None or not task.live:
-        return None
     retry: TaskPassRetry | None = draft.get_stream(f"{TASK_PASS_STREAM_PREFIX}{task_id}")
+    # passes.retry_active_only (yui): only an active task's pass is retried; a task that
+    # decided its outcome has its retry cleared.
+    if task is None or outcome_decided(task):
+        if retry is not None:
+            draft.emit_stream(
+                TaskPassRetryCleared(task_id=task_id, at=ctx.now, why="task_ended", pass_id=pass_id)
+            )
+        return None
+    if not arm:
+        return None
     identity = tuple(sorted(keys, key=natural_key))
     # A retry of other keys is another failure: its attempts start again (unless a full
     # pass took the retry over: then it is the same work, failing again).
     same = retry is not None and (retry.keys == identity or taken_over)
+    if retry is not None and same and not taken_over and retry.retry_at > ctx.now:
+        # passes.retry_armed (yui): one retry per task; a failure while it is armed, not
+        # fired yet, uses no attempt: only the failures of the retries that fired count.
+        return retry.retry_at
     attempt = retry.attempt + 1 if retry is not None and same else 0
     if attempt >= settings.task_pass_retry_limit:
         draft.emit_stream(

@@ -106,7 +106,8 @@ class TaskPassRetryAbandoned(TaskPassEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TaskPassRetryCleared(TaskPassEvent):
-    """The retry is no longer needed: ``succeeded`` or ``task_ended``."""
+    """The retry is no longer needed: ``succeeded``, or ``task_ended`` (the task ended
+    or holds its outcome)."""
 
     why: str
 

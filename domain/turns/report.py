@@ -26,7 +26,8 @@ class ControllerPassReport:
     deferred: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Deferred tasks and their projects under maintenance."""
     retries: dict[str, float | None] = field(default_factory=dict)
-    """Blocked or failed tasks: when their retry is due (``None``: abandoned)."""
+    """Blocked or failed tasks: when their retry is due (``None``: none armed: the
+    limit was reached, the task decided its outcome, or a full pass is requested)."""
     retried: list[str] = field(default_factory=list)
     """Tasks a due task-pass retry brought into this pass."""
     wakeups: dict[str, str] = field(default_factory=dict)

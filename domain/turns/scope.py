@@ -16,6 +16,7 @@ from ..world import World
 from .cleanup import cleanup_owed
 from .folds import task_pass_retries
 from .keys import DirtyKey, natural_key, parse_key, role_key, task_key
+from .wakeups import outcome_decided
 
 
 @dataclass
@@ -57,7 +58,9 @@ def plan(world: World, scope: object, now: float) -> _Plan:
             task_pass_retries(world).items(), key=lambda item: natural_key(item[0])
         ):
             task = world.get(task_id)
-            if task is None or not task.live:
+            if task is None or outcome_decided(task):
+                # passes.retry_active_only (yui): the retry of a task that ended or
+                # holds its outcome is cleared, not run.
                 ended.append(task_id)
             elif kind == "full":
                 # passes.full_takes_over (yui): a full pass does every armed retry's work

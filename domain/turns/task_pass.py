@@ -15,6 +15,7 @@ from .checks import active_turn
 from .cleanup import cleanup_state, require_cleanups, settle_cleanup
 from .delivery import deliver_turn, deliveries_due
 from .host import PassHost
+from .keys import task_key
 from .liveness import fold_turns, record_stall_diagnostic, stall_candidates
 from .pass_decisions import record_task_failure, record_task_success
 from .report import ControllerPassReport, TaskOutcome
@@ -57,7 +58,9 @@ class TaskPass:
                 try:
                     self.runtime.drain(host, task_id)
                 except Exception as error:
-                    return self._failure(task_id, keys, error, blocked=True)
+                    # passes.blocked_whole_task (yui): a blocked task's retry covers the
+                    # whole task, whatever keys the pass was asked for.
+                    return self._failure(task_id, (task_key(task_id),), error, blocked=True)
             try:
                 self._work(task_id, roles)
                 host._decide(record_task_success, self.pass_id, task_id)
@@ -72,6 +75,9 @@ class TaskPass:
     ) -> TaskOutcome:
         message = _describe(error)
         retry_at: float | None = None
+        # passes.full_takes_over (yui): no retry is armed while a full pass is requested;
+        # the full pass does this task's work.
+        arm = not (self.report.scope == "dirty" and self.host.pass_queue.full)
         try:
             retry_at = self.host._decide(
                 record_task_failure,
@@ -82,6 +88,7 @@ class TaskPass:
                 message,
                 blocked=blocked,
                 taken_over=task_id in self.taken_over,
+                arm=arm,
             )
         except Exception as recording:
             # The store refused the record too (closing, gone): the report still says why.

@@ -81,14 +81,16 @@ def choose_deadline(
     leader_busy: bool,
     now: float | None,
     resignal_at: float | None = None,
+    found_busy: bool = True,
 ) -> tuple[float, DeadlineWindow]:
     """Which of a wakeup's deadlines is next, and what it is: the aggregation end,
     or, once that has passed (``now``; ``None``: not known) with the Leader still
-    busy, the next re-signal or the force end, whichever comes first. The read
-    models ask this too."""
-    # wakeups.deadline (yui): the aggregation end is answered first, busy Leader or not;
-    # then, while the Leader stays busy, its re-signal, and the force end.
-    if not leader_busy or now is None or now < aggregation_at:
+    busy and a pass found it so (``found_busy``), the next re-signal or the force
+    end, whichever comes first. The read models ask this too."""
+    # wakeups.deadline (yui): the aggregation end is answered first, busy Leader or not,
+    # and stays due until a pass found the Leader busy (yui's wake timer fires at the
+    # aggregation end; its pass re-signals); then its re-signal, and the force end.
+    if not leader_busy or now is None or now < aggregation_at or not found_busy:
         return aggregation_at, "aggregation"
     if resignal_at is not None and resignal_at < force_at:
         return resignal_at, "resignal"
@@ -106,6 +108,7 @@ def wakeup_deadline(
         leader_busy,
         now,
         wakeup.resignal_at,
+        wakeup.busy_attempts > 0,
     )[0]
 
 
