@@ -1,6 +1,7 @@
 """When a controller pass next has Turn work (:func:`next_deadline`): the earliest
-undelivered Turn (due now), delivery retry, completion coming due, stall window
-ending, wakeup aggregation or force window, or task-pass retry.
+undelivered Turn (due now), delivery retry, completion coming due, exit or stall
+observed (due now), stall window ending, wakeup aggregation or force window, or
+task-pass retry.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from .wakeups import wakeup_deadline
 
 def next_deadline(world: World, settings: TurnSettings, now: float | None = None) -> float | None:
     """The earliest time a controller pass has Turn work: an undelivered Turn never
-    tried (due since it started), a delivery retry, a completion coming due, a stall
-    diagnostic or stall window ending, a wakeup's aggregation, re-signal or force
-    time, a task-pass retry. A time in the past means: due now. ``now`` (the
-    scheduler clock) tells whether a busy Leader's wakeup is past its aggregation
-    end; without it, the aggregation end."""
+    tried (due since it started), a delivery retry, a completion coming due, an exit
+    or stall observed (due since it was seen), a stall diagnostic or stall window
+    ending, a wakeup's aggregation, re-signal or force time, a task-pass retry. A
+    time in the past means: due now. ``now`` (the scheduler clock) tells whether a
+    busy Leader's wakeup is past its aggregation end; without it, the aggregation
+    end."""
     times: list[float] = []
     for task_id in list(world.live):
         task = world.get(task_id)
@@ -38,6 +40,11 @@ def next_deadline(world: World, settings: TurnSettings, now: float | None = None
                     times.append(turn.retry_at)
             if turn.completion_due_at is not None:
                 times.append(turn.completion_due_at)
+            # turns.observed_due: an exit or stall the runtime saw is for the next pass to
+            # judge (yui reconciles liveness in every pass), so it is due since it was seen.
+            for observed_at in (turn.exit_observed_at, turn.stall_observed_at):
+                if observed_at is not None:
+                    times.append(observed_at)
             idle = (
                 settings.stall_window_ms if turn.stall_diagnosed else settings.diagnostic_after_ms
             )
