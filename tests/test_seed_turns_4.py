@@ -82,10 +82,34 @@ def test_yui_second_start_folds_the_first_turns_due_completion(
     assert (completed.turn_id, completed.cause) == (first, "turns.completion_due")
 
 
+def test_yui_every_due_completion_of_a_task_is_folded_before_any_liveness(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    # The pass folds due Turn completions as a phase before its exit and stall
+    # reconciliation, across roles: the log shows the completions first.
+    task = scheduler.submit("job", id="t1")
+    exiting = scheduler.start_turn(task, "builder")  # the first role the task has
+    finishing = scheduler.start_turn(task, "reviewer")
+    scheduler.complete_turn(task, "reviewer", finishing, due_at=clock.now + 100)
+    scheduler.observe_exit(task, "builder", exiting)
+    clock.advance(100)
+    report = scheduler.controller_pass()
+    assert report.turns == {task: {"reviewer": "completed", "builder": "exited"}}
+    ends = [
+        (type(r.event).__name__, r.event.turn_id)  # type: ignore[attr-defined]
+        for r in scheduler.store.read()
+        if isinstance(r.event, TurnCompleted | TurnExited)
+    ]
+    assert ends == [("TurnCompleted", finishing), ("TurnExited", exiting)]
+
+
 # ─── which delivery outcomes fence exit liveness ─────────────────────────────────
 
 
-@pytest.mark.parametrize("outcome", ["not-ready", "runtime-unavailable", "writer-attached"])
+@pytest.mark.parametrize(
+    "outcome",
+    ["delivered", "already-delivered", "not-ready", "runtime-unavailable", "writer-attached"],
+)
 def test_yui_only_delivery_uncertain_exempts_a_turn_from_exit_liveness(
     scheduler: Scheduler, outcome: str
 ) -> None:
@@ -249,3 +273,21 @@ def test_yui_worker_judges_an_observed_turn_end_at_its_next_tick(
     assert scheduler.active_turn(task, "worker") is None
     ended = of_type(scheduler, TurnExited if kind == "exit" else TurnStalled)
     assert [e.turn_id for e in ended] == [turn]
+
+
+def test_yui_exit_of_a_turn_held_delivery_uncertain_makes_no_pass_due(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    # The edge of the rule above: ``delivery-uncertain`` fences the exit, and a held
+    # Turn makes no pass due by itself (round two), so its exit waits for a pass run
+    # for another reason instead of a Worker polling it.
+    task = scheduler.submit("crew", id="t1", phase="lead")
+    turn = scheduler.start_turn(task, "worker")
+    scheduler.observe_exit(task, "worker", turn)
+    assert scheduler.controller_pass(runtime=Answers("delivery-uncertain")).turns == {}
+    due = scheduler.next_turn_deadline()
+    assert due is not None and due > clock.now
+    # Offered again by a later pass and answered otherwise, the exit ends it.
+    assert scheduler.controller_pass(runtime=Answers("not-ready")).turns == {
+        task: {"worker": "exited"}
+    }

@@ -41,10 +41,15 @@ def next_deadline(world: World, settings: TurnSettings, now: float | None = None
             if turn.completion_due_at is not None:
                 times.append(turn.completion_due_at)
             # turns.observed_due: an exit or stall the runtime saw is for the next pass to
-            # judge (yui reconciles liveness in every pass), so it is due since it was seen.
-            for observed_at in (turn.exit_observed_at, turn.stall_observed_at):
-                if observed_at is not None:
-                    times.append(observed_at)
+            # judge (yui reconciles liveness in every pass), so it is due since it was seen;
+            # but an exit the Turn's delivery-uncertain hold fences waits for a pass run for
+            # another reason, as the held Turn does (else a Worker would poll it).
+            if turn.stall_observed_at is not None:
+                times.append(turn.stall_observed_at)
+            if turn.exit_observed_at is not None and not (
+                turn.delivery_held and turn.delivery_outcome == "delivery-uncertain"
+            ):
+                times.append(turn.exit_observed_at)
             idle = (
                 settings.stall_window_ms if turn.stall_diagnosed else settings.diagnostic_after_ms
             )
