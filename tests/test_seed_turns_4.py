@@ -194,6 +194,26 @@ def test_yui_leader_turn_failed_by_exhaustion_lets_its_wakeup_start_the_next_tur
     assert leader.delivery_attempts == 1 and leader.retry_at == clock.now + 250
 
 
+def test_yui_due_completion_wins_over_delivery_exhaustion(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    # Terminalizing a Turn whose retries ran out is destructive; a completion due by
+    # then was folded first, so the Turn ends completed and no delivery failure is
+    # recorded.
+    scheduler.configure_turns(delivery_retry_limit=1)
+    task = scheduler.submit("job", id="t1")
+    turn = scheduler.start_turn(task, "worker")
+    runtime = Answers("not-ready")
+    scheduler.controller_pass(runtime=runtime)  # attempt 0: retry at +250
+    scheduler.complete_turn(task, "worker", turn, due_at=clock.now + 100)
+    clock.advance(250)
+    report = scheduler.controller_pass(runtime=runtime)  # attempt 1 would exhaust
+    assert report.turns == {task: {"worker": "completed"}}
+    assert of_type(scheduler, TurnDeliveryFailed) == [] and of_type(scheduler, TurnFailed) == []
+    (completed,) = of_type(scheduler, TurnCompleted)
+    assert (completed.turn_id, completed.cause) == (turn, "turns.completion_due")
+
+
 # ─── completions of Turns already ended ─────────────────────────────────────────
 
 
