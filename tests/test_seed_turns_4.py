@@ -12,6 +12,7 @@ import pytest
 
 from tasktrail.domain import ManualClock, Scheduler, TaskEvent, Worker
 from tasktrail.domain.turns.events import (
+    RuntimeCleanupRequired,
     TurnCompleted,
     TurnCompletionRefused,
     TurnDeliveryFailed,
@@ -265,6 +266,23 @@ def test_yui_completion_not_yet_due_does_not_fence_an_exit(
     assert scheduler.controller_pass().turns == {}
     assert of_type(scheduler, TurnCompleted) == []
     assert scheduler.next_turn_deadline() is None
+
+
+# ─── idle-role stop ─────────────────────────────────────────────────────────────
+
+
+def test_yui_stopping_a_role_named_twice_stops_it_once(scheduler: Scheduler) -> None:
+    # ``stopTaskRoleSessions`` walks the distinct role names (``new Set(roleNames)``):
+    # one cleanup per role, in the order first named.
+    task = scheduler.submit("job", id="t1")
+    for role in ("worker", "reviewer"):
+        scheduler.complete_turn(task, role, scheduler.start_turn(task, role))
+    assert scheduler.stop_roles(task, ["reviewer", "worker", "reviewer"]) == ["reviewer", "worker"]
+    required = of_type(scheduler, RuntimeCleanupRequired)
+    assert [(r.role, r.cause) for r in required] == [
+        ("reviewer", "cleanup.role_stopped"),
+        ("worker", "cleanup.role_stopped"),
+    ]
 
 
 # ─── an observed exit or stall is work for the next pass ────────────────────────
