@@ -81,6 +81,44 @@ def test_yui_dirty_pass_visits_tasks_in_the_order_their_keys_were_requested(
     assert scheduler.controller_pass("full").tasks == ["t1", "t2", "t10"]
 
 
+class Finishing(Drains):
+    """``t1``'s per-task pass waits in its drain until ``t3``'s has reached its wakeup
+    step, the end of its work: the two finish in the other order."""
+
+    def __init__(self) -> None:
+        super().__init__(on_drain=self._hold)
+        self.local = threading.local()
+        self.t3_done = threading.Event()
+
+    def _hold(self, task_id: str, visit: int) -> None:
+        self.local.task = task_id
+        if task_id == "t1":
+            assert self.t3_done.wait(WAIT)
+
+    def leader_wake_fenced(self) -> bool:
+        if getattr(self.local, "task", None) == "t3":
+            self.t3_done.set()
+        return False
+
+
+def test_yui_pass_reports_its_tasks_in_scope_order_whatever_order_they_finished(
+    scheduler: Scheduler,
+) -> None:
+    # yui (``#runDirtySchedulerPass``): each task's result goes to its scope index and
+    # ``mergeControllerSchedulerResults`` joins them in scope order, not in the order
+    # the concurrent per-task passes finished.
+    with_worker_turns(scheduler, "t1", "t3")
+    with_worker_turns(scheduler, "t2", project="billing")
+    for task_id in ("t1", "t2", "t3"):
+        scheduler.observe_exit(task_id, "worker")
+    runtime = Finishing()
+    report = scheduler.controller_pass(runtime=runtime, concurrency=2, maintenance={"billing"})
+    assert runtime.t3_done.is_set()  # t3 did finish first
+    assert list(report.outcomes) == ["t1", "t2", "t3"]
+    assert report.outcomes == {"t1": "done", "t2": "deferred", "t3": "done"}
+    assert list(report.turns) == ["t1", "t3"]
+
+
 # ─── blocked tasks ────────────────────────────────────────────────────────────────
 
 
