@@ -165,11 +165,13 @@ def test_yui_dirty_keys_requested_during_a_pass_run_next_as_one_dirty_pass(
     # yui (``#requestPass`` during ``#runCoalesced``): keys requested while a pass runs
     # gather in the pending set; the running loop then runs them as one dirty pass.
     with_worker_turns(scheduler, "t1", "t2", "t3")
+    nested: list[Any] = []
 
     def mark_dirty(task_id: str, visit: int) -> None:
         if (task_id, visit) == ("t1", 1):
             scheduler.request_pass([task_key("t3")])
             scheduler.request_pass([role_key("t2", "worker"), task_key("t3")])
+            nested.append(scheduler.pump())  # inside a pass: left to the running pump
 
     scheduler.request_pass([task_key("t1")])
     reports = scheduler.pump(runtime=Drains(on_drain=mark_dirty))
@@ -177,7 +179,7 @@ def test_yui_dirty_keys_requested_during_a_pass_run_next_as_one_dirty_pass(
         ("dirty", (task_key("t1"),), ["t1"]),
         ("dirty", (task_key("t3"), role_key("t2", "worker")), ["t3", "t2"]),
     ]
-    assert not scheduler.pass_queue
+    assert nested == [[]] and not scheduler.pass_queue
 
 
 def test_yui_full_pass_requested_during_a_full_pass_runs_after_it_uncut(
@@ -200,6 +202,39 @@ def test_yui_full_pass_requested_during_a_full_pass_runs_after_it_uncut(
         ("full", ["t1", "t2"], []),
         ("full", ["t1", "t2"], []),
     ]
+
+
+def test_yui_pass_requested_while_another_thread_pumps_runs_after_its_pass(
+    scheduler: Scheduler,
+) -> None:
+    # yui runs one coalescing loop (``#runCoalesced``): a pump asked for while passes
+    # run starts no pass beside them ("full pump requests remain exclusive"); the
+    # running loop runs what was requested once its pass is done.
+    with_worker_turns(scheduler, "t1", "t2")
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(task_id: str, visit: int) -> None:
+        if (task_id, visit) == ("t1", 1):
+            entered.set()
+            assert release.wait(WAIT)
+
+    pumped: list[Any] = []
+    scheduler.request_pass("full")
+    first = threading.Thread(
+        target=lambda: pumped.extend(scheduler.pump(runtime=Drains(on_drain=hold), concurrency=1))
+    )
+    first.start()
+    try:
+        assert entered.wait(WAIT)
+        scheduler.request_pass([task_key("t2")])
+        assert scheduler.pump() == []  # no second pass beside the running one
+        assert len(of_type(scheduler, PassStarted)) == 1
+    finally:
+        release.set()
+        first.join(WAIT)
+    assert not first.is_alive()
+    assert [(r.scope, r.tasks) for r in pumped] == [("full", ["t1", "t2"]), ("dirty", ["t2"])]
+    assert not scheduler.pass_queue
 
 
 def test_yui_task_failing_in_a_dirty_pass_is_retried_without_the_other_tasks(
