@@ -7,10 +7,11 @@ docs/seed-fidelity.md, "Round four (passes)", says what changed."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
-from tasktrail.domain import ManualClock, Scheduler, TaskEvent
+from tasktrail.domain import ManualClock, Scheduler, TaskEvent, Worker
 from tasktrail.domain.turns.keys import role_key, task_key
 from tasktrail.domain.turns.pass_events import PassStarted, TaskPassRetryScheduled
 from tasktrail.domain.turns.runtime import Runtime
@@ -259,3 +260,33 @@ def test_yui_task_failing_in_a_dirty_pass_is_retried_without_the_other_tasks(
         ("t2", (role_key("t2", "worker"),))
     ]
     assert report.retries == {"t2": clock.now + 250}
+
+
+def test_yui_worker_reports_each_blocked_or_failed_task_of_its_pass(
+    scheduler: Scheduler, caplog: Any
+) -> None:
+    # yui: a task whose runtime events failed, and a per-task pass that threw, are each
+    # reported to the controller's ``onError`` while the pass goes on for the others.
+    for task_id in ("t1", "t2", "t3"):
+        scheduler.submit("crew", id=task_id, phase="lead")  # no phases here to run
+        scheduler.start_turn(task_id, "worker")  # undelivered: due now
+    runtime = Drains(fails={"t1"})
+
+    def deliver(task_id: str, role: str, turn_id: str, attempt: int) -> Any:
+        if task_id == "t2":
+            raise RuntimeError("socket closed")
+        return "delivered"
+
+    runtime.deliver = deliver  # type: ignore[method-assign]
+    heard: list[tuple[str, str]] = []
+    worker = Worker(scheduler, runtime=runtime, on_pass_error=lambda t, e: heard.append((t, e)))
+    with caplog.at_level(logging.WARNING, logger="tasktrail.worker"):
+        worker.tick()
+    assert heard == [
+        ("t1", "ConnectionError: runtime events of t1 unreadable"),
+        ("t2", "RuntimeError: socket closed"),
+    ]
+    assert [r.getMessage() for r in caplog.records] == [
+        "controller pass blocked t1: ConnectionError: runtime events of t1 unreadable",
+        "controller pass failed t2: RuntimeError: socket closed",
+    ]

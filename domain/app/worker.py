@@ -70,7 +70,9 @@ class Worker:
     ``missing_definition`` or ``replaced_definition``) and ``on_faulted(task_id,
     reason)`` (the scheduler ended a task ``faulted``, once it is recorded; the reason
     as in :attr:`~.phases.PassReport.faulted`) report to the host as the seed
-    scheduler does. Callbacks that raise are logged, never
+    scheduler does; ``on_pass_error(task_id, error)`` hears each task a controller
+    pass blocked (its runtime events failed) or failed, with why, as yui's controller
+    reports each to its ``onError``. Callbacks that raise are logged, never
     fatal.
     """
 
@@ -86,6 +88,7 @@ class Worker:
         on_migration_failed: TaskCallback | None = None,
         on_outdated: TaskCallback | None = None,
         on_faulted: TaskCallback | None = None,
+        on_pass_error: TaskCallback | None = None,
     ) -> None:
         if not poll_ms > 0:
             raise ValueError(f"poll_ms must be > 0, not {poll_ms!r}")
@@ -98,6 +101,7 @@ class Worker:
         self.on_migration_failed = on_migration_failed
         self.on_outdated = on_outdated
         self.on_faulted = on_faulted
+        self.on_pass_error = on_pass_error
         self.ticks = 0
         self._stop = threading.Event()
         self._last_wake: dict[str, Any] | None = None
@@ -140,6 +144,11 @@ class Worker:
             # Only when Turn work is due: every pass is recorded as events.
             passed = s.controller_pass("full", runtime=self.runtime)
             report.passed = len(passed.tasks)
+            # passes.errors_reported (yui, ``#onError`` per blocked or failed task): the
+            # pass went on for the other tasks; the host hears of each that did not.
+            for task_id, error in passed.errors.items():
+                log.warning("controller pass %s %s: %s", passed.outcomes[task_id], task_id, error)
+                self._call(self.on_pass_error, task_id, error)
             self._turn_backoff(turn_due)
         if s._runs_runtime().executor is not None:
             dispatched = s.dispatch_due()
