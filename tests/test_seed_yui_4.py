@@ -290,3 +290,37 @@ def test_yui_worker_reports_each_blocked_or_failed_task_of_its_pass(
         "controller pass blocked t1: ConnectionError: runtime events of t1 unreadable",
         "controller pass failed t2: RuntimeError: socket closed",
     ]
+
+
+# ─── maintenance fences ───────────────────────────────────────────────────────────
+
+
+def test_yui_worker_defers_fenced_projects_reports_each_and_resumes_once_lifted(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    # yui: the controller takes a ``maintenanceFence`` (asked per project at each pass)
+    # and an ``onMaintenanceFenceDefer({taskId, projectIds})`` it calls for each task
+    # it defers; the deferral is for that pass only, never a failure, and a later pass
+    # does the work once the project is out of maintenance.
+    for task_id, project in (("t1", "billing"), ("t2", "search")):
+        scheduler.submit("crew", id=task_id, phase="lead", project_ids=(project,))
+        scheduler.start_turn(task_id, "worker")  # undelivered: due now
+    fenced = {"billing"}
+    runtime = Drains()
+    heard: list[tuple[str, tuple[str, ...]]] = []
+    worker = Worker(
+        scheduler,
+        runtime=runtime,
+        maintenance=lambda project: project in fenced,
+        on_deferred=lambda task_id, projects: heard.append((task_id, projects)),
+        on_pass_error=lambda task_id, error: heard.append((task_id, (error,))),
+    )
+    worker.tick()
+    assert heard == [("t1", ("billing",))] and runtime.delivered == ["t2"]
+    assert scheduler.task_pass_retry("t1") is None  # deferred, never failed
+    due = worker.next_deadline()
+    assert due is not None and clock.now < due <= clock.now + 2_000  # no pass at every poll
+    fenced.clear()
+    clock.set(due)
+    worker.tick()
+    assert runtime.delivered == ["t2", "t1"] and heard == [("t1", ("billing",))]
