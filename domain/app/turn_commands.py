@@ -317,17 +317,28 @@ class TurnCommands:
         concurrency: int | None = None,
         maintenance: Maintenance = (),
     ) -> list[ControllerPassReport]:
-        """Run the requested passes until none is left; returns their reports."""
+        """Run the requested passes until none is left; returns their reports. While
+        another pump runs (another thread, or a runtime hook inside a pass), returns
+        ``[]`` at once: that pump runs what was requested once its pass is done."""
         reports = []
-        while not self.closing:
-            scope = self.pass_queue.take()
-            if scope is None:
+        queue = self.pass_queue
+        # passes.one_pump (yui, one coalescing loop: "full pump requests remain
+        # exclusive"): a pass requested while passes run never starts beside them.
+        while queue.start_pumping():
+            try:
+                while not self.closing:
+                    scope = queue.take()
+                    if scope is None:
+                        break
+                    reports.append(
+                        self.controller_pass(
+                            scope, runtime=runtime, concurrency=concurrency, maintenance=maintenance
+                        )
+                    )
+            finally:
+                queued = queue.stop_pumping()
+            if not queued or self.closing:
                 break
-            reports.append(
-                self.controller_pass(
-                    scope, runtime=runtime, concurrency=concurrency, maintenance=maintenance
-                )
-            )
         return reports
 
     def task_pass_retry(self, task_id: str) -> TaskPassRetry | None:

@@ -25,6 +25,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ..tasks.definitions import blocked_reason
+from ..turns.engine import Maintenance
 from ..turns.runtime import Runtime
 from ..turns.settings import retry_delay_ms
 from .fleet import HeartbeatReport
@@ -70,8 +71,14 @@ class Worker:
     ``missing_definition`` or ``replaced_definition``) and ``on_faulted(task_id,
     reason)`` (the scheduler ended a task ``faulted``, once it is recorded; the reason
     as in :attr:`~.phases.PassReport.faulted`) report to the host as the seed
-    scheduler does. Callbacks that raise are logged, never
-    fatal.
+    scheduler does; ``on_pass_error(task_id, error)`` hears each task a controller
+    pass blocked (its runtime events failed) or failed, with why, as yui's controller
+    reports each to its ``onError``. ``maintenance`` (project ids, or a predicate
+    asked at each pass) fences projects as yui's ``maintenanceFence`` does: their
+    tasks are deferred, and ``on_deferred(task_id, project_ids)`` hears of each
+    deferral (yui's ``onMaintenanceFenceDefer``); the deferred work stays due, so the
+    passes after it (with the delivery backoff) do it once the fence is down.
+    Callbacks that raise are logged, never fatal.
     """
 
     def __init__(
@@ -86,6 +93,9 @@ class Worker:
         on_migration_failed: TaskCallback | None = None,
         on_outdated: TaskCallback | None = None,
         on_faulted: TaskCallback | None = None,
+        on_pass_error: TaskCallback | None = None,
+        maintenance: Maintenance = (),
+        on_deferred: Callable[[str, tuple[str, ...]], None] | None = None,
     ) -> None:
         if not poll_ms > 0:
             raise ValueError(f"poll_ms must be > 0, not {poll_ms!r}")
@@ -98,6 +108,9 @@ class Worker:
         self.on_migration_failed = on_migration_failed
         self.on_outdated = on_outdated
         self.on_faulted = on_faulted
+        self.on_pass_error = on_pass_error
+        self.maintenance = maintenance
+        self.on_deferred = on_deferred
         self.ticks = 0
         self._stop = threading.Event()
         self._last_wake: dict[str, Any] | None = None
@@ -138,8 +151,16 @@ class Worker:
         turn_due = s.next_turn_deadline() if self.runtime is not None else None
         if turn_due is not None and turn_due <= s.now() and s.now() >= self._turn_retry_at:
             # Only when Turn work is due: every pass is recorded as events.
-            passed = s.controller_pass("full", runtime=self.runtime)
+            passed = s.controller_pass("full", runtime=self.runtime, maintenance=self.maintenance)
             report.passed = len(passed.tasks)
+            for task_id, projects in passed.deferred.items():
+                log.info("deferred %s: %s under maintenance", task_id, ", ".join(projects))
+                self._call(self.on_deferred, task_id, projects)
+            # passes.errors_reported (yui, ``#onError`` per blocked or failed task): the
+            # pass went on for the other tasks; the host hears of each that did not.
+            for task_id, error in passed.errors.items():
+                log.warning("controller pass %s %s: %s", passed.outcomes[task_id], task_id, error)
+                self._call(self.on_pass_error, task_id, error)
             self._turn_backoff(turn_due)
         if s._runs_runtime().executor is not None:
             dispatched = s.dispatch_due()

@@ -95,6 +95,7 @@ def run_pass(
                 }
                 for task_id in work:  # merged in scope order
                     report.outcomes[task_id] = futures[task_id].result()
+    report.put_in_scope_order()
     if not host.closing:
         host._decide(finish_pass, pass_id, {t: report.outcomes.get(t, "skipped") for t in tasks})
     return report

@@ -7,7 +7,9 @@ they are retried, what the wakeup step did, and which Turns the pass ended.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
+
+V = TypeVar("V")
 
 TaskOutcome = Literal["done", "blocked", "deferred", "failed", "skipped"]
 
@@ -37,6 +39,22 @@ class ControllerPassReport:
     """Turns given a stall diagnostic, task -> role -> what the runtime said."""
     turns: dict[str, dict[str, str]] = field(default_factory=dict)
     """Turns the pass ended, task -> role -> ``completed``/``exited``/``stalled``/``failed``."""
+
+    def put_in_scope_order(self) -> None:
+        """Order every per-task map as :attr:`tasks` (yui merges a pass's per-task
+        results by scope index): concurrent per-task passes fill them as they finish."""
+        rank = {task_id: index for index, task_id in enumerate(self.tasks)}
+
+        def ordered(mapping: dict[str, V]) -> dict[str, V]:
+            return dict(sorted(mapping.items(), key=lambda item: rank.get(item[0], len(rank))))
+
+        self.outcomes = ordered(self.outcomes)
+        self.errors = ordered(self.errors)
+        self.deferred = ordered(self.deferred)
+        self.retries = ordered(self.retries)
+        self.wakeups = ordered(self.wakeups)
+        self.diagnosed = ordered(self.diagnosed)
+        self.turns = ordered(self.turns)
 
     def having(self, outcome: TaskOutcome) -> list[str]:
         """The tasks with that outcome, in scope order."""

@@ -1,9 +1,9 @@
 """The scope of a controller pass: which tasks, and which of their roles, it covers.
 ``"full"`` takes every task with Turn work and the ``operator`` lane, and takes over
 every armed task-pass retry (due or not); dirty keys take the tasks and roles they
-name (a task key subsumes its role keys); the operator lane adds the tasks whose
-task-pass retry is due, with the keys that failed. A malformed
-scope or key is refused before anything is written.
+name (a task key subsumes its role keys), in the order each task was first named; the
+operator lane adds the tasks whose task-pass retry is due, with the keys that failed.
+A malformed scope or key is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -84,7 +84,9 @@ def plan(world: World, scope: object, now: float) -> _Plan:
             if existing is not None and key.role is not None:
                 existing.add(key.role)
     known = {t: r for t, r in roles.items() if world.get(t) is not None}
-    ordered = sorted(known, key=natural_key)
+    # passes.dirty_order (yui): a dirty pass takes its tasks in the order their first
+    # key was asked for (then the due retries'); a full pass in id order.
+    ordered = sorted(known, key=natural_key) if kind == "full" else list(known)
     task_keys: dict[str, tuple[str, ...]] = {}
     for task_id in ordered:
         selected = known[task_id]
