@@ -5,6 +5,7 @@ comes from; the fixes are written down in docs/seed-fidelity.md, "Round four".""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -148,6 +149,36 @@ def test_dispatcher_day_rollover_expires_a_run_whose_submit_is_in_flight(
     run_id = runs.mint_run(runs.submit("job"))
     assert outcomes == ["failed:expired"]
     assert runs.run(run_id).status == "failed"
+
+
+@pytest.mark.parametrize("job_end", ["completed", "failed"])
+@pytest.mark.parametrize("job_time", [float("nan"), float("inf"), "2026-01-01T09:00:00Z", True])
+def test_dispatcher_job_end_without_a_usable_time_ends_the_run_now(
+    scheduler: Scheduler,
+    clock: ManualClock,
+    executor: InMemoryExecutor,
+    sqlite_url: str,
+    job_end: str,
+    job_time: Any,
+) -> None:
+    """reconcileOne ends a run at the job's ``completedAt ?? now``: a job whose end time
+    is no finite number of ms ends the run at the scheduler's now, which the stored
+    event and a replay read back."""
+    clock.set(T0)
+    scheduler.configure_runs(executor=executor, settings=RunSettings())
+    run_id = scheduler.mint_run(scheduler.submit("job"))
+    job_id = job_of(scheduler, run_id)
+    executor.finish(job_id, job_end)
+    executor.jobs[job_id] = replace(executor.jobs[job_id], completed_at=job_time)
+    clock.advance(MINUTE)
+    assert settle(scheduler, run_id).split(":")[0] == (
+        "done" if job_end == "completed" else "failed"
+    )
+    assert scheduler.run(run_id).completed_at == T0 + MINUTE
+    stored = scheduler.run_history(run_id)[-1]  # read back from the store
+    assert stored.completed_at == T0 + MINUTE  # type: ignore[attr-defined]
+    (row,) = replay(sqlite_url, snapshots=False).ledger
+    assert row["completed_at"] == T0 + MINUTE
 
 
 # ─── the round-robin visit ───────────────────────────────────────────────────────
