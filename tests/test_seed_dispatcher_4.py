@@ -132,6 +132,24 @@ def test_dispatcher_dispatching_run_of_a_rescheduled_task_is_redriven_then_super
     assert executor.jobs[job_of(runs, run_id)].status == "canceled"
 
 
+def test_dispatcher_dispatching_run_expires_at_local_midnight_of_the_configured_zone(
+    runs: Scheduler, clock: ManualClock, executor: InMemoryExecutor
+) -> None:
+    """decideDispatchingAction compares the run's day with the tick's local day
+    (``localClock(now, config.timezone).day``): in New York a run minted at 23:00 and
+    fenced past midnight waits until 23:59:59.999 and is expired at 00:00 sharp."""
+    runs.configure_runs(settings=RunSettings(tz="America/New_York"))
+    midnight = T0 + 21 * HOUR  # 2026-01-02 05:00 UTC: 00:00 in New York
+    clock.set(midnight - HOUR)
+    executor.fail_next_submit("fence", retry_after_ms=2 * HOUR)
+    run_id = runs.mint_run(runs.submit("job"))
+    assert runs.run(run_id).day == "2026-01-01"
+    clock.set(midnight - 1)
+    assert settle(runs, run_id) == "unchanged"
+    clock.set(midnight)
+    assert settle(runs, run_id) == "failed:expired"
+
+
 def test_dispatcher_day_rollover_expires_a_run_whose_submit_is_in_flight(
     runs: Scheduler, clock: ManualClock, executor: InMemoryExecutor
 ) -> None:
