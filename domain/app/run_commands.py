@@ -26,9 +26,9 @@ from ..runs.executor import (
     DrainError,
     Executor,
     JobSnapshot,
-    OrphanFenceError,
     SubmitRequest,
     classify_submit_error,
+    submit_wait_ms,
 )
 from ..runs.gate import DispatchGate, GateCode, OpenGate, gate_refusal
 from ..runs.identity import run_stream_id
@@ -336,18 +336,14 @@ class RunCommands(RunTicks):
                     existing = quietly(lambda: executor.find_by_client_job_id(run.client_job_id))
                     if existing is not None and existing.live:
                         return self._record_taken(run_id, existing, adopted=True)
-                retry_after_ms = (
-                    error.retry_after_ms
-                    if isinstance(error, OrphanFenceError)
-                    else self.run_settings.submit_spacing_ms
-                )
+                wait_ms = submit_wait_ms(error, self.run_settings.submit_spacing_ms)
                 try:
                     recorded = self._decide(
                         record_submit_failed,
                         run_id,
                         error_class,
                         _message(error),
-                        retry_after_ms=retry_after_ms,
+                        retry_after_ms=wait_ms,
                     )
                 except ConflictError:
                     return "stale"  # another writer moved the run on first

@@ -9,6 +9,7 @@ executor for tests and the demo.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -159,3 +160,15 @@ def classify_submit_error(error: BaseException) -> SubmitErrorClass:
     if isinstance(error, DrainError):
         return "drain"
     return "transient"
+
+
+def submit_wait_ms(error: BaseException, spacing_ms: float) -> float:
+    """How long a run waits after a failed submit before reconcile submits it again:
+    a fence's own ``retry_after_ms``, anything else the submit spacing."""
+    # runs.fence_wait (dispatcher): a fence waits its retry_after; one that gives no
+    # finite number of ms waits the spacing like the other classes, so the run's
+    # retry_after stays a time a replay reads back.
+    wait = getattr(error, "retry_after_ms", None) if isinstance(error, OrphanFenceError) else None
+    if isinstance(wait, int | float) and not isinstance(wait, bool) and math.isfinite(wait):
+        return wait
+    return spacing_ms

@@ -12,6 +12,7 @@ branch that applies it.
 
 from __future__ import annotations
 
+import math
 from typing import Literal, TypedDict
 
 from ..errors import Refused
@@ -51,6 +52,19 @@ def emit_run(draft: Draft, event: RunEvent) -> RunState:
     return state
 
 
+def ended_at(job_time: object, ctx: Context) -> float:
+    """When a run ended: the time its job reports, else now."""
+    # runs.job_time (dispatcher: ``completedAt ?? now``): a time the executor gives that
+    # is no finite number of ms counts as none, so the event holds one a replay reads.
+    if (
+        not isinstance(job_time, int | float)
+        or isinstance(job_time, bool)
+        or not math.isfinite(job_time)
+    ):
+        return ctx.now
+    return job_time
+
+
 def fail(
     draft: Draft,
     ctx: Context,
@@ -61,8 +75,8 @@ def fail(
     completed_at: float | None = None,
     job_status: str | None = None,
 ) -> RunState:
-    """The run ends ``failed`` with ``code``."""
-    at = ctx.now if completed_at is None else completed_at
+    """The run ends ``failed`` with ``code``, at ``completed_at`` (the job's) if usable."""
+    at = ended_at(completed_at, ctx)
     return emit_run(
         draft,
         RunFailed(
@@ -95,7 +109,7 @@ def supersede(draft: Draft, ctx: Context, run: RunState, code: str, message: str
 
 def done(draft: Draft, ctx: Context, run: RunState, job: JobSnapshot | None) -> RunState:
     """The run ends ``done``, at the job's completion time if it has one."""
-    at = job.completed_at if job is not None and job.completed_at is not None else ctx.now
+    at = ended_at(job.completed_at if job is not None else None, ctx)
     return emit_run(draft, RunDone(**run_fields(run), at=ctx.now, completed_at=at))
 
 
