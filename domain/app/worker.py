@@ -63,7 +63,8 @@ TaskCallback = Callable[[str, str], None]
 class Worker:
     """Runs one scheduler as a fleet member until :meth:`stop`.
 
-    ``on_wake({active, at})`` is called when :meth:`~.Scheduler.wake` changes;
+    ``on_wake({active, at})`` is called when :meth:`~.Scheduler.wake` changes (a wake
+    it raised on is offered again at the next tick);
     ``on_parked(task_id, reason)``, ``on_blocked(task_id, reason)`` (when a task's
     blocked reason changes), ``on_migration_failed(task_id, reason)`` (once per
     definition whose migration failed) and ``on_outdated(task_id, reason)`` (a task
@@ -275,19 +276,23 @@ class Worker:
 
     # ─── host callbacks ─────────────────────────────────────────────────────
 
-    def _call(self, callback: Callable[..., None] | None, *args: Any) -> None:
+    def _call(self, callback: Callable[..., None] | None, *args: Any) -> bool:
+        """Call a host callback; whether it returned (a missing one counts as returned)."""
         if callback is None:
-            return
+            return True
         try:
             callback(*args)
         except Exception:  # a host's callback must not stop the worker
             log.exception("host callback %r failed", callback)
+            return False
+        return True
 
     def _report_wake(self) -> None:
         wake = self.scheduler.wake()
-        if wake != self._last_wake:
+        # Only a delivered wake counts (pi-durable): one the callback raised on is
+        # offered again at the next tick, changed or not.
+        if wake != self._last_wake and self._call(self.on_wake, dict(wake)):
             self._last_wake = wake
-            self._call(self.on_wake, dict(wake))
 
     def _report_blocked(self) -> None:
         """Report each live task whose blocked reason (rule 13) changed to a new one."""

@@ -141,7 +141,10 @@ def sleep(
 ) -> TaskState:
     """The running task sleeps until the clock reaches ``until``, to resume at ``phase``."""
     task = invocation_decision(draft, ctx, task_id)
-    # 8. A sleep needs a finite until >= 0, and an abort invocation cannot sleep.
+    # 8. An abort invocation cannot sleep, whatever its until (pi-durable asks this
+    # first); and a sleep needs a finite until >= 0.
+    if task.mode == "abort":
+        raise RuleViolation(8, "an abort handler cannot sleep", task_id=task_id)
     if (
         isinstance(until, bool)
         or not isinstance(until, int | float)
@@ -152,8 +155,6 @@ def sleep(
             8, f"until must be a finite time >= 0 in ms, not {until!r}", task_id=task_id
         )
     time_ms(until, "until", task_id)  # a finite time past year 9999 is a bad argument
-    if task.mode == "abort":
-        raise RuleViolation(8, "an abort handler cannot sleep", task_id=task_id)
     resume = phase if phase is not None else (task.checkpoint.phase if task.checkpoint else None)
     resume = phase_name(resume, "phase", task_id)
     return draft.emit(SleepStarted(task_id=task_id, at=ctx.now, until=until, phase=resume))
