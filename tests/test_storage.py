@@ -235,3 +235,28 @@ def test_an_unseen_guard_refuses_an_append_after_a_counted_event(
         assert len(store.append(twins, [1, 1], unseen=(head, counted))) == 2
     finally:
         scheduler.close()
+
+
+def test_a_number_field_without_a_finite_number_is_refused_before_writing(
+    scheduler: Scheduler,
+) -> None:
+    """JSON has no NaN nor infinity: orjson would store ``null``, which no reader takes
+    back as the number (a run's ``retry_after`` from an executor's fence once was one).
+    Such an event, or one whose number field holds no number, is refused whole."""
+    from dataclasses import replace
+
+    task_id = scheduler.submit("job")
+    store = scheduler.store
+    first = store.stream(task_id)[0]
+    head = store.head()
+    # An integer field: no float (readers refuse 2.0 there), no flag, no text, no null.
+    for version in (2.0, float("nan"), True, "2", None):
+        with pytest.raises(InvalidArgument, match="version must be an integer"):
+            store.append([replace(first, task_id="other", version=version)], [1])
+    # A number field (a time): an integer or a finite float, nothing else.
+    for at in (float("nan"), float("inf"), float("-inf"), "1", False):
+        with pytest.raises(InvalidArgument, match="at must be a"):
+            store.append([replace(first, task_id="other", at=at)], [1])
+    assert store.head() == head and store.stream("other") == []
+    store.append([replace(first, task_id="other", version=2, at=first.at + 0.5)], [1])
+    assert store.stream("other")[0].version == 2  # and the log still reads back

@@ -25,7 +25,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
-from .fields import MAX_STREAM_BYTES, field_check, text_problem, value_problem
+from .fields import MAX_STREAM_BYTES, field_check, number_problem, text_problem, value_problem
 from .fields import MAX_TIME_MS as MAX_TIME_MS  # the bound of every `at` (store/wire.py)
 
 Mode = Literal["run", "abort"]
@@ -204,6 +204,8 @@ EVENT_TYPES: dict[str, type[TaskEvent]] = {}
 _TUPLE_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
 _TEXT_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
 _PAYLOAD_FIELDS: dict[type[TaskEvent], tuple[str, ...]] = {}
+_NUMBER_FIELDS: dict[type[TaskEvent], tuple[tuple[str, bool, bool], ...]] = {}
+"""Each event class's number fields: ``(name, integer, optional)``."""
 _BUILDERS: dict[type[TaskEvent], Any] = {}
 
 
@@ -225,6 +227,12 @@ def register_event(cls: E) -> E:
         for name in _PAYLOAD_FIELDS[cls]
         if str(next(f.type for f in fields if f.name == name)).replace(" | None", "")
         not in ("int", "float", "bool")
+    )
+    typed = {f.name: str(f.type) for f in fields}
+    _NUMBER_FIELDS[cls] = tuple(
+        (name, typed[name].startswith("int"), typed[name].endswith(" | None"))
+        for name in _PAYLOAD_FIELDS[cls]
+        if typed[name].replace(" | None", "") in ("int", "float")
     )
     _BUILDERS[cls] = _builder(cls)
     return cls
@@ -324,7 +332,8 @@ def event_payload(event: TaskEvent) -> dict[str, Any]:
 
 def event_problem(event: TaskEvent) -> str | None:
     """What keeps an event out of the log (the limits of :mod:`.fields`: NUL, lone
-    surrogates, lengths), or ``None``. Every store checks it before writing."""
+    surrogates, lengths; a number field holding no finite number), or ``None``. Every
+    store checks it before writing."""
     cls = type(event)
     stream_id = event.stream_id()
     if not isinstance(stream_id, str):
@@ -336,6 +345,12 @@ def event_problem(event: TaskEvent) -> str | None:
         if problem is not None:
             break
         problem = value_problem(name, getattr(event, name))
+    for name, integer, optional in _NUMBER_FIELDS[cls]:
+        if problem is not None:
+            break
+        value = getattr(event, name)
+        if value.__class__ is not int:  # the usual case, without a call
+            problem = number_problem(name, value, integer=integer, optional=optional)
     return f"{cls.__name__}: {problem}" if problem is not None else None
 
 

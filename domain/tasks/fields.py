@@ -18,6 +18,7 @@ for names (ids, kinds, phases, memo names, roles, workers),
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from typing import Any, Literal, Union
@@ -77,6 +78,20 @@ def text_problem(field: str, value: str, limit: int | None = None) -> str | None
 
 
 _PLAIN = frozenset({int, float, bool})
+
+
+def number_problem(field: str, value: Any, *, integer: bool, optional: bool) -> str | None:
+    """What makes a number field's value unfit for the log, or ``None``: what the
+    readers would not take back (:func:`field_check`). JSON has no NaN nor infinity
+    (orjson writes ``null``); an integer field takes no float, a number no flag."""
+    kind = "an integer" if integer else "a number"
+    if value is None:
+        return None if optional else f"{field} must be {kind}, not None"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{field} must be {kind}, not {value!r}"
+    if isinstance(value, float) and (integer or not math.isfinite(value)):
+        return f"{field} must be {'an integer' if integer else 'a finite number'}, not {value!r}"
+    return None
 
 
 def value_problem(field: str, value: Any) -> str | None:
