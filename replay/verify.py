@@ -17,6 +17,7 @@ from typing import Any
 
 from tasktrail.domain import CorruptEvent, Store
 from tasktrail.domain.tasks.ending import cancelling_ancestor
+from tasktrail.domain.tasks.waits import waits_for
 from tasktrail.domain.turns.state import turn_id_for
 from tasktrail.domain.world import Draft
 
@@ -122,15 +123,18 @@ def _waits(state: SchedulerState) -> Iterator[Violation]:
 
 
 def _cycles(state: SchedulerState) -> Iterator[Violation]:
+    # The scheduler's own wait-for graph (tasks/waits.py): a waiter whose wait is
+    # still on -> the live tasks it names; a holder -> its live owned tasks.
     tasks = state.world.tasks
+    draft = Draft(state.world)
     colour: dict[str, int] = {}  # 1 on the path, 2 done
     reported: set[frozenset[str]] = set()
 
-    def edges(task_id: str) -> tuple[str, ...]:
+    def edges(task_id: str) -> list[str]:
         task = tasks.get(task_id)
-        return task.on if task is not None and task.status == "waiting" else ()
+        return waits_for(draft, task) if task is not None else []
 
-    for start in sorted(t for t in tasks if tasks[t].status == "waiting"):
+    for start in sorted(t for t in tasks if tasks[t].status in ("waiting", "completing")):
         if colour.get(start):
             continue
         stack: list[tuple[str, Iterator[str]]] = [(start, iter(edges(start)))]

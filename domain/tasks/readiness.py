@@ -15,8 +15,8 @@ from .context import Context
 from .definitions import Registry, definition_fit, parked
 from .ending import cancelling_ancestor
 from .guards import held_elsewhere
-from .running import wait_satisfied
 from .state import TaskState
+from .waits import wait_satisfied
 
 Readiness = str
 """``ready``, ``running``, ``held``, ``waiting``, ``sleeping``, ``owned_work``,

@@ -3,8 +3,8 @@
 The ``decide`` functions of SPEC.md section 1 for the decisions a phase takes
 while its task runs, each behind the guards of rules 2, 1 and 3: commit the
 phase to resume at, remember a value (rule 14), wait on other tasks (rule 7),
-sleep until a time (rule 8). :func:`wait_satisfied` says when a waiter may wake
-(rule 7). Each emits its event into the :class:`~..world.Draft`, or raises
+sleep until a time (rule 8); when a wait is over, and the wait-for graph, are
+:mod:`.waits`. Each emits its event into the :class:`~..world.Draft`, or raises
 :class:`~..errors.RuleViolation` naming the rule, which appends nothing.
 
 Each rule is applied in exactly one place, with its number in a comment above
@@ -24,26 +24,7 @@ from .events import CheckpointCommitted, MemoRecorded, Policy, SleepStarted, Wai
 from .guards import invocation_decision
 from .state import TaskState
 from .validation import json_value, phase_name, require_task, time_ms
-
-
-def wait_satisfied(draft: Draft, task: TaskState) -> bool:
-    """Rule 7: whether a waiting task may wake: ``all`` once every awaited task has
-    ended; ``failFast`` as soon as one holds or ended with an outcome other than
-    ``completed``."""
-    ended = 0
-    for awaited_id in task.on:
-        awaited = draft.get(awaited_id)
-        if awaited is None:
-            continue
-        if awaited.status == "terminal":
-            ended += 1
-        if (
-            task.policy == "failFast"
-            and awaited.outcome is not None
-            and awaited.outcome.status != "completed"
-        ):
-            return True
-    return ended == len(task.on)
+from .waits import wait_cycle
 
 
 def checkpoint(
@@ -107,7 +88,7 @@ def wait(
                 task_id=task_id,
             )
     # 7. ... and a wait that would close a cycle in the wait-for graph is refused.
-    cycle = _wait_cycle(draft, task_id, awaited)
+    cycle = wait_cycle(draft, task_id, awaited)
     if cycle:
         raise RuleViolation(
             7, f"waiting would close a cycle: {' -> '.join(cycle)}", task_id=task_id
@@ -117,23 +98,6 @@ def wait(
     return draft.emit(
         WaitStarted(task_id=task_id, at=ctx.now, on=awaited, policy=policy, phase=resume)
     )
-
-
-def _wait_cycle(draft: Draft, waiter_id: str, awaited: Sequence[str]) -> list[str] | None:
-    """A path in the wait-for graph from an awaited task back to the waiter, if any."""
-    stack: list[tuple[str, list[str]]] = [(a, [waiter_id, a]) for a in awaited]
-    seen: set[str] = set()
-    while stack:
-        node, path = stack.pop()
-        if node == waiter_id:
-            return path
-        if node in seen:
-            continue
-        seen.add(node)
-        state = draft.get(node)
-        if state is not None and state.status == "waiting":
-            stack.extend((nxt, [*path, nxt]) for nxt in state.on)
-    return None
 
 
 def sleep(

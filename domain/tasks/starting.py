@@ -23,9 +23,9 @@ from .definitions import Registry, definition_fit, parked
 from .ending import cancelling_ancestor, end
 from .events import AbortMarked, Mode, TaskMigrated, TaskReserved, TaskSubmitted
 from .guards import held_elsewhere, not_closing
-from .running import wait_satisfied
 from .state import Outcome, TaskState
 from .validation import phase_name, require_task
+from .waits import wait_satisfied
 
 
 def submit(
