@@ -126,3 +126,35 @@ def test_rule_07_verify_takes_a_cycle_through_an_abort_marked_waiter() -> None:
     )
     report = verify(fold(records))
     assert report.ok, report.violations
+
+
+def test_rule_07_a_wait_on_the_waiters_own_owner_is_refused(scheduler: Scheduler) -> None:
+    """An owner cannot end before its live child (rule 5): once it finishes
+    ``completed`` it holds for the child, so a child waiting on it (directly, or on a
+    task that waits on it) would never wake. Refused while the owner still runs, since
+    the finish that closes the cycle cannot be refused."""
+    owner = running(scheduler)
+    child = running(scheduler, owner=owner)
+    grandchild = running(scheduler, owner=child)
+    error = refused_as_cycle(scheduler, child, [owner])
+    assert f"{child} -> {owner} -> {child} (which {owner} owns)" in str(error)
+    refused_as_cycle(scheduler, grandchild, [owner])  # an owner's owner holds too
+    other = running(scheduler)
+    scheduler.wait(other, [owner])  # a task that waits on the owner ...
+    refused_as_cycle(scheduler, child, [other])  # ... leads back to the child's owner
+    # The owner finishes; with no wait in the way, it holds and its child ends it.
+    scheduler.finish(grandchild, "completed")
+    scheduler.finish(child, "completed")
+    scheduler.finish(owner, "completed")
+    assert scheduler.task(owner).status == "terminal"
+
+
+def test_rule_07_a_wait_on_an_unrelated_or_owned_task_is_still_accepted(
+    scheduler: Scheduler,
+) -> None:
+    owner = running(scheduler)
+    child = running(scheduler, owner=owner)
+    sibling = running(scheduler, owner=owner)
+    scheduler.wait(child, [sibling])  # a sibling is not an owner
+    scheduler.wait(owner, [sibling])  # an owner may wait on what it owns
+    assert scheduler.task(owner).status == "waiting"

@@ -60,15 +60,21 @@ def waits_for(draft: Draft, task: TaskState) -> list[str]:
 def wait_cycle(draft: Draft, waiter_id: str, awaited: Iterable[str]) -> list[str] | None:
     """A path in the wait-for graph from an awaited task back to the waiter, if any.
 
-    It follows edges from the awaited tasks only, so its cost is the part of the
-    graph they reach, never the whole world.
+    The waiter's own owners count as on the way back: each will hold its outcome for
+    the waiter if it finishes while the waiter is live (rule 5), so a wait that leads
+    to one of them closes the cycle the moment that owner finishes ``completed`` (a
+    finish, unlike a wait, cannot be refused for it). It follows edges from the
+    awaited tasks only (and the waiter's owner chain), never the whole world.
     """
+    owners = {state.id for state in draft.ancestors(waiter_id)}
     stack: list[tuple[str, list[str]]] = [(a, [waiter_id, a]) for a in awaited]
     seen: set[str] = set()
     while stack:
         node, path = stack.pop()
         if node == waiter_id:
             return path
+        if node in owners:
+            return [*path, f"{waiter_id} (which {node} owns)"]
         if node in seen:
             continue
         seen.add(node)
