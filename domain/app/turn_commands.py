@@ -224,9 +224,10 @@ class TurnCommands:
 
     def stop_roles(self, task_id: str, roles: Sequence[str]) -> list[str]:
         """Stop idle roles of a live task: each gets a runtime-cleanup obligation, which
-        the next pass over the task settles through ``Runtime.cleanup``. Refused
-        (``cleanup.role_active``), appending nothing, while one of them has an active
-        Turn. Returns the roles that got an obligation now."""
+        the next pass over the task settles through ``Runtime.cleanup``. A role's due
+        Turn completion is folded first; refused (``cleanup.role_active``), appending
+        nothing, while one of them still has an active Turn. Returns the roles that got
+        an obligation now."""
         stopped: list[str] = self._decide_turn(
             cleanup.stop_roles, task_id, list(roles) if not isinstance(roles, str) else roles
         )

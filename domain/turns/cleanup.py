@@ -26,6 +26,7 @@ from .events import (
     cleanup_stream_id,
 )
 from .refusals import TurnRuleViolation
+from .rules import _fold_due_completion
 from .settings import TurnSettings
 from .state import CleanupState, Obligation, RoleState
 
@@ -146,9 +147,9 @@ def stop_roles(
     roles: Sequence[str],
 ) -> list[str]:
     """Stop idle roles of a live task: each gets a runtime-cleanup obligation (a pass
-    then cleans up its runtime). Refused, appending nothing, if one of them has an
-    active Turn. Returns the roles that got an obligation now (one already open is
-    left as it is)."""
+    then cleans up its runtime). A role's due completion is folded first; refused,
+    appending nothing, if one of them still has an active Turn. Returns the roles that
+    got an obligation now (one already open is left as it is)."""
     _open(ctx, task_id)
     task = _task(draft, task_id)
     if isinstance(roles, str) or not roles:
@@ -157,11 +158,14 @@ def stop_roles(
     if task.status == "terminal":
         raise RuleViolation(4, "the task is terminal; its roles cannot be stopped", task_id=task_id)
     for name in names:
-        role = task.roles.get(name)
-        if role is None:
+        if name not in task.roles:
             raise TurnRuleViolation(
                 "cleanup.no_role", f"the task has no role {name!r} to stop", task_id=task_id
             )
+        # turns.completion_due: a due completion is folded first (as start_turn does), so
+        # a Turn whose agent finished does not keep its role from stopping.
+        _fold_due_completion(draft, ctx, task_id, name, None)
+        role = _task(draft, task_id).roles[name]
         # cleanup.role_stopped (yui): a role with an active Turn is not stopped.
         if role.active is not None:
             raise TurnRuleViolation(

@@ -162,7 +162,9 @@ def deliveries_due(
     pass_id: str | None = None,
 ) -> list[TurnState]:
     """The active Turns of ``task`` pass ``pass_id`` should try to deliver now: never
-    tried, retry due, or held by another pass (``turns.held_offered_again``)."""
+    tried, retry due, or held by another pass (``turns.held_offered_again``), and no
+    completion due (``turns.completion_due``: the pass folds it; the agent finished, so
+    its input is not pushed again)."""
     if task is None or task.status == "terminal":
         return []
     return [
@@ -171,4 +173,5 @@ def deliveries_due(
         if (roles is None or name in roles)
         and role.active is not None
         and role.active.delivery_due(now, pass_id)
+        and not role.active.completion_due(now)
     ]

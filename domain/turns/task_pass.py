@@ -112,7 +112,8 @@ class TaskPass:
             task = host.world.get(task_id)
             every = roles if roles is not None else set(task.roles if task is not None else ())
             roles = every - failed
-        # Deliveries of active Turns; delivery-uncertain ones are exempt from exit liveness.
+        # Deliveries of active Turns (none whose completion is due: it is folded below, not
+        # delivered again); delivery-uncertain ones are exempt from exit liveness.
         unsettled: set[str] = set()
         if runtime is not None:
             for turn in deliveries_due(host.world.get(task_id), host.clock(), roles, pass_id):
