@@ -248,3 +248,66 @@ def test_pi_durable_abort_of_a_task_no_definition_takes_settles_it_orphaned(
     s.run_until_idle()
     assert s.task(owner).outcome.status == "orphaned"  # type: ignore[union-attr]
     s.close()
+
+
+# ─── rule 6: a fault the scheduler holds cascades like any other outcome ────────────
+# pi-durable (`#step` terminates a throwing phase `faulted` through `#commitState`,
+# which holds it while owned work is live; "A live owner's durable cancellation intent:
+# its abort mark, or a held outcome other than `completed`"): the work a phase started
+# before it threw is marked and aborts, then the holder ends `faulted`.
+
+
+def test_pi_durable_held_fault_cascades_to_the_work_the_phase_started(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    from conftest import finishing
+
+    from tasktrail.domain import TaskDefinition
+
+    started: list[str] = []
+
+    def work(inv: Any) -> None:
+        started.append(inv.submit("leaf"))
+        raise RuntimeError("boom")
+
+    registry = Registry(
+        [
+            TaskDefinition("job", 1, {"work": work}),
+            TaskDefinition("leaf", 1, {"go": finishing()}),
+        ]
+    )
+    s = reopen(sqlite_url, clock, registry, limit=3)
+    task = s.submit("job")
+    s.run_pass()
+    (child,) = started
+    assert s.task(task).status == "completing"
+    assert [m.by for m in marks(s, child)] == [task]
+    s.run_until_idle()
+    assert s.task(child).outcome.status == "aborted"  # type: ignore[union-attr]
+    assert s.task(task).outcome.status == "faulted"  # type: ignore[union-attr]
+    s.close()
+
+
+# ─── rule 12: a restart mark never replaces a request mark ──────────────────────────
+# pi-durable (`withAbortMark`: a request "replaces `restart`", not the other way;
+# `#abandoned`: "Marked, or already marked or gone: done with them"): a task submitted
+# with `abandon_on_restart` that a cascade (or a request) marked keeps that mark, and
+# its reason, at every later open.
+
+
+def test_pi_durable_open_keeps_a_request_or_cascade_mark_on_an_abandoned_task(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = reopen(sqlite_url, clock, registry, limit=3)
+    owner = s.submit("job")
+    child = s.submit("leaf", owner=owner, abandon_on_restart=True)
+    lone = s.submit("job", abandon_on_restart=True)
+    s.abort(owner)
+    s.abort(lone)
+    s.close()
+    s = reopen(sqlite_url, clock, registry, limit=3)
+    for task_id in (child, lone):
+        task = s.task(task_id)
+        assert task.abort_requested and task.abort_reason is None
+        assert len(marks(s, task_id)) == 1
+    s.close()
