@@ -553,7 +553,13 @@ def test_rule_15_wake_answers_active_and_earliest_sleep(
     scheduler.finish(early, "completed")
     assert scheduler.wake() == {"active": False, "at": clock.now + 1000}
     parked_kind = scheduler.submit("ghost", phase="x")  # blocked: not active
+    child = scheduler.submit("leaf", owner=parked_kind)
+    scheduler.reserve(child)
+    scheduler.sleep(child, until=clock.now + 1000)
     assert scheduler.wake()["active"] is False
-    scheduler.abort(parked_kind)  # an abort-marked task no definition takes is work
+    scheduler.abort(parked_kind)  # marked; it ends orphaned once its child has ended
+    assert scheduler.reserve(child) == "abort"
+    scheduler.finish(child, "aborted")
+    # An abort-marked task no definition takes, owning nothing live, is work.
     assert scheduler.wake()["active"] is True
     scheduler.close()

@@ -173,10 +173,16 @@ class TaskCommands:
     def abort(self, task_id: str) -> bool:
         """Put an abort mark on the task and every live descendant (rule 6).
 
-        A terminal task is left as it is (rule 4). Returns whether anything
-        was recorded.
+        A terminal task is left as it is (rule 4); a task no registered
+        definition can take that owns nothing live and is not running ends
+        ``orphaned`` at once (rule 13). Returns whether anything was recorded.
         """
-        changed: bool = self._decide(decide.abort, task_id)
+        changed: bool = self._decide(
+            decide.abort,
+            task_id,
+            registry=self.registry,
+            failed_migrations=dict(self._failed_migrations),
+        )
         return changed
 
     def retry(self, task_id: str) -> bool:

@@ -14,11 +14,13 @@ the branch that applies it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import InvalidArgument
 from ..world import Draft
 from .context import Context
+from .definitions import Registry, definition_fit
 from .events import AbortMarked, OutcomeHeld, OutcomeStatus, TaskEnded
 from .guards import invocation_decision, not_closing
 from .live_index import any_cancelling
@@ -151,8 +153,20 @@ def fault(draft: Draft, ctx: Context, task_id: str, message: str, reason: str) -
     return state
 
 
-def abort(draft: Draft, ctx: Context, task_id: str) -> bool:
-    """Put a request abort mark on the task and cascade it. Returns whether anything changed."""
+def abort(
+    draft: Draft,
+    ctx: Context,
+    task_id: str,
+    *,
+    registry: Registry | None = None,
+    failed_migrations: Iterable[str] = (),
+) -> bool:
+    """Put a request abort mark on the task and cascade it. Returns whether anything changed.
+
+    Given the ``registry``, a task no definition can take that owns nothing live
+    and runs no invocation ends ``orphaned`` at once (pi-durable's ``abort``
+    settles it instead of leaving it to a pass).
+    """
     not_closing(ctx, task_id)
     task = require_task(draft, task_id)
     # 4. An abort mark on a terminal task is a no-op.
@@ -165,4 +179,16 @@ def abort(draft: Draft, ctx: Context, task_id: str) -> bool:
         changed = True
     before = len(draft.events)
     cascade(draft, ctx, task_id)
+    marked = draft.get(task_id)
+    assert marked is not None
+    if (
+        registry is not None
+        and marked.status in ("pending", "waiting", "sleeping")
+        and not draft.live_children(task_id)
+    ):
+        fit = definition_fit(marked, registry.get(marked.kind), failed_migrations)
+        # 13. An abort-marked task that no definition can take ends orphaned once
+        #     nothing it owns is live: here at once, by the request itself.
+        if fit not in ("same", "migrate"):
+            end(draft, ctx, marked, Outcome("orphaned", None, None, fit), rule=13)
     return changed or len(draft.events) > before
