@@ -17,8 +17,15 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, Store, TaskDefinition, open_store
+from tasktrail.domain.runs.gate import SwitchedGate
+from tasktrail.domain.runs.memory_executor import InMemoryExecutor
 
 settings.register_profile(
     "default",
@@ -162,3 +169,60 @@ def event_count(location: str | Store) -> int:
         return location.head()
     with open_store(location) as store:
         return sum(1 for _ in store.read())
+
+
+# ─── dispatch runs (seed 003): a scheduler at T0 handing runs to an executor ──
+
+DISPATCH_T0 = 1_767_254_400_000
+"""2026-01-01 08:00 UTC: when the dispatcher tests' clock starts."""
+
+
+@pytest.fixture
+def executor() -> InMemoryExecutor:
+    """An in-memory executor that can fail in each of the dispatcher's ways."""
+    return InMemoryExecutor()
+
+
+@pytest.fixture
+def gate() -> SwitchedGate:
+    """The host's dispatch gate, switched by the test."""
+    return SwitchedGate()
+
+
+@pytest.fixture
+def runs(
+    scheduler: Scheduler, clock: ManualClock, executor: InMemoryExecutor, gate: SwitchedGate
+) -> Scheduler:
+    """A scheduler at 2026-01-01 08:00 UTC handing runs to ``executor`` behind ``gate``."""
+    clock.set(DISPATCH_T0)
+    scheduler.configure_runs(executor=executor, gate=gate)
+    return scheduler
+
+
+# ─── telemetry: OpenTelemetry SDK providers that keep what they get ──────────
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    """Where live spans land."""
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def tracer_provider(exporter: InMemorySpanExporter) -> TracerProvider:
+    """An SDK tracer provider exporting to ``exporter``."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider
+
+
+@pytest.fixture
+def reader() -> InMemoryMetricReader:
+    """Where live metrics are read."""
+    return InMemoryMetricReader()
+
+
+@pytest.fixture
+def meter_provider(reader: InMemoryMetricReader) -> MeterProvider:
+    """An SDK meter provider read by ``reader``."""
+    return MeterProvider(metric_readers=[reader])

@@ -9,6 +9,7 @@ Reconcile visits live runs round-robin, a bounded number a call.
 from __future__ import annotations
 
 import pytest
+from helpers.probes import settle
 
 from tasktrail.domain import ManualClock, Scheduler
 from tasktrail.domain.runs.memory_executor import InMemoryExecutor
@@ -51,15 +52,6 @@ def scheduled_run(runs: Scheduler, clock: ManualClock) -> tuple[str, str, str]:
     job_id = runs.run(run_id).job_id
     assert job_id is not None
     return task, run_id, job_id
-
-
-def settle(runs: Scheduler, run_id: str) -> str:
-    """Reconcile until ``run_id`` was visited; what the visit came to."""
-    for _ in range(10):
-        report = runs.reconcile()
-        if run_id in report.outcomes:
-            return report.outcomes[run_id]
-    raise AssertionError(f"{run_id} was never visited")
 
 
 # ─── running runs ────────────────────────────────────────────────────────────

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import event_count
+from helpers.probes import job_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -57,12 +58,6 @@ def refused(scheduler: Scheduler, code: str, command: Callable[..., Any], *args:
     assert caught.value.code == code, caught.value
     assert scheduler.store.head() == before, "a refused command appended events"
     return caught.value
-
-
-def job_of(scheduler: Scheduler, run_id: str) -> str:
-    job_id = scheduler.run(run_id).job_id
-    assert job_id is not None
-    return job_id
 
 
 def expected_client_job_id(task: str, tz: str, day: str, attempt: int) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 import pytest
+from helpers.probes import job_of, of_type
 
 from tasktrail.domain import (
     InvalidArgument,
@@ -29,17 +30,6 @@ from tasktrail.domain.store.transcoder import decode_event
 from tasktrail.domain.turns.events import TurnSettingsChanged
 from tasktrail.domain.turns.settings import TurnSettings
 from tasktrail.replay import replay
-
-
-def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
-    return [r.event for r in scheduler.store.read() if isinstance(r.event, cls)]
-
-
-def job_of(scheduler: Scheduler, run_id: str) -> str:
-    job_id = scheduler.run(run_id).job_id
-    assert job_id is not None
-    return job_id
-
 
 # ─── defect 7: settings that decide are in the log ─────────────────────────────────
 
@@ -71,26 +61,6 @@ T0 = 1_767_254_400_000
 """2026-01-01 08:00 UTC."""
 DAY = "2026-01-01"
 MINUTE = 60_000
-
-
-@pytest.fixture
-def executor() -> InMemoryExecutor:
-    return InMemoryExecutor()
-
-
-@pytest.fixture
-def gate() -> SwitchedGate:
-    return SwitchedGate()
-
-
-@pytest.fixture
-def runs(
-    scheduler: Scheduler, clock: ManualClock, executor: InMemoryExecutor, gate: SwitchedGate
-) -> Scheduler:
-    """A scheduler at 2026-01-01 08:00 UTC handing runs to ``executor`` behind ``gate``."""
-    clock.set(T0)
-    scheduler.configure_runs(executor=executor, gate=gate)
-    return scheduler
 
 
 @pytest.mark.parametrize(

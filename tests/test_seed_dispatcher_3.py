@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from helpers.probes import job_of, settle
 
 from tasktrail.domain import ManualClock, RunSettings, Scheduler
 from tasktrail.domain.runs.admission import AdmissionRefused
@@ -24,26 +25,6 @@ HOUR = 60 * MINUTE
 DAY_MS = 24 * HOUR
 
 
-@pytest.fixture
-def executor() -> InMemoryExecutor:
-    return InMemoryExecutor()
-
-
-@pytest.fixture
-def gate() -> SwitchedGate:
-    return SwitchedGate()
-
-
-@pytest.fixture
-def runs(
-    scheduler: Scheduler, clock: ManualClock, executor: InMemoryExecutor, gate: SwitchedGate
-) -> Scheduler:
-    """A scheduler at 2026-01-01 08:00 UTC handing runs to ``executor`` behind ``gate``."""
-    clock.set(T0)
-    scheduler.configure_runs(executor=executor, gate=gate, settings=RunSettings())
-    return scheduler
-
-
 def refused_with(scheduler: Scheduler, task: str, **kw: Any) -> str:
     """``mint_run(task)`` must be refused; its code, once checked that nothing was appended."""
     head = scheduler.store.head()
@@ -51,21 +32,6 @@ def refused_with(scheduler: Scheduler, task: str, **kw: Any) -> str:
         scheduler.mint_run(task, **kw)
     assert scheduler.store.head() == head, "a refused command appended events"
     return caught.value.code
-
-
-def job_of(scheduler: Scheduler, run_id: str) -> str:
-    job_id = scheduler.run(run_id).job_id
-    assert job_id is not None
-    return job_id
-
-
-def settle(runs: Scheduler, run_id: str) -> str:
-    """Reconcile until ``run_id`` was visited; what the visit came to."""
-    for _ in range(10):
-        report = runs.reconcile()
-        if run_id in report.outcomes:
-            return report.outcomes[run_id]
-    raise AssertionError(f"{run_id} was never visited")
 
 
 # ─── orders of the checks ────────────────────────────────────────────────────────

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from conftest import finishing
+from helpers.probes import metric_points
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -29,34 +29,6 @@ from tasktrail.domain import (
 from tasktrail.domain.tasks.events import SleepStarted
 from tasktrail.domain.telemetry import live as telemetry
 
-# ─── fixtures ────────────────────────────────────────────────────────────────────
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    """Where live spans land."""
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracer_provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    """An SDK tracer provider exporting to ``exporter``."""
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider
-
-
-@pytest.fixture
-def reader() -> InMemoryMetricReader:
-    """Where live metrics are read."""
-    return InMemoryMetricReader()
-
-
-@pytest.fixture
-def meter_provider(reader: InMemoryMetricReader) -> MeterProvider:
-    """An SDK meter provider read by ``reader``."""
-    return MeterProvider(metric_readers=[reader])
-
 
 def _spans(exporter: InMemorySpanExporter, task_id: str) -> list[ReadableSpan]:
     return [
@@ -65,18 +37,6 @@ def _spans(exporter: InMemorySpanExporter, task_id: str) -> list[ReadableSpan]:
         if s.name == "tasktrail.phase" and s.attributes is not None
         if s.attributes["task.id"] == task_id
     ]
-
-
-def _points(reader: InMemoryMetricReader, name: str) -> dict[tuple[Any, ...], Any]:
-    data = reader.get_metrics_data()
-    points: dict[tuple[Any, ...], Any] = {}
-    for resource in data.resource_metrics if data else []:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name == name:
-                    for point in metric.data.data_points:
-                        points[tuple(sorted(point.attributes.items()))] = point
-    return points
 
 
 def _refused(scheduler: Scheduler, rule: int, command: Any, *args: Any) -> RuleViolation:
@@ -156,10 +116,10 @@ def test_pi_durable_a_close_ends_the_phase_ok_and_records_its_duration(
     (span,) = _spans(exporter, napper)
     assert span.attributes is not None and span.attributes["outcome"] == "aborted"
     assert span.status.status_code == StatusCode.OK
-    durations = _points(reader, "tasktrail.phase.duration")
+    durations = metric_points(reader, "tasktrail.phase.duration")
     point = durations[(("outcome", "aborted"), ("phase", "z"), ("task.kind", "nap"))]
     assert (point.count, point.sum) == (1, 7)
-    active = _points(reader, "tasktrail.tasks.active")
+    active = metric_points(reader, "tasktrail.tasks.active")
     assert {p.value for p in active.values()} == {0}
 
 
@@ -177,7 +137,7 @@ def test_pi_durable_a_holder_stays_active_until_its_last_owned_task_ends(
     below = _running(scheduler, "leaf", owner=holder)
 
     def active() -> dict[str, int]:
-        points = _points(reader, "tasktrail.tasks.active")
+        points = metric_points(reader, "tasktrail.tasks.active")
         return {dict(k)["task.kind"]: p.value for k, p in points.items()}
 
     scheduler.finish(holder, "completed")

@@ -6,11 +6,10 @@ docs/seed-fidelity.md, "Round four (Turns)", says what changed."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from helpers.probes import Answers, of_type
 
-from tasktrail.domain import ManualClock, Scheduler, TaskEvent, Worker
+from tasktrail.domain import ManualClock, Scheduler, Worker
 from tasktrail.domain.turns.events import (
     RuntimeCleanupRequired,
     TurnCompleted,
@@ -21,26 +20,9 @@ from tasktrail.domain.turns.events import (
     TurnStalled,
 )
 from tasktrail.domain.turns.refusals import StaleCompletion, TurnRuleViolation
-from tasktrail.domain.turns.runtime import Runtime
 from tasktrail.domain.turns.state import LEADER
 
 AGGREGATION = 60_000  # yui's LEADER_WAKE_AGGREGATION_MS, tasktrail's default
-
-
-def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
-    return [r.event for r in scheduler.store.read() if isinstance(r.event, cls)]
-
-
-class Answers(Runtime):
-    """Answers every delivery with ``outcome``, noting (turn, attempt) of each."""
-
-    def __init__(self, outcome: str) -> None:
-        self.outcome = outcome
-        self.tried: list[tuple[str, int]] = []
-
-    def deliver(self, task_id: str, role: str, turn_id: str, attempt: int) -> Any:
-        self.tried.append((turn_id, attempt))
-        return self.outcome
 
 
 # ─── one active Turn per role ───────────────────────────────────────────────────

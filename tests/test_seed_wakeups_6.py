@@ -6,11 +6,11 @@ The rules are written down in docs/seed-fidelity.md ("Round six (wakeups)")."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
+from helpers.probes import of_type
 
-from tasktrail.domain import ManualClock, Scheduler, TaskEvent
+from tasktrail.domain import ManualClock, Scheduler
 from tasktrail.domain.turns.events import (
     TurnStarted,
     WakeupDispatched,
@@ -26,10 +26,6 @@ from tasktrail.projections import Projector, ReadModel
 AGGREGATION = TurnSettings().aggregation_window_ms
 FORCE = TurnSettings().force_window_ms
 STALL = TurnSettings().stall_window_ms
-
-
-def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
-    return [r.event for r in scheduler.store.read() if isinstance(r.event, cls)]
 
 
 class Steering(Runtime):

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
+from helpers.probes import of_type
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,6 @@ from tasktrail.domain import (
     Registry,
     Scheduler,
     TaskDefinition,
-    TaskEvent,
     Worker,
     next_deadline,
 )
@@ -48,10 +48,6 @@ AGGREGATION = TurnSettings().aggregation_window_ms
 FORCE = TurnSettings().force_window_ms
 STALL = TurnSettings().stall_window_ms
 DIAGNOSTIC = TurnSettings().diagnostic_after_ms
-
-
-def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
-    return [r.event for r in scheduler.store.read() if isinstance(r.event, cls)]
 
 
 class Delivering(Runtime):

@@ -8,7 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasktrail.domain import ManualClock, Scheduler, TaskEvent, Worker
+from helpers.probes import of_type
+
+from tasktrail.domain import ManualClock, Scheduler, Worker
 from tasktrail.domain.turns.events import WakeupFoundBusy
 from tasktrail.domain.turns.keys import role_key, task_key
 from tasktrail.domain.turns.pass_events import (
@@ -21,10 +23,6 @@ from tasktrail.domain.turns.state import LEADER
 from tasktrail.projections import Projector, ReadModel
 
 AGGREGATION = 60_000  # yui's LEADER_WAKE_AGGREGATION_MS, tasktrail's default
-
-
-def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
-    return [r.event for r in scheduler.store.read() if isinstance(r.event, cls)]
 
 
 class FailingDelivery(Runtime):

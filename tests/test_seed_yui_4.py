@@ -11,7 +11,9 @@ import logging
 import threading
 from typing import Any
 
-from tasktrail.domain import ManualClock, Scheduler, TaskEvent, Worker
+from helpers.probes import of_type
+
+from tasktrail.domain import ManualClock, Scheduler, Worker
 from tasktrail.domain.turns.keys import role_key, task_key
 from tasktrail.domain.turns.pass_events import PassStarted, TaskPassRetryScheduled
 from tasktrail.domain.turns.runtime import Runtime
@@ -19,10 +21,6 @@ from tasktrail.domain.turns.settings import TurnSettings
 
 AGGREGATION = TurnSettings().aggregation_window_ms
 WAIT = 10  # seconds a test thread waits for another (never reached when green)
-
-
-def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
-    return [r.event for r in scheduler.store.read() if isinstance(r.event, cls)]
 
 
 def with_worker_turns(scheduler: Scheduler, *ids: str, project: str | None = None) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.probes import metric_points
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -25,32 +25,6 @@ from tasktrail.replay import replay
 from tasktrail.replay.cli import main
 
 MS = 1_000_000  # ns
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    """Where live spans land."""
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def tracer_provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    """An SDK tracer provider exporting to ``exporter``."""
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider
-
-
-@pytest.fixture
-def reader() -> InMemoryMetricReader:
-    """Where live metrics are read."""
-    return InMemoryMetricReader()
-
-
-@pytest.fixture
-def meter_provider(reader: InMemoryMetricReader) -> MeterProvider:
-    """An SDK meter provider read by ``reader``."""
-    return MeterProvider(metric_readers=[reader])
 
 
 def _registry(clock: ManualClock) -> Registry:
@@ -113,18 +87,6 @@ def scheduler(
 def _spans(exporter: InMemorySpanExporter, task_id: str | None = None) -> list[ReadableSpan]:
     spans = [s for s in exporter.get_finished_spans() if s.name == "tasktrail.phase"]
     return [s for s in spans if task_id is None or s.attributes["task.id"] == task_id]
-
-
-def _points(reader: InMemoryMetricReader, name: str) -> dict[tuple[Any, ...], Any]:
-    data = reader.get_metrics_data()
-    points: dict[tuple[Any, ...], Any] = {}
-    for resource in data.resource_metrics if data else []:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name == name:
-                    for point in metric.data.data_points:
-                        points[tuple(sorted(point.attributes.items()))] = point
-    return points
 
 
 def _shape(span: ReadableSpan) -> tuple[Any, ...]:
@@ -315,15 +277,15 @@ def test_active_tasks_counter_and_phase_duration_histogram(
     scheduler.submit("job")
     scheduler.submit("job")
     scheduler.submit("leaf")
-    active = _points(reader, "tasktrail.tasks.active")
+    active = metric_points(reader, "tasktrail.tasks.active")
     assert {k: p.value for k, p in active.items()} == {
         (("task.kind", "job"),): 2,
         (("task.kind", "leaf"),): 1,
     }
     scheduler.run_until_idle()
-    active = _points(reader, "tasktrail.tasks.active")
+    active = metric_points(reader, "tasktrail.tasks.active")
     assert {p.value for p in active.values()} == {0}
-    durations = _points(reader, "tasktrail.phase.duration")
+    durations = metric_points(reader, "tasktrail.phase.duration")
     start = durations[(("outcome", "next=end"), ("phase", "start"), ("task.kind", "job"))]
     assert (start.count, start.sum) == (2, 10)  # two phases of 5 ms each
     end = durations[(("outcome", "done"), ("phase", "end"), ("task.kind", "job"))]

@@ -5,34 +5,16 @@ stopped. docs/seed-fidelity.md, "Round five (Turns)", says what changed."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from helpers.probes import Answers, of_type
 
-from tasktrail.domain import ManualClock, Scheduler, TaskEvent
+from tasktrail.domain import ManualClock, Scheduler
 from tasktrail.domain.turns.events import (
     RuntimeCleanupRequired,
     TurnCompleted,
     TurnDelivered,
 )
 from tasktrail.domain.turns.refusals import TurnRuleViolation
-from tasktrail.domain.turns.runtime import Runtime
-
-
-def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
-    return [r.event for r in scheduler.store.read() if isinstance(r.event, cls)]
-
-
-class Answers(Runtime):
-    """Answers every delivery with ``outcome``, noting (turn, attempt) of each."""
-
-    def __init__(self, outcome: str) -> None:
-        self.outcome = outcome
-        self.tried: list[tuple[str, int]] = []
-
-    def deliver(self, task_id: str, role: str, turn_id: str, attempt: int) -> Any:
-        self.tried.append((turn_id, attempt))
-        return self.outcome
 
 
 @pytest.mark.parametrize("offered", ["never tried", "retry due", "held by another pass"])

@@ -1,0 +1,59 @@
+"""What tests read off a scheduler, a store or a telemetry reader, shared by the rule and
+seed-fidelity tests: a log's events of one class, a run's job, a reconcile that visits
+a run, a runtime that answers every delivery alike, a metric's points."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from tasktrail.domain import Scheduler
+from tasktrail.domain.tasks.events import TaskEvent
+from tasktrail.domain.turns.runtime import Runtime
+
+
+def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
+    """The store's events of class ``cls``, in log order."""
+    return [r.event for r in scheduler.store.read() if isinstance(r.event, cls)]
+
+
+def job_of(scheduler: Scheduler, run_id: str) -> str:
+    """The executor job a run took (it must have one)."""
+    job_id = scheduler.run(run_id).job_id
+    assert job_id is not None
+    return job_id
+
+
+def settle(runs: Scheduler, run_id: str) -> str:
+    """Reconcile until ``run_id`` was visited; what the visit came to."""
+    for _ in range(10):
+        report = runs.reconcile()
+        if run_id in report.outcomes:
+            return report.outcomes[run_id]
+    raise AssertionError(f"{run_id} was never visited")
+
+
+class Answers(Runtime):
+    """Answers every delivery with ``outcome``, noting (turn, attempt) of each."""
+
+    def __init__(self, outcome: str) -> None:
+        self.outcome = outcome
+        self.tried: list[tuple[str, int]] = []
+
+    def deliver(self, task_id: str, role: str, turn_id: str, attempt: int) -> Any:
+        self.tried.append((turn_id, attempt))
+        return self.outcome
+
+
+def metric_points(reader: InMemoryMetricReader, name: str) -> dict[tuple[Any, ...], Any]:
+    """The data points of metric ``name``, by their sorted attributes."""
+    data = reader.get_metrics_data()
+    points: dict[tuple[Any, ...], Any] = {}
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == name:
+                    for point in metric.data.data_points:
+                        points[tuple(sorted(point.attributes.items()))] = point
+    return points
