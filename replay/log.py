@@ -42,12 +42,7 @@ from tasktrail.domain.store.event_view import ensure_event_view
 from tasktrail.domain.store.files import atomic_output
 from tasktrail.domain.store.meta import CHAINED_AFTER_KEY
 from tasktrail.domain.store.store import Recorded
-from tasktrail.domain.store.transcoder import (
-    decode_event,
-    decode_payload,
-    record_checked,
-    row_problem,
-)
+from tasktrail.domain.store.transcoder import decode_payload, row_problem
 from tasktrail.domain.store.wire import DECODE_ERRORS, line_decoder
 
 LINE_KEYS = ("position", "topic", "originator_id", "originator_version", "at", "payload")
@@ -250,17 +245,10 @@ class StoreReader:
     skipped: list[Skipped] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[Recorded]:
-        for position, originator_id, version, topic, state in self.store.rows():
-            try:
-                if type(version) is int and version >= 1:
-                    event = decode_event(topic, originator_id, state, position)
-                    recorded = Recorded(position, event, version)
-                else:  # says what is wrong with the row
-                    recorded = record_checked(position, originator_id, version, topic, state)
-            except CorruptEvent as error:
-                self.skipped.append(Skipped(None, str(error), position))
-                continue
-            yield recorded
+        def skip(error: CorruptEvent) -> None:
+            self.skipped.append(Skipped(None, str(error), error.position))
+
+        return self.store.read(skip=skip)
 
 
 def read_log(

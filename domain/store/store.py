@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from itertools import chain
@@ -57,7 +57,7 @@ from .location import StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
 from .recorded import Recorded
 from .sqlite import TunedSQLiteFactory
-from .transcoder import Row, decode_event, record_checked, row_problem
+from .transcoder import Row, decode_event, encodable, printable_id, record_checked, row_problem
 from .turns import WriterTurns
 from .wire import ROW_READERS
 
@@ -232,7 +232,7 @@ class Store:
         for event in events:  # the same limits on every store, before anything is written
             problem = event_problem(event)
             if problem is not None:
-                raise InvalidArgument(problem, task_id=_printable_id(event.task_id))
+                raise InvalidArgument(problem, task_id=printable_id(event.task_id))
         # The rows eventsourcing's mapper would store (TaskMapper's bytes exactly, sealed
         # with their digests), built directly: no envelope objects, no Recording and
         # Notification objects back.
@@ -274,8 +274,16 @@ class Store:
         except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
             raise StoreError(f"cannot read store {self.location}: {self._why(error)}") from None
 
-    def read(self, after: int = 0, *, until: int | None = None) -> Iterator[Recorded]:
-        """Every event after position ``after`` (up to ``until``), in log order."""
+    def read(
+        self,
+        after: int = 0,
+        *,
+        until: int | None = None,
+        skip: Callable[[CorruptEvent], None] | None = None,
+    ) -> Iterator[Recorded]:
+        """Every event after position ``after`` (up to ``until``), in log order. A row that
+        cannot be read raises :class:`CorruptEvent`; given ``skip``, it is handed the
+        error instead and the row is left out (``replay(skip_invalid=True)``)."""
         latest = self.latest_at
         last: Recorded | None = None
         try:
@@ -286,7 +294,15 @@ class Store:
                     reader = ROW_READERS[topic]
                     recorded = reader(position, originator_id, version, state) if reader else None
                     if recorded is None:
-                        recorded = record_checked(position, originator_id, version, topic, state)
+                        try:
+                            recorded = record_checked(
+                                position, originator_id, version, topic, state
+                            )
+                        except CorruptEvent as error:
+                            if skip is None:
+                                raise
+                            skip(error)
+                            continue
                     if recorded.event.at > latest:
                         latest = recorded.event.at
                     last = recorded
@@ -327,7 +343,7 @@ class Store:
     def stream_records(self, stream_id: str) -> list[Recorded]:
         """Every event of one stream, oldest first, with its position in the log and
         its version in the stream, as stored (a removed event leaves a gap)."""
-        if not isinstance(stream_id, str) or not _encodable(stream_id):
+        if not isinstance(stream_id, str) or not encodable(stream_id):
             return []  # not UTF-8: no store could have recorded such an id
         if "\x00" in stream_id and self.kind == "postgresql":
             return []  # PostgreSQL text cannot hold NUL: no such stream was recorded
@@ -374,21 +390,6 @@ def open_store(
     only as well), and a SQLite file is left exactly as it was.
     """
     return Store(parse_location(location), durability=durability, read_only=read_only)
-
-
-def _encodable(text: str) -> bool:
-    """Whether ``text`` is valid UTF-8 (no lone surrogate): what a store can hold."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _printable_id(task_id: object) -> str | None:
-    if not isinstance(task_id, str):
-        return None
-    return task_id.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _describe(error: BaseException) -> str:

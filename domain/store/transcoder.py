@@ -58,6 +58,22 @@ def row_problem(originator_id: Any, version: Any, topic: Any, state: Any) -> str
     return None
 
 
+def encodable(text: str) -> bool:
+    """Whether ``text`` is valid UTF-8 (no lone surrogate): what a store can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable_id(task_id: object) -> str | None:
+    """A task id as text an error message can show (``None`` for one that is not text)."""
+    if not isinstance(task_id, str):
+        return None
+    return task_id.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def decode_event(
     topic: str, originator_id: str, state: bytes, position: int | None = None
 ) -> TaskEvent:
