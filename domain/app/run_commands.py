@@ -37,7 +37,7 @@ from ..runs.outcomes import SubmitFailed, record_submit_failed, record_taken
 from ..runs.reading import UnknownRun
 from ..runs.schedule import set_schedule
 from ..runs.settings import RunSettings, change_run_settings, run_settings_of
-from ..runs.slots import DispatchSlots
+from ..runs.slots import DispatchSlots, slot_of
 from ..runs.state import RunState
 from ..world import Draft, World
 from .executor_calls import quietly
@@ -258,8 +258,7 @@ class RunCommands(RunTicks):
                 f"trigger must be 'manual' or 'scheduled', not {trigger!r}", task_id=task_id
             )
         runtime = self._runs_runtime()
-        kind: Literal["manual", "background"] = "manual" if trigger == "manual" else "background"
-        limit = 1 if kind == "manual" else self.run_settings.per_tick
+        kind, limit = slot_of(trigger, self.run_settings.per_tick)
         # Before minting: a refusal uses no attempt. The run's own rules and its slot
         # come before a drain (the dispatcher takes its lease last).
         release = self._gate_lease(before_drain=lambda: self._admit_only(task_id, trigger))
@@ -281,13 +280,8 @@ class RunCommands(RunTicks):
             self.refresh()
             draft = Draft(self.world)
             settings = run_settings_of(draft)
-            manual = trigger == "manual"
-            kind: Literal["manual", "background"] = "manual" if manual else "background"
-            slots = self._runs_runtime().slots
-            slot_free = slots.try_acquire(kind, 1 if manual else settings.per_tick)
-            if slot_free:
-                slots.release(kind)
-            admit = admit_manual if manual else admit_scheduled
+            slot_free = self._runs_runtime().slots.free(*slot_of(trigger, settings.per_tick))
+            admit = admit_manual if trigger == "manual" else admit_scheduled
             admit(draft, self._context(), task_id, settings, slot_free=slot_free)
 
     def _mint(

@@ -32,6 +32,11 @@ class DispatchSlots:
                 self.background += 1
             return True
 
+    def free(self, kind: Literal["manual", "background"], limit: int) -> bool:
+        """Whether :meth:`try_acquire` would take a slot of ``kind`` now (taking none)."""
+        with self._lock:
+            return (self.manual if kind == "manual" else self.background) < limit
+
     def release(self, kind: Literal["manual", "background"]) -> None:
         """Give a slot of ``kind`` back (never below zero)."""
         with self._lock:
@@ -39,3 +44,9 @@ class DispatchSlots:
                 self.manual = max(0, self.manual - 1)
             else:
                 self.background = max(0, self.background - 1)
+
+
+def slot_of(trigger: str, per_tick: int) -> tuple[Literal["manual", "background"], int]:
+    """The slot a run of ``trigger`` takes, and how many of that kind there are: the one
+    reserved manual slot, or the ``per_tick`` background ones."""
+    return ("manual", 1) if trigger == "manual" else ("background", per_tick)
