@@ -220,19 +220,18 @@ def register_event(cls: E) -> E:
     _PAYLOAD_FIELDS[cls] = tuple(
         f.name for f in fields if f.name != "task_id" or not cls.task_stream
     )
-    _TUPLE_FIELDS[cls] = tuple(f.name for f in fields if str(f.type).startswith("tuple"))
+    typed = {f.name: str(f.type) for f in fields}
+    plain = {name: kind.replace(" | None", "") for name, kind in typed.items()}
+    _TUPLE_FIELDS[cls] = tuple(name for name, kind in typed.items() if kind.startswith("tuple"))
     # What the limits look at: every stored field but plain numbers and flags.
     _TEXT_FIELDS[cls] = tuple(
-        name
-        for name in _PAYLOAD_FIELDS[cls]
-        if str(next(f.type for f in fields if f.name == name)).replace(" | None", "")
-        not in ("int", "float", "bool")
+        name for name in _PAYLOAD_FIELDS[cls] if plain[name] not in ("int", "float", "bool")
     )
-    typed = {f.name: str(f.type) for f in fields}
+    # What must be a number a reader takes back: (name, integer, optional).
     _NUMBER_FIELDS[cls] = tuple(
-        (name, typed[name].startswith("int"), typed[name].endswith(" | None"))
+        (name, plain[name] == "int", typed[name].endswith(" | None"))
         for name in _PAYLOAD_FIELDS[cls]
-        if typed[name].replace(" | None", "") in ("int", "float")
+        if plain[name] in ("int", "float")
     )
     _BUILDERS[cls] = _builder(cls)
     return cls
