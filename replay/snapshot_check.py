@@ -4,7 +4,8 @@ A snapshot is derived data (:mod:`tasktrail.domain.history`): the scheduler open
 from the latest one and trusts it, so ``verify`` folds the log from position 0
 and, passing each snapshot's position, compares the snapshot with the fold
 compacted the same way. One that differs, or cannot be read, is a violation
-named by its position.
+named by its position. One of another format (an earlier release's) is no violation:
+opening passes over it, so it is only noted in :attr:`SnapshotWatch.outdated`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class SnapshotWatch:
     def __init__(self, source: str | os.PathLike[str] | Store) -> None:
         self.source = source
         self.problems: list[tuple[int, str]] = []
+        self.outdated: dict[int, int] = {}
+        """The positions of the snapshots of another format, and each one's format."""
         self.checked = 0
 
     def __call__(self, records: Iterator[Recorded], state: SchedulerState) -> Iterator[Recorded]:
@@ -51,10 +54,10 @@ class SnapshotWatch:
         stored = table.at(position)
         if stored is None:
             return
-        self.checked += 1
         if stored.format != FORMAT:
-            self.problems.append((position, f"it is of format {stored.format}, not {FORMAT}"))
+            self.outdated[position] = stored.format
             return
+        self.checked += 1
         differs = snapshot_differs(state.held.copy(to_compact=True), stored.body)
         if differs is not None:
             self.problems.append((position, differs))

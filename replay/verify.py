@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from tasktrail.domain import CorruptEvent, Store
+from tasktrail.domain.history import FORMAT
 from tasktrail.domain.tasks.ending import cancelling_ancestor
 from tasktrail.domain.tasks.waits import waits_for
 from tasktrail.domain.turns.state import turn_id_for
@@ -314,6 +315,7 @@ def verify(
     for position, why in snapshots:
         text = f"snapshot at position {position}: {why}"
         violations.append(Violation("snapshots", None, text, (position,)))
+    notes = _outdated_note(watch.outdated) if chain is not None and watch is not None else []
     return VerifyReport(
         position=state.position,
         events=state.events,
@@ -325,7 +327,22 @@ def verify(
         ],
         violations=violations,
         chain=chain,
+        notes=notes,
     )
+
+
+def _outdated_note(outdated: dict[int, int]) -> list[str]:
+    """One line for the snapshots of another format, however many."""
+    if not outdated:
+        return []
+    formats = ", ".join(str(f) for f in sorted(set(outdated.values())))
+    where = sorted(outdated)
+    span = f"position {where[0]}" if len(where) == 1 else f"positions {where[0]} to {where[-1]}"
+    return [
+        f"{len(where)} snapshot(s) at {span} of format {formats}, not {FORMAT} (another "
+        "release's fold): opening passes over them; `tasktrail snapshot STORE` takes a "
+        "current one"
+    ]
 
 
 def _chain(

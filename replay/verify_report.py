@@ -43,6 +43,8 @@ class VerifyReport:
     violations: list[Violation] = field(default_factory=list)
     chain: ChainReport | None = None
     """The digest chain's tally (``None`` for a state folded already: no rows to check)."""
+    notes: list[str] = field(default_factory=list)
+    """What is worth knowing and breaks nothing (snapshots an earlier release took)."""
 
     @property
     def ok(self) -> bool:
@@ -63,7 +65,9 @@ class VerifyReport:
                 f"  chain: {self.chain.chained} events chained, {self.chain.unchained} "
                 "unchained (recorded before the chain)"
             )
-        return lines + [f"  {v}" for v in self.violations]
+        return (
+            lines + [f"  note: {note}" for note in self.notes] + [f"  {v}" for v in self.violations]
+        )
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -76,4 +80,5 @@ class VerifyReport:
             "checks": self.checks,
             "violations": [v.to_dict() for v in self.violations],
             "chain": self.chain.to_dict() if self.chain is not None else None,
+            "notes": list(self.notes),
         }

@@ -1,0 +1,96 @@
+"""The snapshot format follows the fold: a release that folds the same events into
+another world must bump ``FORMAT``, so that opening a store passes over the snapshots
+an earlier release took (a snapshot is trusted at open) and ``verify`` only notes them.
+
+The digests are of the compacted world (what a snapshot holds) after folding two kept
+logs: ``fixtures/fold-reference.jsonl`` (every stream kind, work left live at each step
+of a cycle, a task rescheduled while its run ran; see ``make_fold_reference.py``) and
+``fixtures/first-release.sqlite`` (every task event of the first release, upcast).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from conftest import postgres_schema
+from fixtures.make_fold_reference import LOG
+from fixtures.make_first_release import STORE
+
+from tasktrail.domain import ManualClock, Registry, Scheduler, open_store
+from tasktrail.domain.history import FORMAT, SnapshotTable, restore
+from tasktrail.domain.history.codec import encode_world
+from tasktrail.replay import replay, verify
+
+FOLD_DIGESTS = {
+    3: {
+        "fold-reference.jsonl": "0a09b69181902757",
+        "first-release.sqlite": "095cd07a42e00f66",
+    },
+}
+"""The first 16 hex digits of the sha256 of each kept log's compacted world, by FORMAT."""
+
+
+@pytest.mark.parametrize("log", [LOG, STORE], ids=lambda p: Path(p).name)
+def test_the_fold_of_a_kept_log_is_the_one_its_snapshot_format_names(log: Path) -> None:
+    world = replay(log, audit=False, snapshots=False).world
+    world.compact()
+    digest = hashlib.sha256(encode_world(world)).hexdigest()[:16]
+    recorded = FOLD_DIGESTS.get(FORMAT, {}).get(log.name)
+    assert digest == recorded, (
+        f"the fold of {log.name} is {digest}, not the {recorded} recorded for snapshot "
+        f"format {FORMAT}: if the fold changed on purpose, bump FORMAT in "
+        "domain/history/table.py and record the new digests here (snapshots an earlier "
+        "release took would otherwise be trusted at open)"
+    )
+
+
+def _age(location: str, position: int) -> None:
+    """Mark the snapshot at ``position`` as an earlier release's."""
+    with open_store(location) as store:
+        table = SnapshotTable(store)
+        mark = "%s" if location.startswith("postgresql") else "?"
+        with table._cursor(commit=True) as cursor:
+            cursor.execute(
+                f"UPDATE {table._table} SET format = {mark} WHERE position = {mark}",
+                (FORMAT - 1, position),
+            )
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> object:
+    if request.param == "sqlite":
+        yield str(tmp_path / "trail.db")
+    else:
+        with postgres_schema() as url:
+            yield url
+
+
+def test_an_earlier_releases_snapshot_is_passed_over_noted_and_replaced(
+    location: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = Scheduler.open(location, clock=clock, registry=registry)
+    s.submit("job", phase="a")
+    s.close()
+    with open_store(location) as store:
+        (head,) = SnapshotTable(store).positions()
+    _age(location, head)
+
+    report = verify(location)
+    assert report.ok, report.violations
+    assert len(report.notes) == 1 and f"of format {FORMAT - 1}, not {FORMAT}" in report.notes[0]
+    assert f"note: 1 snapshot(s) at position {head}" in str(report)
+    assert report.to_dict()["notes"] == report.notes
+
+    with open_store(location, read_only=True) as store:
+        assert restore(store).snapshot is None  # folded past, not trusted
+    # A snapshot at the same position (nothing new since) replaces the outdated one.
+    s = Scheduler.open(location, clock=clock, registry=registry)
+    assert s.snapshot() == head
+    s.close()
+    with open_store(location, read_only=True) as store:
+        stored = SnapshotTable(store).at(head)
+        assert stored is not None and stored.format == FORMAT
+        assert restore(store).snapshot == head
+    assert verify(location).notes == []
