@@ -14,9 +14,8 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from conftest import postgres_schema
-from fixtures.make_fold_reference import LOG
 from fixtures.make_first_release import STORE
+from fixtures.make_fold_reference import LOG
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, open_store
 from tasktrail.domain.history import FORMAT, SnapshotTable, restore
@@ -58,18 +57,10 @@ def _age(location: str, position: int) -> None:
             )
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> object:
-    if request.param == "sqlite":
-        yield str(tmp_path / "trail.db")
-    else:
-        with postgres_schema() as url:
-            yield url
-
-
 def test_an_earlier_releases_snapshot_is_passed_over_noted_and_replaced(
-    location: str, clock: ManualClock, registry: Registry
+    store_url: str, clock: ManualClock, registry: Registry
 ) -> None:
+    location = store_url
     s = Scheduler.open(location, clock=clock, registry=registry)
     s.submit("job", phase="a")
     s.close()
