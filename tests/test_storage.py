@@ -250,11 +250,11 @@ def test_a_number_field_without_a_finite_number_is_refused_before_writing(
     first = store.stream(task_id)[0]
     head = store.head()
     # An integer field: no float (readers refuse 2.0 there), no flag, no text, no null.
-    for version in (2.0, float("nan"), True, "2", None):
+    for version in (2.0, float("nan"), True, "2", None, 2**63, -(2**63) - 1):
         with pytest.raises(InvalidArgument, match="version must be an integer"):
             store.append([replace(first, task_id="other", version=version)], [1])
     # A number field (a time): an integer or a finite float, nothing else.
-    for at in (float("nan"), float("inf"), float("-inf"), "1", False):
+    for at in (float("nan"), float("inf"), float("-inf"), "1", False, 2**64):
         with pytest.raises(InvalidArgument, match="at must be a"):
             store.append([replace(first, task_id="other", at=at)], [1])
     assert store.head() == head and store.stream("other") == []

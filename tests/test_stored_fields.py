@@ -56,6 +56,9 @@ WRONG: list[tuple[str, str, Any]] = [
     ("tasktrail.TaskEnded", "message", {"text": "x"}),
     ("tasktrail.TaskReserved", "mode", None),
     ("tasktrail.TaskReserved", "rule", "9"),
+    # No read model's SQLite column holds an integer beyond 64 signed bits.
+    ("tasktrail.TaskReserved", "rule", 2**63),
+    ("tasktrail.SleepStarted", "until", 2**64 - 1),
     ("tasktrail.MemoRecorded", "name", None),
 ]
 

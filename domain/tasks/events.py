@@ -25,7 +25,15 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
-from .fields import MAX_STREAM_BYTES, field_check, number_problem, text_problem, value_problem
+from .fields import (
+    INT_MAX,
+    INT_MIN,
+    MAX_STREAM_BYTES,
+    field_check,
+    number_problem,
+    text_problem,
+    value_problem,
+)
 from .fields import MAX_TIME_MS as MAX_TIME_MS  # the bound of every `at` (store/wire.py)
 
 Mode = Literal["run", "abort"]
@@ -348,7 +356,8 @@ def event_problem(event: TaskEvent) -> str | None:
         if problem is not None:
             break
         value = getattr(event, name)
-        if value.__class__ is not int:  # the usual case, without a call
+        # The usual case, a small integer, without a call.
+        if value.__class__ is not int or not INT_MIN <= value <= INT_MAX:
             problem = number_problem(name, value, integer=integer, optional=optional)
     return f"{cls.__name__}: {problem}" if problem is not None else None
 

@@ -27,6 +27,8 @@ MAX_TIME_MS = 253_402_300_799_999
 """The latest time (ms) a command takes and an event's ``at`` may hold:
 9999-12-31T23:59:59.999Z; beyond it a time cannot be shown as a date, and it is no
 deadline anyone means."""
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+"""The integers a stored number field may hold: SQLite's, and so every read model's."""
 MAX_NAME_BYTES = 256
 MAX_TEXT_BYTES = 64 * 1024
 MAX_OTHER_BYTES = 4096
@@ -91,6 +93,8 @@ def number_problem(field: str, value: Any, *, integer: bool, optional: bool) -> 
         return f"{field} must be {kind}, not {value!r}"
     if isinstance(value, float) and (integer or not math.isfinite(value)):
         return f"{field} must be {'an integer' if integer else 'a finite number'}, not {value!r}"
+    if isinstance(value, int) and not INT_MIN <= value <= INT_MAX:
+        return f"{field} must be an integer within 64 signed bits, not {value!r}"
     return None
 
 
@@ -160,10 +164,14 @@ def _check(annotation: Any, names: dict[str, Any]) -> tuple[str | None, str]:
             "for k, x in v.items())",
             "an object of strings",
         )
+    # An integer beyond 64 signed bits is no stored value: SQLite (a read model's
+    # column) cannot hold one, and our writer refuses one (number_problem).
+    names["int_min"], names["int_max"] = INT_MIN, INT_MAX
+    bounded = "(v.__class__ is int and int_min <= v <= int_max)"
     simple = {
         str: ("v.__class__ is str", "a string"),
-        int: ("v.__class__ is int", "an integer"),
-        float: ("v.__class__ is float or v.__class__ is int", "a number"),
+        int: (bounded, "an integer within 64 signed bits"),
+        float: (f"v.__class__ is float or {bounded}", "a number"),
         bool: ("v.__class__ is bool", "true or false"),
     }
     if annotation in simple:
