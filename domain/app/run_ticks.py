@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from ..runs.ledger import Ledger
     from ..runs.settings import RunSettings
     from ..tasks.context import Context
-    from .run_commands import RunRuntime, SubmitOutcome
+    from .run_commands import RunRuntime
+    from .run_submits import SubmitOutcome
 
 T = TypeVar("T")
 
