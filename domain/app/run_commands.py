@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConflictError, InvalidArgument, Refused, RuleViolation
 from ..runs import reading
-from ..runs.admission import AdmissionRefused, admit_manual, admit_scheduled, mint
+from ..runs.admission import AdmissionRefused, admit_run, mint
 from ..runs.events import SUBMIT_ERROR_CLASSES, TRIGGERS, Trigger
 from ..runs.executor import DrainError, Executor
 from ..runs.gate import DispatchGate, GateCode, OpenGate, gate_refusal
@@ -229,7 +229,8 @@ class RunCommands(RunSubmits, RunTicks):
 
         ``payload`` is the host's per-run data (opaque JSON, at most 64 KiB),
         recorded on the run and handed to the executor with every submit (without
-        one, the ``payload`` function given to :meth:`configure_runs` is asked).
+        one, the ``payload`` function given to :meth:`configure_runs` is asked, once
+        the run's admission passed: a refused run asks it nothing).
 
         Admission refusals raise :class:`~.run_rules.AdmissionRefused` (``code``
         names the rule) and append nothing; the host's gate is asked first
@@ -263,15 +264,31 @@ class RunCommands(RunSubmits, RunTicks):
                 runtime.slots.release(kind)
             release()
 
-    def _admit_only(self, task_id: str, trigger: Trigger) -> None:
-        """The run's admission rules and slot, without minting: raises their refusal."""
+    def _admit_only(
+        self,
+        task_id: str,
+        trigger: Trigger,
+        *,
+        slot_free: bool | None = None,
+        day: str | None = None,
+    ) -> None:
+        """The mint's checks (its slot: ``slot_free``, else whether one is free now),
+        minting nothing: raises their refusal."""
         with self._lock:  # the world is read as a decision reads it
             self.refresh()
             draft = Draft(self.world)
             settings = run_settings_of(draft)
-            slot_free = self._runs_runtime().slots.free(*slot_of(trigger, settings.per_tick))
-            admit = admit_manual if trigger == "manual" else admit_scheduled
-            admit(draft, self._context(), task_id, settings, slot_free=slot_free)
+            if slot_free is None:
+                slot_free = self._runs_runtime().slots.free(*slot_of(trigger, settings.per_tick))
+            admit_run(
+                draft,
+                self._context(),
+                task_id,
+                trigger=trigger,
+                settings=settings,
+                slot_free=slot_free,
+                day=day,
+            )
 
     def _mint(
         self,
@@ -282,8 +299,13 @@ class RunCommands(RunSubmits, RunTicks):
         day: str | None,
         payload: Any = None,
     ) -> RunState:
+        """Mint a run (the host's hook gives its payload when none is given)."""
         hook = self._runs_runtime().payload
         if payload is None and hook is not None:
+            # runs.payload_when_admitted (dispatcher: mintRun asks the host for the run's
+            # session and message number after runTaskNow's checks): a refused run asks
+            # the host nothing.
+            self._admit_only(task_id, trigger, slot_free=slot_free, day=day)
             payload = hook(task_id, trigger)
         for attempt in range(2):
             try:
