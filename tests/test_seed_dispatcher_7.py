@@ -6,12 +6,13 @@ seed function it comes from; the fixes are written down in docs/seed-fidelity.md
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 from helpers.probes import job_of, settle
 
-from tasktrail.domain import ManualClock, Registry, RunSettings, Scheduler
+from tasktrail.domain import ManualClock, Registry, RunSettings, Scheduler, Worker
 from tasktrail.domain.runs.admission import AdmissionRefused
 from tasktrail.domain.runs.executor import (
     ActiveJobError,
@@ -536,3 +537,50 @@ def test_dispatcher_host_payload_is_asked_only_for_a_run_that_is_minted(
     assert seen == ["dispatch_slots_busy"]
     assert asked == [("b", "manual"), ("s", "manual")]
     assert runs.run(f"s|{DAY}|1").payload == {"n": 2}
+
+
+def test_dispatcher_tick_goes_on_past_a_task_whose_host_payload_failed(
+    runs: Scheduler, clock: ManualClock
+) -> None:
+    """dispatchDueTasks catches what mintRun throws for one row (the host's session or
+    message number unavailable) and goes on with the next: that task mints nothing (no
+    attempt, no place under the cap) and is due again at the next tick."""
+    broken = {"a": "raise", "b": "not json"}
+
+    def payload(task: str, trigger: str) -> Any:
+        if broken.get(task) == "raise":
+            raise RuntimeError("no session")
+        return {1, 2} if broken.get(task) == "not json" else {"session": task}
+
+    runs.configure_runs(payload=payload, settings=RunSettings(per_tick=5))
+    for name in ("a", "b", "c"):
+        runs.schedule_run(runs.submit("job", id=name), clock.now)
+    head = runs.store.head()
+    report = runs.dispatch_due()
+    assert report.fired == [f"c|{DAY}|1"] and report.reason is None
+    assert set(report.payload_errors) == {"a", "b"}
+    assert "no session" in report.payload_errors["a"]
+    assert runs.runs("a") == runs.runs("b") == [] and runs.ledger.runs_on(DAY) == 1
+    assert runs.store.head() == head + 2  # c's RunMinted and RunSubmitted
+    broken.clear()
+    assert runs.dispatch_due().fired == [f"a|{DAY}|1", f"b|{DAY}|1"]
+
+
+def test_dispatcher_worker_tick_survives_a_failed_host_payload(
+    runs: Scheduler, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """dispatchDueTasks never throws what one row's mint threw: a worker's tick (its
+    dispatch and reconcile) goes on, and says which task minted nothing."""
+
+    def payload(task: str, trigger: str) -> Any:
+        if task == "a":
+            raise RuntimeError("no session")
+        return None
+
+    runs.configure_runs(payload=payload)
+    for name in ("a", "b"):  # a kind no definition runs here: a host's remote work
+        runs.schedule_run(runs.submit("remote", id=name, phase="start"), clock.now)
+    with caplog.at_level(logging.WARNING, logger="tasktrail"):
+        report = Worker(runs).tick()
+    assert report.dispatched == 1 and report.reconciled == 1
+    assert any("a" in r.getMessage() and "no session" in r.getMessage() for r in caplog.records)

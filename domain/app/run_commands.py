@@ -33,8 +33,9 @@ from ..runs.schedule import set_schedule
 from ..runs.settings import RunSettings, change_run_settings, run_settings_of
 from ..runs.slots import DispatchSlots, slot_of
 from ..runs.state import RunState
+from ..tasks.validation import json_value
 from ..world import Draft, World
-from .run_submits import RunSubmits
+from .run_submits import RunSubmits, error_text
 from .run_ticks import RunTicks
 
 if TYPE_CHECKING:
@@ -230,7 +231,8 @@ class RunCommands(RunSubmits, RunTicks):
         ``payload`` is the host's per-run data (opaque JSON, at most 64 KiB),
         recorded on the run and handed to the executor with every submit (without
         one, the ``payload`` function given to :meth:`configure_runs` is asked, once
-        the run's admission passed: a refused run asks it nothing).
+        the run's admission passed: a refused run asks it nothing; what it raises is
+        raised, and nothing is minted).
 
         Admission refusals raise :class:`~.run_rules.AdmissionRefused` (``code``
         names the rule) and append nothing; the host's gate is asked first
@@ -255,6 +257,7 @@ class RunCommands(RunSubmits, RunTicks):
         slot_free = runtime.slots.try_acquire(kind, limit)
         try:
             run = self._mint(task_id, trigger, slot_free=slot_free, day=day, payload=payload)
+            assert run is not None  # a hook's error propagates here
             outcome = self._adopt_or_submit(run.run_id)
             if raise_on_submit_error and outcome in SUBMIT_ERROR_CLASSES:
                 raise SubmitFailed(run.run_id, outcome, task_id=task_id)
@@ -298,15 +301,26 @@ class RunCommands(RunSubmits, RunTicks):
         slot_free: bool,
         day: str | None,
         payload: Any = None,
-    ) -> RunState:
-        """Mint a run (the host's hook gives its payload when none is given)."""
+        payload_errors: dict[str, str] | None = None,
+    ) -> RunState | None:
+        """Mint a run (the host's hook gives its payload when none is given). What the
+        hook raised propagates, or, with ``payload_errors``, is noted there by task and
+        nothing is minted (``None``)."""
         hook = self._runs_runtime().payload
         if payload is None and hook is not None:
             # runs.payload_when_admitted (dispatcher: mintRun asks the host for the run's
             # session and message number after runTaskNow's checks): a refused run asks
             # the host nothing.
             self._admit_only(task_id, trigger, slot_free=slot_free, day=day)
-            payload = hook(task_id, trigger)
+            try:
+                payload = json_value(hook(task_id, trigger), "a run's payload", task_id)
+            except Exception as error:
+                if payload_errors is None:
+                    raise
+                # runs.payload_failed (dispatcher: dispatchDueTasks goes on past a row
+                # whose mint threw): nothing minted, the task is due at the next tick.
+                payload_errors[task_id] = error_text(error)
+                return None
         for attempt in range(2):
             try:
                 return self._decide(
