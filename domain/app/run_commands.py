@@ -5,8 +5,9 @@ the process's dispatch slots, asks the pure rules what may happen, calls the
 executor (the only side effects), and records each outcome as run events
 through the scheduler's ``_decide``. An admission refusal raises
 :class:`~..runs.admission.AdmissionRefused` and appends nothing; what a submit
-came to is recorded, never raised. The periodic work (scheduled dispatch and
-reconcile) is in :mod:`.run_ticks`, mixed in below.
+came to is recorded, never raised. Handing a run to the executor (adopt-or-submit)
+is in :mod:`.run_submits`, the periodic work (scheduled dispatch and reconcile) in
+:mod:`.run_ticks`, both mixed in below.
 
 Configure it with :meth:`RunCommands.configure_runs`; until then the settings
 are :class:`~..runs.settings.RunSettings` defaults and there is no executor.
@@ -16,31 +17,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConflictError, InvalidArgument, Refused, RuleViolation
 from ..runs import reading
-from ..runs.admission import AdmissionRefused, admit_manual, admit_scheduled, mint
+from ..runs.admission import AdmissionRefused, admit_run, mint
 from ..runs.events import SUBMIT_ERROR_CLASSES, TRIGGERS, Trigger
-from ..runs.executor import (
-    DrainError,
-    Executor,
-    JobSnapshot,
-    SubmitRequest,
-    classify_submit_error,
-    submit_wait_ms,
-)
+from ..runs.executor import DrainError, Executor
 from ..runs.gate import DispatchGate, GateCode, OpenGate, gate_refusal
 from ..runs.identity import run_stream_id
 from ..runs.ledger import Ledger, ledger_of
-from ..runs.outcomes import SubmitFailed, record_submit_failed, record_taken
+from ..runs.outcomes import SubmitFailed
 from ..runs.reading import UnknownRun
 from ..runs.schedule import set_schedule
 from ..runs.settings import RunSettings, change_run_settings, run_settings_of
 from ..runs.slots import DispatchSlots, slot_of
 from ..runs.state import RunState
+from ..tasks.validation import json_value
 from ..world import Draft, World
-from .executor_calls import quietly
+from .run_submits import RunSubmits, error_text
 from .run_ticks import RunTicks
 
 if TYPE_CHECKING:
@@ -53,11 +48,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 RunPayload = Callable[[str, Trigger], Any]
 """``payload(task_id, trigger)``: the host's per-run data (JSON) for a run being minted."""
-SubmitOutcome = Literal[
-    "submitted", "adopted", "identity_conflict", "adopt", "fence", "drain", "transient", "stale"
-]
-"""What one adopt-or-submit came to: taken (``submitted``, ``adopted``), a submit
-error class, or ``stale`` (the run had ended meanwhile)."""
 
 
 @dataclass
@@ -73,7 +63,7 @@ class RunRuntime:
     reconcile_cursor: int = 0
 
 
-class RunCommands(RunTicks):
+class RunCommands(RunSubmits, RunTicks):
     """Dispatch-run commands, mixed into :class:`~.scheduler.Scheduler`."""
 
     if TYPE_CHECKING:
@@ -240,7 +230,9 @@ class RunCommands(RunTicks):
 
         ``payload`` is the host's per-run data (opaque JSON, at most 64 KiB),
         recorded on the run and handed to the executor with every submit (without
-        one, the ``payload`` function given to :meth:`configure_runs` is asked).
+        one, the ``payload`` function given to :meth:`configure_runs` is asked, once
+        the run's admission passed: a refused run asks it nothing; what it raises is
+        raised, and nothing is minted).
 
         Admission refusals raise :class:`~.run_rules.AdmissionRefused` (``code``
         names the rule) and append nothing; the host's gate is asked first
@@ -265,6 +257,7 @@ class RunCommands(RunTicks):
         slot_free = runtime.slots.try_acquire(kind, limit)
         try:
             run = self._mint(task_id, trigger, slot_free=slot_free, day=day, payload=payload)
+            assert run is not None  # a hook's error propagates here
             outcome = self._adopt_or_submit(run.run_id)
             if raise_on_submit_error and outcome in SUBMIT_ERROR_CLASSES:
                 raise SubmitFailed(run.run_id, outcome, task_id=task_id)
@@ -274,15 +267,31 @@ class RunCommands(RunTicks):
                 runtime.slots.release(kind)
             release()
 
-    def _admit_only(self, task_id: str, trigger: Trigger) -> None:
-        """The run's admission rules and slot, without minting: raises their refusal."""
+    def _admit_only(
+        self,
+        task_id: str,
+        trigger: Trigger,
+        *,
+        slot_free: bool | None = None,
+        day: str | None = None,
+    ) -> None:
+        """The mint's checks (its slot: ``slot_free``, else whether one is free now),
+        minting nothing: raises their refusal."""
         with self._lock:  # the world is read as a decision reads it
             self.refresh()
             draft = Draft(self.world)
             settings = run_settings_of(draft)
-            slot_free = self._runs_runtime().slots.free(*slot_of(trigger, settings.per_tick))
-            admit = admit_manual if trigger == "manual" else admit_scheduled
-            admit(draft, self._context(), task_id, settings, slot_free=slot_free)
+            if slot_free is None:
+                slot_free = self._runs_runtime().slots.free(*slot_of(trigger, settings.per_tick))
+            admit_run(
+                draft,
+                self._context(),
+                task_id,
+                trigger=trigger,
+                settings=settings,
+                slot_free=slot_free,
+                day=day,
+            )
 
     def _mint(
         self,
@@ -292,10 +301,26 @@ class RunCommands(RunTicks):
         slot_free: bool,
         day: str | None,
         payload: Any = None,
-    ) -> RunState:
+        payload_errors: dict[str, str] | None = None,
+    ) -> RunState | None:
+        """Mint a run (the host's hook gives its payload when none is given). What the
+        hook raised propagates, or, with ``payload_errors``, is noted there by task and
+        nothing is minted (``None``)."""
         hook = self._runs_runtime().payload
         if payload is None and hook is not None:
-            payload = hook(task_id, trigger)
+            # runs.payload_when_admitted (dispatcher: mintRun asks the host for the run's
+            # session and message number after runTaskNow's checks): a refused run asks
+            # the host nothing.
+            self._admit_only(task_id, trigger, slot_free=slot_free, day=day)
+            try:
+                payload = json_value(hook(task_id, trigger), "a run's payload", task_id)
+            except Exception as error:
+                if payload_errors is None:
+                    raise
+                # runs.payload_failed (dispatcher: dispatchDueTasks goes on past a row
+                # whose mint threw): nothing minted, the task is due at the next tick.
+                payload_errors[task_id] = error_text(error)
+                return None
         for attempt in range(2):
             try:
                 return self._decide(
@@ -312,65 +337,6 @@ class RunCommands(RunTicks):
                     raise
         raise AssertionError("unreachable")
 
-    def _adopt_or_submit(self, run_id: str) -> SubmitOutcome:
-        """Take a live job with the run's client job id, or submit; record what came of it."""
-        executor = self._require_executor()
-        runtime = self._runs_runtime()
-        run = self.run(run_id)
-        found = quietly(lambda: executor.find_by_client_job_id(run.client_job_id))
-        if found is not None and found.live:
-            return self._record_taken(run_id, found, adopted=True)
-        runtime.submit_live.add(run_id)
-        try:
-            try:
-                job = executor.submit(self._request(run))
-            except Exception as error:  # every submit error is classified and recorded
-                error_class = classify_submit_error(error)
-                if error_class == "adopt":
-                    existing = quietly(lambda: executor.find_by_client_job_id(run.client_job_id))
-                    if existing is not None and existing.live:
-                        return self._record_taken(run_id, existing, adopted=True)
-                wait_ms = submit_wait_ms(error, self.run_settings.submit_spacing_ms)
-                try:
-                    recorded = self._decide(
-                        record_submit_failed,
-                        run_id,
-                        error_class,
-                        _message(error),
-                        retry_after_ms=wait_ms,
-                    )
-                except ConflictError:
-                    return "stale"  # another writer moved the run on first
-                return error_class if recorded is not None else "stale"
-            return self._record_taken(run_id, job, adopted=False)
-        finally:
-            runtime.submit_live.discard(run_id)
-
-    def _record_taken(self, run_id: str, job: JobSnapshot, *, adopted: bool) -> SubmitOutcome:
-        try:
-            recorded = self._decide(record_taken, run_id, job, adopted=adopted)
-        except ConflictError:
-            # Another writer moved the run on first; a redrive adopts this job if it
-            # is still dispatching.
-            return "stale"
-        if recorded is None:
-            return "stale"
-        return "adopted" if adopted else "submitted"
-
-    def _request(self, run: RunState) -> SubmitRequest:
-        task = self.world.get(run.task_id)
-        return SubmitRequest(
-            client_job_id=run.client_job_id,
-            run_id=run.run_id,
-            task_id=run.task_id,
-            task_kind=task.kind if task is not None else "",
-            day=run.day,
-            attempt=run.attempt,
-            trigger=run.trigger,
-            tz=run.tz,
-            payload=run.payload,
-        )
-
 
 _GATE_REASONS: dict[GateCode, str] = {
     "durable_jobs_off": "durable jobs are off; turn them on to run a task",
@@ -383,8 +349,3 @@ def _minting(draft: Draft, ctx: Context, task_id: str, **options: Any) -> RunSta
     """:func:`~..runs.admission.mint` with the settings in force in the world it
     decides on (folded fresh: another writer may have changed them)."""
     return mint(draft, ctx, task_id, settings=run_settings_of(draft), **options)
-
-
-def _message(error: BaseException) -> str:
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__

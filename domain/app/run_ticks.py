@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from ..runs.ledger import Ledger
     from ..runs.settings import RunSettings
     from ..tasks.context import Context
-    from .run_commands import RunRuntime, SubmitOutcome
+    from .run_commands import RunRuntime
+    from .run_submits import SubmitOutcome
 
 T = TypeVar("T")
 
@@ -48,6 +49,10 @@ class DispatchReport:
     """Every run minted, taken or not."""
     submit_errors: dict[str, str] = field(default_factory=dict)
     """Run id -> submit error class, for minted runs not taken."""
+    payload_errors: dict[str, str] = field(default_factory=dict)
+    """Task id -> what the host's payload hook raised (or gave that is no JSON) for a due
+    task: no run of it was minted (no attempt, no place under the cap); the next tick
+    asks again."""
     reason: str | None = None
     """Why it stopped early or fired nothing: the gate's ``durable_jobs_off``,
     ``admissions_closed``, ``maintenance_drain_active``; ``cap_off``, ``cap_reached``,
@@ -86,7 +91,8 @@ class RunTicks:
             slot_free: bool,
             day: str | None,
             payload: Any = None,
-        ) -> RunState: ...
+            payload_errors: dict[str, str] | None = None,
+        ) -> RunState | None: ...
         def _adopt_or_submit(self, run_id: str) -> SubmitOutcome: ...
         def _gate_lease(
             self, *, reconcile: bool = False, before_drain: Callable[[], None] | None = None
@@ -106,7 +112,8 @@ class RunTicks:
         window, and nothing has taken that schedule yet. The daily cap is
         checked before every fire. The loop stops at ``task_running``,
         ``dispatch_slots_busy``, ``cap_reached`` or a drain; other submit errors
-        go on to the next task.
+        go on to the next task, as does a task whose payload hook failed (noted in
+        ``payload_errors``, nothing minted).
         """
         report = DispatchReport()
         self._require_executor()
@@ -148,13 +155,21 @@ class RunTicks:
                 break
             try:
                 try:
-                    run = self._mint(task_id, "scheduled", slot_free=True, day=None)
+                    run = self._mint(
+                        task_id,
+                        "scheduled",
+                        slot_free=True,
+                        day=None,
+                        payload_errors=report.payload_errors,
+                    )
                 except (AdmissionRefused, ConflictError) as refusal:
                     code = getattr(refusal, "code", "task_running")
                     if code in ("task_running", "dispatch_slots_busy", "cap_reached", "cap_off"):
                         report.reason = code
                         break
                     continue
+                if run is None:
+                    continue  # the host's payload hook failed: noted, the tick goes on
                 report.minted.append(run.run_id)
                 outcome = self._adopt_or_submit(run.run_id)
                 if outcome in ("submitted", "adopted"):

@@ -168,6 +168,8 @@ class Worker:
             report.dispatched = len(dispatched.minted)
             for run_id in dispatched.minted:
                 log.info("dispatched run %s", run_id)
+            for task_id, error in dispatched.payload_errors.items():
+                log.warning("no run of %s minted: its payload hook failed: %s", task_id, error)
             reconciled = s.reconcile()
             report.reconciled = len(reconciled.outcomes)
             for run_id, outcome in reconciled.outcomes.items():

@@ -5,7 +5,8 @@ run of a task may start today, and raise :class:`AdmissionRefused` (whose
 ``code`` names the rule) otherwise, which appends nothing;
 :func:`dispatch_blocked` says why no scheduled run may fire today at all;
 :func:`due_tasks` lists the scheduled tasks that may fire now; :func:`mint`
-admits a run and emits its :class:`~.events.RunMinted`. The day is the
+admits a run and emits its :class:`~.events.RunMinted`; :func:`admit_run` asks every
+check :func:`mint` makes but the payload's, minting nothing. The day is the
 calendar date of ``ctx.now`` in the configured zone; nothing here reads the
 wall clock, the environment, storage or an executor.
 
@@ -225,6 +226,49 @@ def due_tasks(draft: Draft, ctx: Context, settings: RunSettings) -> list[str]:
     return sorted(due, key=lambda t: submission_rank(draft.world, t))
 
 
+def _arguments(
+    ctx: Context, task_id: str, trigger: str, settings: RunSettings, day: str | None
+) -> str:
+    """The checks of a mint's arguments (the scheduler open, the trigger, the day);
+    returns today."""
+    if ctx.closing:
+        raise RuleViolation(2, "the scheduler is closing; open it again to dispatch")
+    if trigger not in TRIGGERS:
+        raise InvalidArgument(f"trigger must be 'manual' or 'scheduled', not {trigger!r}")
+    current = today(ctx, settings)
+    if day is not None and day != current:
+        raise InvalidArgument(
+            f"a run is minted for today ({current} in {settings.tz}), not {day!r}",
+            task_id=task_id if isinstance(task_id, str) else None,
+        )
+    return current
+
+
+def _admit(
+    draft: Draft, ctx: Context, task_id: str, trigger: str, settings: RunSettings, slot_free: bool
+) -> None:
+    if trigger == "manual":
+        admit_manual(draft, ctx, task_id, settings, slot_free=slot_free)
+    else:
+        admit_scheduled(draft, ctx, task_id, settings, slot_free=slot_free)
+
+
+def admit_run(
+    draft: Draft,
+    ctx: Context,
+    task_id: str,
+    *,
+    trigger: Trigger,
+    settings: RunSettings,
+    slot_free: bool,
+    day: str | None = None,
+) -> None:
+    """Every check :func:`mint` makes but the payload's, in its order, minting nothing:
+    raises what :func:`mint` would (an :class:`AdmissionRefused` for a rule)."""
+    _arguments(ctx, task_id, trigger, settings, day)
+    _admit(draft, ctx, task_id, trigger, settings, slot_free)
+
+
 def mint(
     draft: Draft,
     ctx: Context,
@@ -238,21 +282,9 @@ def mint(
 ) -> RunState:
     """Admit and mint a run: ``dispatching``, attempt 1 + the task's runs that day,
     carrying the host's ``payload`` (JSON)."""
-    if ctx.closing:
-        raise RuleViolation(2, "the scheduler is closing; open it again to dispatch")
-    if trigger not in TRIGGERS:
-        raise InvalidArgument(f"trigger must be 'manual' or 'scheduled', not {trigger!r}")
-    current = today(ctx, settings)
-    if day is not None and day != current:
-        raise InvalidArgument(
-            f"a run is minted for today ({current} in {settings.tz}), not {day!r}",
-            task_id=task_id if isinstance(task_id, str) else None,
-        )
+    current = _arguments(ctx, task_id, trigger, settings, day)
     payload = json_value(payload, "a run's payload", task_id if isinstance(task_id, str) else None)
-    if trigger == "manual":
-        admit_manual(draft, ctx, task_id, settings, slot_free=slot_free)
-    else:
-        admit_scheduled(draft, ctx, task_id, settings, slot_free=slot_free)
+    _admit(draft, ctx, task_id, trigger, settings, slot_free)
     attempt = 1 + len(ledger_of(draft.world).runs_of(task_id, current))
     scheduled_for = scheduled_at(draft, task_id)
     return emit_run(
