@@ -24,7 +24,7 @@ from tasktrail.replay import replay, verify
 
 FOLD_DIGESTS = {
     3: {
-        "fold-reference.jsonl": "0a09b69181902757",
+        "fold-reference.jsonl": "dca99ceab0d5f50c",
         "first-release.sqlite": "095cd07a42e00f66",
     },
 }

@@ -9,8 +9,8 @@ leaves the scheduler refreshed so that deciding again sees the winner's events.
 
 This module holds opening (with recovery), closing and the reads; the decision
 cycle (:mod:`.decision`) and the commands are mixed in: :mod:`.task_commands`,
-:mod:`.phases` (``run_pass``), :mod:`.batch`, :mod:`.turn_commands` and
-:mod:`.run_commands`.
+:mod:`.phases` (``run_pass``), :mod:`.batch`, :mod:`.turn_commands` (with
+:mod:`.cleanup_commands`) and :mod:`.run_commands`.
 """
 
 from __future__ import annotations

@@ -14,14 +14,13 @@ Settings (windows and limits, :class:`~.turns.TurnSettings`) are
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock
 from ..errors import InvalidArgument
 from ..turns import (
     checks,
-    cleanup,
     deadlines,
     delivery,
     engine,
@@ -35,13 +34,14 @@ from ..turns.delivery import DeliveryDecision
 from ..turns.engine import Maintenance
 from ..turns.queue import PassQueue
 from ..turns.refusals import StaleCompletion
-from ..turns.report import ControllerPassReport
+from ..turns.report import CleanupReport, ControllerPassReport
 from ..turns.rules import CompletionStatus
 from ..turns.runtime import Runtime
 from ..turns.settings import TurnSettings, change_turn_settings, turn_settings_of
-from ..turns.state import CleanupState, RoleState, TaskPassRetry, TurnState, WakeupState
+from ..turns.state import RoleState, TaskPassRetry, TurnState, WakeupState
 from ..turns.wakeups import WakeupDispatch, WakeupRequestStatus
 from ..world import Draft, World
+from .cleanup_commands import CleanupCommands
 
 if TYPE_CHECKING:
     from ..tasks.context import Context
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class TurnCommands:
+class TurnCommands(CleanupCommands):
     """Turn, wakeup and pass commands, mixed into :class:`~.scheduler.Scheduler`.
 
     Roles need no declaring: a role exists once its first Turn starts. Turn ids
@@ -213,32 +213,6 @@ class TurnCommands:
         with self._lock:
             return checks.active_turn(self.task(task_id), role)
 
-    # ─── runtime cleanup ────────────────────────────────────────────────────
-
-    def settle_cleanup(self, task_id: str, role: str, *, error: str | None = None) -> str:
-        """Settle the runtime-cleanup obligation of a completed task's role
-        (``settled``), or record a failed attempt, ``error``, that leaves it open
-        (``failed``). Refused (``cleanup.no_obligation``) without an open one."""
-        status: str = self._decide_turn(cleanup.settle_cleanup, task_id, role, error=error)
-        return status
-
-    def stop_roles(self, task_id: str, roles: Sequence[str]) -> list[str]:
-        """Stop idle roles of a live task: each gets a runtime-cleanup obligation, which
-        the next pass over the task settles through ``Runtime.cleanup``. A role's due
-        Turn completion is folded first; refused (``cleanup.role_active``), appending
-        nothing, while one of them still has an active Turn. Returns the roles that got
-        an obligation now."""
-        stopped: list[str] = self._decide_turn(
-            cleanup.stop_roles, task_id, list(roles) if not isinstance(roles, str) else roles
-        )
-        return stopped
-
-    def cleanup_obligations(self, task_id: str) -> CleanupState | None:
-        """The cleanup obligations of the task's roles (``None`` if none were required)."""
-        with self._lock:
-            self.task(task_id)
-            return cleanup.cleanup_state(self.world, task_id)
-
     # ─── Leader wakeups ─────────────────────────────────────────────────────
 
     def request_wakeup(self, task_id: str, reason: str) -> WakeupRequestStatus:
@@ -293,6 +267,15 @@ class TurnCommands:
         return engine.run_pass(
             self, scope, runtime=runtime, concurrency=concurrency, maintenance=maintenance
         )
+
+    def run_cleanups(self, *, runtime: Runtime, maintenance: Maintenance = ()) -> CleanupReport:
+        """Attempt the runtime cleanups due now (:meth:`next_cleanup_attempt`) outside a
+        controller pass: each is asked of ``runtime.cleanup``, then recorded
+        (``RuntimeCleanupSettled``, or ``RuntimeCleanupFailed`` when it raised); one that
+        answers ``False`` (not done yet) appends nothing and is due again after the
+        backoff. Tasks of projects under ``maintenance`` are deferred, as a pass defers
+        them."""
+        return engine.run_cleanups(self, runtime, maintenance=maintenance)
 
     @property
     def pass_queue(self) -> PassQueue:

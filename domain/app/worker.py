@@ -3,12 +3,13 @@
 A :class:`Worker` drives a :class:`~.scheduler.Scheduler` the way a host would:
 each tick renews its lease and recovers the tasks of lost workers
 (:meth:`~.scheduler.Scheduler.heartbeat`), runs the phases of runnable tasks
-(``run_pass``), a controller pass when a Turn runtime is configured, and
-``dispatch_due`` / ``reconcile`` when a run executor is. Between ticks it sleeps
-until the earliest deadline it knows (a sleep falling due, a Turn or wakeup
-deadline, its next heartbeat) or until another writer appends (it polls the
-store's head). :meth:`Worker.stop` — which SIGTERM and SIGINT call — ends the
-loop within a poll interval, and the scheduler closes (rule 10 for this worker).
+(``run_pass``), a controller pass and the runtime cleanups due for an attempt when a
+Turn runtime is configured, and ``dispatch_due`` / ``reconcile`` when a run executor
+is. Between ticks it sleeps until the earliest deadline it knows (a sleep falling due,
+a Turn or wakeup deadline, a cleanup attempt, its next heartbeat) or until another
+writer appends (it polls the store's head). :meth:`Worker.stop` — which SIGTERM and
+SIGINT call — ends the loop within a poll interval, and the scheduler closes (rule 10
+for this worker).
 
 Every decision a tick takes is logged at INFO on the ``tasktrail.worker`` logger.
 """
@@ -49,6 +50,8 @@ class TickReport:
     dispatched: int = 0
     reconciled: int = 0
     passed: int = 0
+    cleanups: dict[str, dict[str, str]] = field(default_factory=dict)
+    """The runtime cleanups attempted outside a pass: task -> role -> what came of it."""
 
     @property
     def progressed(self) -> bool:
@@ -163,6 +166,8 @@ class Worker:
                 log.warning("controller pass %s %s: %s", passed.outcomes[task_id], task_id, error)
                 self._call(self.on_pass_error, task_id, error)
             self._turn_backoff(turn_due)
+        if self.runtime is not None:
+            self._clean_up(report)
         if s._runs_runtime().executor is not None:
             dispatched = s.dispatch_due()
             report.dispatched = len(dispatched.minted)
@@ -181,15 +186,38 @@ class Worker:
 
     def next_deadline(self) -> float | None:
         """The earliest scheduler-clock time something falls due: a sleep, a Turn or
-        wakeup deadline, or this worker's next heartbeat."""
+        wakeup deadline, a runtime cleanup's next attempt, or this worker's next
+        heartbeat."""
         s = self.scheduler
         candidates = [s.wake().get("at"), s.next_heartbeat()]
         if self.runtime is not None:
             turn_due = s.next_turn_deadline()
             if turn_due is not None:
                 candidates.append(max(turn_due, self._turn_retry_at))
+            candidates.append(s.next_cleanup_attempt())
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
+
+    def _clean_up(self, report: TickReport) -> None:
+        """The runtime cleanups due for an attempt (yui tries one at once and retries it
+        on the delivery retry timer, never giving up), outside a pass: one answering
+        "not done yet" appends nothing and is due again after the backoff."""
+        s = self.scheduler
+        due = s.next_cleanup_attempt()
+        if self.runtime is None or due is None or due > s.now():
+            return
+        cleaned = s.run_cleanups(runtime=self.runtime, maintenance=self.maintenance)
+        report.cleanups = cleaned.cleanups
+        for task_id, roles in cleaned.cleanups.items():
+            for role, how in roles.items():
+                # "Not done yet" comes back every backoff (2 s at most): not news.
+                level = logging.DEBUG if how == "open" else logging.INFO
+                log.log(level, "runtime cleanup of %s/%s: %s", task_id, role, how)
+        for where, error in cleaned.errors.items():
+            log.warning("runtime cleanup of %s failed: %s", where, error)
+        for task_id, projects in cleaned.deferred.items():
+            log.info("deferred cleanups of %s: %s under maintenance", task_id, ", ".join(projects))
+            self._call(self.on_deferred, task_id, projects)
 
     def _turn_backoff(self, due: float) -> None:
         """A pass that could not move the Turn deadline it ran for (a fenced wakeup, a

@@ -46,7 +46,7 @@ The modules, from the bottom up: :mod:`.state` (the states events fold into),
 :mod:`.settings`, :mod:`.refusals`, :mod:`.events` and :mod:`.pass_events`;
 :mod:`.folds` (every fold, and the world index passes read); :mod:`.checks`
 (what the rules share) and the rule modules above; then the pass itself:
-:mod:`.keys`, :mod:`.scope`, :mod:`.queue`, :mod:`.runtime`, :mod:`.report`,
+:mod:`.keys`, :mod:`.scope`, :mod:`.queue`, :mod:`.attempts`, :mod:`.runtime`, :mod:`.report`,
 :mod:`.host`, :mod:`.task_pass`, :mod:`.engine` and :mod:`.deadlines`.
 
 This file imports nothing: ``tasks.state`` imports :mod:`.state`, and loading

@@ -6,6 +6,10 @@ most 32); a pass with one task to work (or a bound of 1) works it in the calling
 thread, with no pool to start. The per-task pass is :mod:`.task_pass`;
 :class:`~.host.PassHost` states what a pass uses of the scheduler it runs for. Every
 decision is an event, each carrying the ``pass_id``.
+
+:func:`run_cleanups` does the runtime cleanups due for an attempt
+(:mod:`.attempts`) outside a pass: a pass is recorded (started, finished), and an
+attempt that settles nothing must append nothing.
 """
 
 from __future__ import annotations
@@ -14,14 +18,16 @@ import uuid
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
+from .attempts import WaitingCleanup, due_cleanups
+from .cleanup import cleanup_state, require_cleanups
 from .host import PassHost
 from .pass_decisions import defer_task, finish_pass, start_pass
 from .pass_events import PASS_STREAM_PREFIX
-from .report import ControllerPassReport
+from .report import CleanupReport, ControllerPassReport
 from .runtime import Runtime
 from .scope import plan
 from .settings import check_concurrency
-from .task_pass import TaskPass
+from .task_pass import TaskPass, attempt_cleanup, describe_error
 
 Maintenance = Collection[str] | Callable[[str], bool]
 
@@ -99,3 +105,77 @@ def run_pass(
     if not host.closing:
         host._decide(finish_pass, pass_id, {t: report.outcomes.get(t, "skipped") for t in tasks})
     return report
+
+
+def run_cleanups(
+    host: PassHost, runtime: Runtime, *, maintenance: Maintenance = ()
+) -> CleanupReport:
+    """Attempt each runtime cleanup due now (:func:`~.attempts.due_cleanups`) outside
+    a pass, under its task's lock: a completed task's role that owes an obligation gets
+    it recorded first (``cleanup.completed_task``), then ``Runtime.cleanup`` is asked
+    and what came of it recorded as a pass would (settled, or failed), nothing for "not
+    done yet". A task of a project under maintenance is deferred, as a pass defers it:
+    its cleanups are due again after the backoff. A task whose records raise is
+    reported, and its cleanups back off as well."""
+    settings = host.turn_settings
+    attempts = host.cleanup_attempts
+    base_ms = settings.delivery_retry_base_ms
+    report = CleanupReport()
+    with host._lock:
+        due = due_cleanups(host.world, attempts, host.clock())
+    by_task: dict[str, list[WaitingCleanup]] = {}
+    for waiting in due:
+        by_task.setdefault(waiting.task_id, []).append(waiting)
+    for task_id, waiting_roles in by_task.items():
+        if host.closing:
+            break
+        task = host.world.get(task_id)
+        fenced = _under_maintenance(maintenance, task.project_ids) if task is not None else []
+        if fenced:
+            for waiting in waiting_roles:
+                attempts.note(task_id, waiting.role, waiting.number, host.clock(), base_ms)
+            report.deferred[task_id] = tuple(fenced)
+            continue
+        try:
+            _clean_up_task(host, runtime, task_id, waiting_roles, report)
+        except Exception as error:
+            if host.closing:
+                break
+            report.errors[task_id] = describe_error(error)
+            # Those not tried yet back off too: a record that keeps raising (a require
+            # refused, the store away) must not have a Worker retry it at every poll.
+            now = host.clock()
+            for waiting in waiting_roles:
+                due_at = attempts.due_at(task_id, waiting.role, waiting.number)
+                if due_at is None or due_at <= now:
+                    attempts.note(task_id, waiting.role, waiting.number, now, base_ms)
+    return report
+
+
+def _clean_up_task(
+    host: PassHost,
+    runtime: Runtime,
+    task_id: str,
+    waiting_roles: list[WaitingCleanup],
+    report: CleanupReport,
+) -> None:
+    settings = host.turn_settings
+    attempts = host.cleanup_attempts
+    with host._task_lock(task_id):
+        owed = [w.role for w in waiting_roles if not w.required]
+        if owed:
+            host._decide(require_cleanups, settings, task_id, owed)
+        for waiting in waiting_roles:
+            state = cleanup_state(host.world, task_id)
+            obligation = state.obligations.get(waiting.role) if state is not None else None
+            if obligation is None or not obligation.open:
+                continue  # settled meanwhile, by a pass or another writer
+            due_at = attempts.due_at(task_id, waiting.role, obligation.number)
+            if due_at is not None and due_at > host.clock():
+                continue  # a pass tried it meanwhile
+            how = attempt_cleanup(host, settings, runtime, task_id, waiting.role, obligation.number)
+            report.cleanups.setdefault(task_id, {})[waiting.role] = how
+            if how == "failed":
+                failed = cleanup_state(host.world, task_id)
+                error = failed.obligations[waiting.role].last_error if failed else None
+                report.errors[f"{task_id}/{waiting.role}"] = error or "failed"

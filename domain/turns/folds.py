@@ -280,7 +280,9 @@ def _cleanup(state: CleanupState | None, event: Any) -> CleanupState:
             raise InvalidTransition(
                 f"task {event.task_id}: a second open cleanup obligation for role {event.role!r}"
             )
-        obligation = _new_obligation(event.role, event.at)  # a settled one is replaced
+        # A settled one is replaced by the role's next.
+        number = obligation.number + 1 if obligation is not None else 1
+        obligation = _new_obligation(event.role, event.at, number=number)
     elif obligation is None or not obligation.open:
         raise InvalidTransition(
             f"task {event.task_id}: {type(event).__name__} without an open obligation of "

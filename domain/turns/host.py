@@ -1,6 +1,7 @@
 """What a controller pass uses of the scheduler it runs for (:class:`PassHost`): the
 world, clock and Turn settings, whether it is closing, its decision cycle, the lock
-that serializes decisions and the per-task locks. The application's Turn commands
+that serializes decisions and the per-task locks, and its memory of the cleanup
+attempts that settled nothing. The application's Turn commands
 are one (:class:`~..app.turn_commands.TurnCommands` passes ``self``).
 """
 
@@ -12,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..clock import Clock
 from ..world import World
+from .attempts import CleanupAttempts
 from .queue import PassQueue
 from .settings import TurnSettings
 
@@ -21,7 +23,7 @@ T = TypeVar("T")
 class PassHost(Protocol):
     """What a controller pass uses of the scheduler it runs for (its Turn commands):
     the world, clock and Turn settings, whether it is closing, its decision cycle,
-    the lock that serializes decisions and the per-task locks."""
+    the lock that serializes decisions and the per-task locks, the cleanup attempts."""
 
     @property
     def world(self) -> World:
@@ -55,6 +57,11 @@ class PassHost(Protocol):
     @property
     def pass_queue(self) -> PassQueue:
         """The passes requested and not run yet (a dirty pass yields to a full one)."""
+        ...
+
+    @property
+    def cleanup_attempts(self) -> CleanupAttempts:
+        """The cleanup attempts this process made that left their obligation open."""
         ...
 
     def _task_lock(self, task_id: str) -> AbstractContextManager[Any]:

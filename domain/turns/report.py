@@ -1,7 +1,8 @@
 """What one controller pass did, task by task in scope order
 (:class:`ControllerPassReport`): each task's outcome (``done``, ``blocked``,
 ``deferred``, ``failed`` or ``skipped``), why tasks were blocked or failed and when
-they are retried, what the wakeup step did, and which Turns the pass ended.
+they are retried, what the wakeup step did, and which Turns the pass ended; and what
+a round of due runtime-cleanup attempts outside a pass did (:class:`CleanupReport`).
 """
 
 from __future__ import annotations
@@ -74,3 +75,18 @@ class ControllerPassReport:
     def failed(self) -> list[str]:
         """Tasks whose per-task pass raised."""
         return self.having("failed")
+
+
+@dataclass
+class CleanupReport:
+    """What one round of due runtime-cleanup attempts outside a pass did
+    (:func:`~.engine.run_cleanups`)."""
+
+    cleanups: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Task -> role -> ``settled``, ``failed`` (recorded; still open) or ``open`` (not
+    done yet; nothing recorded)."""
+    errors: dict[str, str] = field(default_factory=dict)
+    """Why each failed cleanup failed (``task/role``), and each task whose attempts
+    could not be recorded (``task``)."""
+    deferred: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Tasks whose cleanups wait for their projects' maintenance to end."""

@@ -174,13 +174,16 @@ class WakeupState:
 
 @dataclass(frozen=True, slots=True)
 class Obligation:
-    """The runtime-cleanup obligation of one role of a completed task."""
+    """The runtime-cleanup obligation of one role (stopped, or of a completed task)."""
 
     role: str
     required_at: float
     settled_at: float | None = None
     failures: int = 0
     last_error: str | None = None
+    number: int = 1
+    """Which of the role's obligations this is (1 for its first): what tells a new
+    obligation from the one it replaced, whatever the clock said."""
 
     @property
     def open(self) -> bool:

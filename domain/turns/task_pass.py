@@ -2,7 +2,9 @@
 under the task's lock: it drains the task's runtime events (a failure blocks the task
 for the pass), then does its cleanup obligations, deliveries, due completions then
 liveness, and the Leader wakeup; a blocked or failed per-task pass is recorded and its
-retry armed. :func:`hand_off` steers a forced wakeup's reasons into the busy Leader
+retry armed. :func:`attempt_cleanup` asks the runtime to clean up a role and records
+what came of it (a pass, and :func:`~.engine.run_cleanups` outside one).
+:func:`hand_off` steers a forced wakeup's reasons into the busy Leader
 Turn, then records it. Every decision carries the ``pass_id``.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from typing import Literal
 
 from .checks import active_turn
 from .cleanup import cleanup_state, require_cleanups, settle_cleanup
@@ -73,7 +76,7 @@ class TaskPass:
     def _failure(
         self, task_id: str, keys: tuple[str, ...], error: Exception, *, blocked: bool
     ) -> TaskOutcome:
-        message = _describe(error)
+        message = describe_error(error)
         retry_at: float | None = None
         # passes.full_takes_over (yui): no retry is armed while a full pass is requested;
         # the full pass does this task's work.
@@ -92,7 +95,7 @@ class TaskPass:
             )
         except Exception as recording:
             # The store refused the record too (closing, gone): the report still says why.
-            message = f"{message} (not recorded: {_describe(recording)})"
+            message = f"{message} (not recorded: {describe_error(recording)})"
         with self._report_lock:
             self.report.errors[task_id] = message
             self.report.retries[task_id] = retry_at
@@ -159,16 +162,11 @@ class TaskPass:
         for role in state.open_roles():
             if roles is not None and role not in roles:
                 continue
-            try:
-                cleaned = runtime.cleanup(task_id, role)
-            except Exception as error:
-                host._decide(
-                    settle_cleanup, settings, task_id, role, error=_describe(error), pass_id=pass_id
-                )
+            number = state.obligations[role].number
+            # A pass tries every open obligation of its scope, due or not (yui's pass
+            # cleans up each role of its selection); the attempt counts for the backoff.
+            if attempt_cleanup(host, settings, runtime, task_id, role, number, pass_id) == "failed":
                 failed.add(role)
-                continue
-            if cleaned:
-                host._decide(settle_cleanup, settings, task_id, role, pass_id=pass_id)
         return failed
 
     def _wakeup(self, task_id: str, unsettled: set[str]) -> None:
@@ -245,6 +243,42 @@ def hand_off(
     return replace(dispatch, status="steered" if recorded else "busy")
 
 
-def _describe(error: BaseException) -> str:
+CleanupAttempt = Literal["settled", "failed", "open"]
+
+
+def attempt_cleanup(
+    host: PassHost,
+    settings: TurnSettings,
+    runtime: Runtime,
+    task_id: str,
+    role: str,
+    number: int,
+    pass_id: str | None = None,
+) -> CleanupAttempt:
+    """Ask the runtime to clean up a role with an open obligation (``number``), then
+    record what came of it: ``settled``, ``failed`` (it raised; the obligation stays
+    open) or ``open`` (not done yet: nothing is recorded). The attempt is noted in the
+    host's :class:`~.attempts.CleanupAttempts` first, so one whose record raises still
+    backs off; a settled obligation is forgotten there once recorded."""
+    attempts = host.cleanup_attempts
+    base_ms = settings.delivery_retry_base_ms
+    try:
+        cleaned = runtime.cleanup(task_id, role)
+    except Exception as error:
+        attempts.note(task_id, role, number, host.clock(), base_ms)
+        host._decide(
+            settle_cleanup, settings, task_id, role, error=describe_error(error), pass_id=pass_id
+        )
+        return "failed"
+    attempts.note(task_id, role, number, host.clock(), base_ms)
+    if not cleaned:
+        return "open"
+    host._decide(settle_cleanup, settings, task_id, role, pass_id=pass_id)
+    attempts.forget(task_id, role)
+    return "settled"
+
+
+def describe_error(error: BaseException) -> str:
+    """An error as recorded: its class, then its message if it has one."""
     text = str(error).strip()
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
