@@ -65,7 +65,8 @@ class Worker:
 
     ``on_wake({active, at})`` is called when :meth:`~.Scheduler.wake` changes (a wake
     it raised on is offered again at the next tick);
-    ``on_parked(task_id, reason)``, ``on_blocked(task_id, reason)`` (when a task's
+    ``on_parked(task_id, reason)`` (each time a recovery parks a task at the restart
+    limit), ``on_blocked(task_id, reason)`` (when a task's
     blocked reason changes), ``on_unblocked(task_id, reason)`` (a task reported
     blocked is no longer, with the reason it had: a registry change, a raised
     ``restart_limit``, ``retry`` or its end let it go), ``on_migration_failed(task_id,
@@ -120,7 +121,10 @@ class Worker:
         self._stop = threading.Event()
         self._last_wake: dict[str, Any] | None = None
         self._blocked: dict[str, str] = {}
-        self._reported_parked: set[str] = set()
+        self._parked_reported = 0
+        """How many of the scheduler's :attr:`~.Scheduler.parked` were reported: each
+        recovery's parkings are appended there, a task parked again after ``retry``
+        too, and each is reported (pi-durable reports at every open that parks)."""
         self._turn_retry_at = -math.inf
         """No controller pass before this (a pass could not move the Turn deadline)."""
         self._turn_stuck = 0
@@ -325,11 +329,11 @@ class Worker:
 
     def _report_parked(self) -> None:
         s = self.scheduler
-        for task_id in s.parked:
-            if task_id not in self._reported_parked:
-                self._reported_parked.add(task_id)
-                log.info("parked %s at the restart limit", task_id)
-                self._call(self.on_parked, task_id, "restart_limit")
+        parked = s.parked
+        for task_id in parked[self._parked_reported :]:
+            log.info("parked %s at the restart limit", task_id)
+            self._call(self.on_parked, task_id, "restart_limit")
+        self._parked_reported = len(parked)
         for task_id in s.failed_migrations:
             # Reported once per definition: a newer one that fails too is news.
             definition = s._failed_migrations.get(task_id)
