@@ -144,6 +144,16 @@ def finishing(status: str = "completed") -> Callable[[Any], None]:
     return phase
 
 
+def crash(scheduler: Scheduler) -> None:
+    """Drop a scheduler without close(), as a crash would."""
+    scheduler.store.close()
+
+
+def reopen(url: str, clock: ManualClock, registry: Registry, limit: int) -> Scheduler:
+    """Open ``url`` as worker ``w`` (so it recovers what a crashed ``w`` left running)."""
+    return Scheduler.open(url, clock=clock, registry=registry, worker="w", restart_limit=limit)
+
+
 @pytest.fixture
 def registry() -> Registry:
     """Definitions used across the suite: ``job`` (two phases), ``leaf`` (one)."""

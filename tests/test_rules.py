@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import finishing
+from conftest import crash, finishing
 
 from tasktrail.domain import (
     ManualClock,
@@ -305,11 +305,6 @@ def test_rule_08_sleep_is_due_at_until_and_abort_mark_ends_it(
 
 
 # 9 ──────────────────────────────────────────────────────────────────────────
-
-
-def crash(scheduler: Scheduler) -> None:
-    """Drop a scheduler without close(), as a crash would."""
-    scheduler.store.close()
 
 
 def test_rule_09_recovery_counts_restarts_and_parks(

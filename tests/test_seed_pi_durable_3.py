@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import finishing
+from conftest import crash, finishing, reopen
 
 from tasktrail.domain import (
     ManualClock,
@@ -18,15 +18,6 @@ from tasktrail.domain import (
     Worker,
 )
 from tasktrail.domain.tasks.events import TaskEnded
-
-
-def crash(scheduler: Scheduler) -> None:
-    """Drop a scheduler without close(), as a crash would."""
-    scheduler.store.close()
-
-
-def reopen(url: str, clock: ManualClock, registry: Registry, limit: int) -> Scheduler:
-    return Scheduler.open(url, clock=clock, registry=registry, worker="w", restart_limit=limit)
 
 
 def faults(scheduler: Scheduler, task_id: str) -> list[TaskEnded]:

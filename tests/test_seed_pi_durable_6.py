@@ -7,17 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from conftest import crash, reopen
+
 from tasktrail.domain import ManualClock, Registry, RuleViolation, Scheduler
 from tasktrail.domain.tasks.events import AbortMarked
-
-
-def crash(scheduler: Scheduler) -> None:
-    """Drop a scheduler without close(), as a crash would."""
-    scheduler.store.close()
-
-
-def reopen(url: str, clock: ManualClock, registry: Registry, limit: int) -> Scheduler:
-    return Scheduler.open(url, clock=clock, registry=registry, worker="w", restart_limit=limit)
 
 
 def marks(scheduler: Scheduler, task_id: str) -> list[AbortMarked]:

@@ -257,9 +257,12 @@ class Scheduler(
         """Rule 15: ``{"active": bool, "at": ms | None}``.
 
         ``active`` while some task can run now or is running; ``at`` is the
-        earliest sleep not yet due.
+        earliest sleep not yet due. Answered from the log as it stands: what other
+        writers appended is folded in first, as for :meth:`task`.
         """
         with self._lock:  # the world may be folded from a heartbeat thread
+            if self._batch is None and not self._closed:
+                self.refresh()
             ctx = self._context()
             draft = Draft(self.world)
             active = bool(self._invocations)

@@ -18,7 +18,7 @@ from ..tasks.events import Mode, OutcomeStatus, Policy
 from ..tasks.invocation import _MISSING, Invocation
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
-from ..world import World
+from ..world import Draft, World
 
 T = TypeVar("T")
 
@@ -42,6 +42,12 @@ class TaskCommands:
         def task(self, task_id: str) -> TaskState: ...
 
         def now(self) -> float: ...
+
+        def _context(self) -> decide.Context: ...
+
+        def _readiness(self, draft: Draft, ctx: decide.Context, task: TaskState) -> str: ...
+
+        _lock: Any
 
     # ─── commands ───────────────────────────────────────────────────────────
 
@@ -198,6 +204,15 @@ class TaskCommands:
             return None
         if definition_fit(task, definition, self._failed_migrations) != "migrate":
             return None
+        with self._lock:
+            # pi-durable migrates only where a reservation goes ahead: a parked task, a
+            # sleep not due or a wait not over is refused first, and an abort handler
+            # cut off at the limit ends faulted (rule 12) before its definition is read.
+            ctx = self._context()
+            if self._readiness(Draft(self.world), ctx, task) != "ready" or (
+                task.abort_requested and task.restarts >= ctx.restart_limit
+            ):
+                return None
         self._failed_migrations.pop(task_id, None)  # a new definition: tried afresh
         try:
             phase = definition.migrate(task)

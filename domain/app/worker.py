@@ -68,10 +68,13 @@ class Worker:
 
     ``on_wake({active, at})`` is called when :meth:`~.Scheduler.wake` changes (a wake
     it raised on is offered again at the next tick);
-    ``on_parked(task_id, reason)``, ``on_blocked(task_id, reason)`` (when a task's
-    blocked reason changes), ``on_migration_failed(task_id, reason)`` (once per
-    definition whose migration failed) and ``on_outdated(task_id, reason)`` (a task
-    keeps running under the definition its invocation started with:
+    ``on_parked(task_id, reason)`` (each time a recovery parks a task at the restart
+    limit), ``on_blocked(task_id, reason)`` (when a task's
+    blocked reason changes), ``on_unblocked(task_id, reason)`` (a task reported
+    blocked is no longer, with the reason it had: a registry change, a raised
+    ``restart_limit``, ``retry`` or its end let it go), ``on_migration_failed(task_id,
+    reason)`` (once per definition whose migration failed) and ``on_outdated(task_id,
+    reason)`` (a task keeps running under the definition its invocation started with:
     ``missing_definition`` or ``replaced_definition``) and ``on_faulted(task_id,
     reason)`` (the scheduler ended a task ``faulted``, once it is recorded; the reason
     as in :attr:`~.phases.PassReport.faulted`) report to the host as the seed
@@ -94,6 +97,7 @@ class Worker:
         on_wake: WakeCallback | None = None,
         on_parked: TaskCallback | None = None,
         on_blocked: TaskCallback | None = None,
+        on_unblocked: TaskCallback | None = None,
         on_migration_failed: TaskCallback | None = None,
         on_outdated: TaskCallback | None = None,
         on_faulted: TaskCallback | None = None,
@@ -109,6 +113,7 @@ class Worker:
         self.on_wake = on_wake
         self.on_parked = on_parked
         self.on_blocked = on_blocked
+        self.on_unblocked = on_unblocked
         self.on_migration_failed = on_migration_failed
         self.on_outdated = on_outdated
         self.on_faulted = on_faulted
@@ -119,7 +124,10 @@ class Worker:
         self._stop = threading.Event()
         self._last_wake: dict[str, Any] | None = None
         self._blocked: dict[str, str] = {}
-        self._reported_parked: set[str] = set()
+        self._parked_reported = 0
+        """How many of the scheduler's :attr:`~.Scheduler.parked` were reported: each
+        recovery's parkings are appended there, a task parked again after ``retry``
+        too, and each is reported (pi-durable reports at every open that parks)."""
         self._turn_retry_at = -math.inf
         """No controller pass before this (a pass could not move the Turn deadline)."""
         self._turn_stuck = 0
@@ -325,7 +333,9 @@ class Worker:
             self._last_wake = wake
 
     def _report_blocked(self) -> None:
-        """Report each live task whose blocked reason (rule 13) changed to a new one."""
+        """Report each live task whose blocked reason (rule 13) changed to a new one,
+        and each reported task that is blocked no more (pi-durable tells its blocked
+        listeners of an unblocking change, such as a registry change, as of a block)."""
         s = self.scheduler
         now: dict[str, str] = {}
         failed = s.failed_migrations
@@ -341,15 +351,19 @@ class Worker:
             if self._blocked.get(task_id) != why:
                 log.info("blocked %s: %s", task_id, why)
                 self._call(self.on_blocked, task_id, why)
+        for task_id, why in self._blocked.items():
+            if task_id not in now:
+                log.info("unblocked %s (was %s)", task_id, why)
+                self._call(self.on_unblocked, task_id, why)
         self._blocked = now
 
     def _report_parked(self) -> None:
         s = self.scheduler
-        for task_id in s.parked:
-            if task_id not in self._reported_parked:
-                self._reported_parked.add(task_id)
-                log.info("parked %s at the restart limit", task_id)
-                self._call(self.on_parked, task_id, "restart_limit")
+        parked = s.parked
+        for task_id in parked[self._parked_reported :]:
+            log.info("parked %s at the restart limit", task_id)
+            self._call(self.on_parked, task_id, "restart_limit")
+        self._parked_reported = len(parked)
         for task_id in s.failed_migrations:
             # Reported once per definition: a newer one that fails too is news.
             definition = s._failed_migrations.get(task_id)
