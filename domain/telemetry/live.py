@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
@@ -36,6 +34,9 @@ from ..world import World
 from .active import ActiveTasks
 from .emit import emit as emit  # re-exported: the trace rebuilt from history uses them
 from .emit import planned_ids as planned_ids
+from .providers import DEFAULTS, NO_METER, NO_TRACER, no_global
+from .providers import default_providers as default_providers
+from .providers import set_default_providers as set_default_providers
 from .spans import PhaseFold
 
 SCOPE = "tasktrail"
@@ -59,89 +60,6 @@ class Observed(Protocol):
     def _resumed(self) -> set[str]: ...
 
 
-# ─── providers ─────────────────────────────────────────────────────────────
-
-
-@dataclass
-class _Defaults:
-    tracer_provider: trace.TracerProvider | None = None
-    meter_provider: metrics.MeterProvider | None = None
-
-
-_DEFAULTS = _Defaults()
-
-
-def set_default_providers(
-    tracer_provider: trace.TracerProvider | None = None,
-    meter_provider: metrics.MeterProvider | None = None,
-) -> None:
-    """Providers for every scheduler not given its own (``None``: OpenTelemetry's globals).
-
-    Recovery runs inside ``Scheduler.open``, before a scheduler can be
-    configured; what it records is seen only through these defaults.
-    """
-    _DEFAULTS.tracer_provider = tracer_provider
-    _DEFAULTS.meter_provider = meter_provider
-
-
-@contextlib.contextmanager
-def default_providers(
-    tracer_provider: trace.TracerProvider | None = None,
-    meter_provider: metrics.MeterProvider | None = None,
-) -> Iterator[None]:
-    """:func:`set_default_providers` for a block, then back to what was there."""
-    previous = (_DEFAULTS.tracer_provider, _DEFAULTS.meter_provider)
-    set_default_providers(tracer_provider, meter_provider)
-    try:
-        yield
-    finally:
-        set_default_providers(*previous)
-
-
-def _no_meter_types() -> tuple[type, ...]:
-    proxy = getattr(getattr(metrics, "_internal", None), "_ProxyMeterProvider", None)
-    return (
-        (metrics.NoOpMeterProvider, proxy)
-        if isinstance(proxy, type)
-        else (metrics.NoOpMeterProvider,)
-    )
-
-
-_NO_TRACER = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-_NO_METER = _no_meter_types()
-_ENVIRON: Any = getattr(os.environ, "_data", None)
-"""CPython's store behind ``os.environ`` (``None``: not this layout, ask the getters)."""
-
-
-def _environ_key(name: str) -> Any:
-    encode = getattr(os.environ, "encodekey", None)
-    return encode(name) if encode is not None else None
-
-
-_GLOBALS = (
-    (trace, "_TRACER_PROVIDER", _environ_key("OTEL_PYTHON_TRACER_PROVIDER")),
-    (
-        getattr(metrics, "_internal", None),
-        "_METER_PROVIDER",
-        _environ_key("OTEL_PYTHON_METER_PROVIDER"),
-    ),
-)
-
-
-def _no_global(which: int) -> bool:
-    """Whether OpenTelemetry holds no global tracer (0) or meter (1) provider and its
-    environment names none: what its getter checks before it hands out a proxy, read
-    without ``os.environ``'s lookup (which raises a KeyError inside on every miss; a
-    hook runs on every commit). ``False`` when unsure: then the getter is asked."""
-    module, attribute, key = _GLOBALS[which]
-    return (
-        getattr(module, attribute, False) is None
-        and _ENVIRON is not None
-        and key is not None
-        and key not in _ENVIRON
-    )
-
-
 class Telemetry:
     """One scheduler's telemetry: its providers (``None``: the defaults), the tracer
     and instruments taken from them, and the fold of the events it commits."""
@@ -161,12 +79,12 @@ class Telemetry:
 
     def tracer(self) -> trace.Tracer | None:
         """The tracer, or ``None`` while no tracer provider is configured."""
-        provider = self.tracer_provider or _DEFAULTS.tracer_provider
+        provider = self.tracer_provider or DEFAULTS.tracer_provider
         if provider is None:
-            if _no_global(0):
+            if no_global(0):
                 return None
             provider = trace.get_tracer_provider()
-        if isinstance(provider, _NO_TRACER):
+        if isinstance(provider, NO_TRACER):
             return None
         if self._tracer is None or self._tracer[0] is not provider:
             self._tracer = (provider, provider.get_tracer(SCOPE))
@@ -174,12 +92,12 @@ class Telemetry:
 
     def instruments(self) -> tuple[Any, Any] | None:
         """The active-tasks counter and the phase-duration histogram, or ``None``."""
-        provider = self.meter_provider or _DEFAULTS.meter_provider
+        provider = self.meter_provider or DEFAULTS.meter_provider
         if provider is None:
-            if _no_global(1):
+            if no_global(1):
                 return None
             provider = metrics.get_meter_provider()
-        if isinstance(provider, _NO_METER):
+        if isinstance(provider, NO_METER):
             return None
         if self._instruments is None or self._instruments[0] is not provider:
             meter = provider.get_meter(SCOPE)
@@ -357,9 +275,9 @@ def phase_context(scheduler: Observed, task_id: str) -> AbstractContextManager[N
     try:
         telemetry = getattr(scheduler, _ATTRIBUTE, None)
         if telemetry is None:
-            if _DEFAULTS.tracer_provider is None and _no_global(0):
+            if DEFAULTS.tracer_provider is None and no_global(0):
                 return _NOTHING
-            if isinstance(_DEFAULTS.tracer_provider or trace.get_tracer_provider(), _NO_TRACER):
+            if isinstance(DEFAULTS.tracer_provider or trace.get_tracer_provider(), NO_TRACER):
                 return _NOTHING
             telemetry = telemetry_of(scheduler)
         if telemetry.tracer() is None:
