@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -27,7 +27,14 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from ..tasks.events import TaskEnded, TaskEvent, TaskSubmitted
+from ..tasks.events import (
+    CheckpointCommitted,
+    TaskEnded,
+    TaskEvent,
+    TaskRecovered,
+    TaskReserved,
+    TaskSubmitted,
+)
 from ..tasks.evolve import evolve
 from ..tasks.state import TaskState
 from ..world import World
@@ -37,7 +44,7 @@ from .emit import planned_ids as planned_ids
 from .providers import DEFAULTS, NO_METER, NO_TRACER, no_global
 from .providers import default_providers as default_providers
 from .providers import set_default_providers as set_default_providers
-from .spans import PhaseFold
+from .spans import PhaseFold, PhaseSpan
 
 SCOPE = "tasktrail"
 ACTIVE_TASKS = "tasktrail.tasks.active"
@@ -150,19 +157,64 @@ class Telemetry:
                 lookup=lookup,
             )
             if instruments is not None:
-                duration = instruments[1]
                 if isinstance(event, TaskSubmitted):
                     self.active.submitted(event.task_id, after.kind)
                 elif isinstance(event, TaskEnded):
                     self.active.ended(event.task_id)
-                for span in spans:
-                    duration.record(
-                        span.duration_ms,
-                        {"task.kind": span.kind, "phase": span.phase, "outcome": span.outcome},
-                    )
+            self._finished(spans, tracer, instruments)
+
+    def follows(self, task_id: str) -> bool:
+        """Whether another writer's event of the task matters here: a span of it is open
+        or its trace kept (:meth:`PhaseFold.follows`), or it is counted active here."""
+        return self.fold.follows(task_id) or task_id in self.active.counted
+
+    def folded(
+        self, scheduler: Observed, folded: Sequence[tuple[TaskEvent, int, TaskState]]
+    ) -> None:
+        """Take in events other writers appended (each with its version and the task's
+        state after it; the world holds them already) of tasks this telemetry
+        :meth:`follows`. A recovery of a task whose span is open here means another
+        worker took the task over: the span ends lease-lost (:meth:`PhaseFold.lost`),
+        once, and is forgotten; this process owns the task no more and appends nothing
+        for it. Another writer's end of a task is taken back from the count here."""
+        tracer = self.tracer()
+        instruments = self.instruments()
+        if tracer is None and instruments is None:
+            self.fold.open.clear()
+            return
+        for index, (event, version, after) in enumerate(folded):
+            task_id = event.task_id
+            if isinstance(event, TaskEnded):
+                self.active.ended(task_id)
+            if isinstance(event, TaskRecovered):
+                spans = self.fold.lost(event, _taker(folded[index + 1 :], task_id))
+            elif task_id in self.fold.open and not isinstance(
+                event, TaskReserved | CheckpointCommitted
+            ):
+                # An abort mark or an end another writer appended ends the span as
+                # history does. (A reservation or a checkpoint of another writer's comes
+                # after a recovery, which ended the span already.)
+                spans = self.fold.apply(
+                    event, after, version, resumed=False, lookup=scheduler.world.get
+                )
+            else:
+                if isinstance(event, TaskEnded):
+                    self.fold.forget(task_id)
+                continue
+            self._finished(spans, tracer, instruments)
+
+    def _finished(
+        self, spans: Sequence[PhaseSpan], tracer: trace.Tracer | None, instruments: Any
+    ) -> None:
+        """Record the duration of each finished span and emit it."""
+        for span in spans:
+            if instruments is not None:
+                instruments[1].record(
+                    span.duration_ms,
+                    {"task.kind": span.kind, "phase": span.phase, "outcome": span.outcome},
+                )
             if tracer is not None:
-                for span in spans:
-                    emit(tracer, span)
+                emit(tracer, span)
 
     def failed(self, what: str) -> None:
         """Log a telemetry failure: the first of this scheduler's as a warning."""
@@ -173,6 +225,14 @@ class Telemetry:
                 "tasktrail telemetry: %s failed (later failures log at debug)", what, exc_info=True
             )
         self._failed = True
+
+
+def _taker(later: Sequence[tuple[TaskEvent, int, TaskState]], task_id: str) -> str | None:
+    """The worker that reserved the task in ``later`` events, if one did."""
+    for event, _, _ in later:
+        if isinstance(event, TaskReserved) and event.task_id == task_id:
+            return event.worker
+    return None
 
 
 # ─── the scheduler's hooks ─────────────────────────────────────────────────
@@ -211,6 +271,29 @@ def committed(scheduler: Observed, events: Sequence[TaskEvent], versions: Sequen
     except Exception:
         if telemetry is not None:
             telemetry.failed("recording committed events")
+
+
+def follows(scheduler: Observed) -> Callable[[str], bool] | None:
+    """Hook, for a refresh: which tasks' events of other writers telemetry takes in
+    (:func:`folded`), or ``None`` when it follows none (costs nothing without telemetry)."""
+    telemetry = getattr(scheduler, _ATTRIBUTE, None)
+    if not isinstance(telemetry, Telemetry):
+        return None
+    if not (telemetry.fold.holding() or telemetry.active.counted):
+        return None
+    return telemetry.follows
+
+
+def folded(scheduler: Observed, events: Sequence[tuple[TaskEvent, int, TaskState]]) -> None:
+    """Hook: a refresh folded in events of other writers that :func:`follows` named;
+    never raises."""
+    telemetry = getattr(scheduler, _ATTRIBUTE, None)
+    if not isinstance(telemetry, Telemetry):
+        return
+    try:
+        telemetry.folded(scheduler, events)
+    except Exception:
+        telemetry.failed("taking in other writers' events")
 
 
 def opened(scheduler: Observed) -> None:
