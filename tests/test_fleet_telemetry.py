@@ -162,9 +162,7 @@ def test_a_task_handed_over_at_a_sleep_and_ended_elsewhere_leaves_nothing_in_the
     b.finish(task_id)
     a.heartbeat()
     assert not telemetry_of(a).fold.holding()
-    assert [(s.attributes or {}).get("outcome") for s in _spans(exporter, task_id)] == [
-        "sleeping"
-    ]
+    assert [(s.attributes or {}).get("outcome") for s in _spans(exporter, task_id)] == ["sleeping"]
 
 
 def test_a_task_another_worker_ended_is_taken_back_from_the_active_count(

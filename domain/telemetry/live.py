@@ -109,7 +109,9 @@ class Telemetry:
         if self._instruments is None or self._instruments[0] is not provider:
             meter = provider.get_meter(SCOPE)
             active = meter.create_up_down_counter(
-                ACTIVE_TASKS, unit="{task}", description="Tasks submitted and not yet terminal"
+                ACTIVE_TASKS,
+                unit="{task}",
+                description="Live tasks this process loaded or submitted, not yet terminal",
             )
             duration = meter.create_histogram(
                 PHASE_DURATION, unit="ms", description="Phase span durations (scheduler clock)"
@@ -206,15 +208,19 @@ class Telemetry:
     def _finished(
         self, spans: Sequence[PhaseSpan], tracer: trace.Tracer | None, instruments: Any
     ) -> None:
-        """Record the duration of each finished span and emit it."""
+        """Emit each finished span and record its duration in the span's context (as
+        pi-durable records it with its span: an exemplar leads from the point to it)."""
         for span in spans:
+            emitted = emit(tracer, span) if tracer is not None else None
             if instruments is not None:
+                measured = otel_context.Context()  # never the caller's current span
+                if emitted is not None:
+                    measured = trace.set_span_in_context(NonRecordingSpan(emitted), measured)
                 instruments[1].record(
                     span.duration_ms,
                     {"task.kind": span.kind, "phase": span.phase, "outcome": span.outcome},
+                    context=measured,
                 )
-            if tracer is not None:
-                emit(tracer, span)
 
     def failed(self, what: str) -> None:
         """Log a telemetry failure: the first of this scheduler's as a warning."""

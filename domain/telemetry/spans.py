@@ -44,14 +44,16 @@ SPAN_NAME = "tasktrail.phase"
 CHECKPOINT_EVENT = "tasktrail.checkpoint"
 ERROR_STATUSES = frozenset({"faulted", "failed", "orphaned"})
 MAX_STATUS_MESSAGE = 500
+"""How much of an outcome's message an error status keeps (pi-durable's cut)."""
 
 AttributeValue = str | bool | int | float
 Lookup = Callable[[str], TaskState | None]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
-_ROOT_FLAGS = trace.TraceFlags(
+ROOT_FLAGS = trace.TraceFlags(
     trace.TraceFlags.SAMPLED | getattr(trace.TraceFlags, "RANDOM_TRACE_ID", 0)
 )
+"""The flags of a root phase span: sampled, its trace id random (a hash prefix)."""
 
 
 @dataclass(frozen=True)
@@ -217,7 +219,8 @@ class PhaseFold:
             error = None
             if event.status in ERROR_STATUSES:
                 text = event.message if event.status != "orphaned" else event.reason
-                error = f"task_{event.status}: {text or event.reason or event.status}"
+                detail = (text or event.reason or event.status)[:MAX_STATUS_MESSAGE]
+                error = f"task_{event.status}: {detail}"
             finished.append(
                 self._close(
                     current,
@@ -295,7 +298,7 @@ class PhaseFold:
         if current is None:
             return None
         # The flags the span gets when emitted: its parent's, or sampled with a random id.
-        flags = current.parent.trace_flags if current.parent is not None else _ROOT_FLAGS
+        flags = current.parent.trace_flags if current.parent is not None else ROOT_FLAGS
         return SpanContext(current.trace_id, current.span_id, is_remote=False, trace_flags=flags)
 
     def trace_of(
@@ -333,7 +336,7 @@ class PhaseFold:
         first = task.started_version
         if first is not None and first != version:
             # A later phase span links to the task's first one (same trace, derived id).
-            flags = parent.trace_flags if parent is not None else _ROOT_FLAGS
+            flags = parent.trace_flags if parent is not None else ROOT_FLAGS
             first_span = SpanContext(
                 trace_id, span_id_for(task, first), is_remote=False, trace_flags=flags
             )
@@ -391,6 +394,6 @@ class PhaseFold:
             attributes=attributes,
             events=tuple(current.events),
             links=current.links,
-            error=error[:MAX_STATUS_MESSAGE] if error is not None else None,
+            error=error,
             ok=ok and error is None,
         )
