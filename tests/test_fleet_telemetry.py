@@ -66,6 +66,7 @@ def test_a_span_whose_task_another_worker_took_ends_lease_lost_at_the_next_heart
     exporter: InMemorySpanExporter,
     reader: InMemoryMetricReader,
 ) -> None:
+    """Fleet only, no seed counterpart (docs/fleet.md; round four reported it)."""
     a, b = fleet
     started = clock.now
     task_id = _taken_over(a, b, clock)
@@ -98,6 +99,7 @@ def test_a_span_whose_task_another_worker_took_ends_lease_lost_at_the_next_heart
 def test_a_refused_append_ends_the_lost_span_and_appends_nothing(
     fleet: tuple[Scheduler, Scheduler], clock: ManualClock, exporter: InMemorySpanExporter
 ) -> None:
+    """Fleet only, no seed counterpart (docs/fleet.md; round four reported it)."""
     a, b = fleet
     task_id = _taken_over(a, b, clock)
     head = a.store.head()
@@ -114,6 +116,7 @@ def test_a_refused_append_ends_the_lost_span_and_appends_nothing(
 def test_a_span_lost_before_the_task_was_taken_names_no_taker(
     fleet: tuple[Scheduler, Scheduler], clock: ManualClock, exporter: InMemorySpanExporter
 ) -> None:
+    """Fleet only, no seed counterpart (docs/fleet.md; round four reported it)."""
     a, b = fleet
     task_id = a.submit("job")
     a.reserve(task_id)
@@ -131,6 +134,7 @@ def test_a_span_lost_before_the_task_was_taken_names_no_taker(
 def test_lost_spans_leave_nothing_behind_in_the_fold(
     fleet: tuple[Scheduler, Scheduler], clock: ManualClock, exporter: InMemorySpanExporter
 ) -> None:
+    """Fleet only, no seed counterpart (docs/fleet.md; round four reported it)."""
     a, b = fleet
     lost = []
     for _ in range(12):
@@ -153,6 +157,7 @@ def test_lost_spans_leave_nothing_behind_in_the_fold(
 def test_a_task_handed_over_at_a_sleep_and_ended_elsewhere_leaves_nothing_in_the_fold(
     fleet: tuple[Scheduler, Scheduler], clock: ManualClock, exporter: InMemorySpanExporter
 ) -> None:
+    """Fleet only, no seed counterpart (docs/fleet.md; round four reported it)."""
     a, b = fleet
     task_id = a.submit("job")
     a.reserve(task_id)
@@ -168,6 +173,8 @@ def test_a_task_handed_over_at_a_sleep_and_ended_elsewhere_leaves_nothing_in_the
 def test_a_task_another_worker_ended_is_taken_back_from_the_active_count(
     fleet: tuple[Scheduler, Scheduler], reader: InMemoryMetricReader
 ) -> None:
+    """Seed 004, `TaskScheduler.#track`: a tracked record turning terminal is taken
+    back, read for a fleet."""
     a, b = fleet
 
     def active() -> dict[Any, int]:
@@ -186,6 +193,7 @@ def test_a_task_another_worker_ended_is_taken_back_from_the_active_count(
 def test_an_abort_mark_another_writer_appended_ends_the_run_span_where_history_does(
     fleet: tuple[Scheduler, Scheduler], clock: ManualClock, exporter: InMemorySpanExporter
 ) -> None:
+    """Fleet only, no seed counterpart (docs/fleet.md; round four reported it)."""
     a, b = fleet
     task_id = a.submit("job")
     a.reserve(task_id)

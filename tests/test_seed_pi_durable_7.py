@@ -56,6 +56,7 @@ def test_pi_durable_an_error_status_keeps_500_characters_of_the_message(
     meter_provider: MeterProvider,
     exporter: InMemorySpanExporter,
 ) -> None:
+    """Seed 004, `TaskScheduler.#phase`: the error status carries `message.slice(0, 500)`."""
     message = "".join(chr(ord("a") + n % 26) for n in range(600))
 
     def give_up(inv: Any) -> None:
@@ -88,6 +89,7 @@ def test_pi_durable_phase_duration_is_recorded_in_its_span_context(
     tracer_provider: TracerProvider,
     exporter: InMemorySpanExporter,
 ) -> None:
+    """Seed 004, `TaskScheduler.#phase`: `#durationMetric.record(..., span)`."""
     reader = InMemoryMetricReader()
     s = _traced(sqlite_url, clock, registry, tracer_provider, MeterProvider([reader]))
     task = s.submit("job")  # start -> end, each phase its own span
@@ -118,6 +120,8 @@ def test_pi_durable_a_held_outcome_ends_its_span_as_the_outcome(
     exporter: InMemorySpanExporter,
     reader: InMemoryMetricReader,
 ) -> None:
+    """Seed 004, `TaskScheduler.#phase`: a `completing` state's outcome decides the span's."""
+
     def holder(status: str) -> Any:
         def phase(inv: Any) -> None:
             inv.submit("child")  # owned work, still live: the outcome is held
@@ -168,6 +172,7 @@ def test_pi_durable_an_abort_mark_ends_a_running_phase_aborted_ok(
     exporter: InMemorySpanExporter,
     reader: InMemoryMetricReader,
 ) -> None:
+    """Seed 004, `TaskScheduler.#phase` and `#runAbort`: `invocation.ended` gives `aborted`, OK."""
     schedulers: list[Scheduler] = []
 
     def go(inv: Any) -> str:
@@ -207,6 +212,7 @@ def test_pi_durable_an_abort_handlers_first_span_after_an_open_is_resumed(
     tracer_provider: TracerProvider,
     exporter: InMemorySpanExporter,
 ) -> None:
+    """Seed 004, `TaskScheduler.open` (`#resumed.add`) and `#phase` for `#runAbort`."""
     registry = Registry([TaskDefinition("job", 1, {"go": finishing()}, abort=finishing("aborted"))])
     with telemetry.default_providers(tracer_provider):
         s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
@@ -234,6 +240,7 @@ def test_pi_durable_waiting_and_sleeping_spans_have_no_status_and_a_duration(
     exporter: InMemorySpanExporter,
     reader: InMemoryMetricReader,
 ) -> None:
+    """Seed 004, `TaskScheduler.#phase`: outcome `waiting` / `sleeping`, no status set."""
     scheduler.configure_telemetry(tracer_provider, meter_provider)
     waiter, sleeper = scheduler.submit("job"), scheduler.submit("job")
     other = scheduler.submit("leaf")
