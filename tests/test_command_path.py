@@ -98,23 +98,27 @@ def test_a_pass_does_not_look_its_new_stream_up(tmp_path: Path) -> None:
 def test_no_global_provider_is_what_opentelemetry_says(monkeypatch: pytest.MonkeyPatch) -> None:
     from opentelemetry import metrics, trace
 
-    from tasktrail.domain.telemetry import live
+    from tasktrail.domain.telemetry import providers
 
     def agrees() -> None:  # "no provider" only where the getters give none (else: ask them)
-        assert live._no_global(0) <= isinstance(trace.get_tracer_provider(), live._NO_TRACER)
-        assert live._no_global(1) <= isinstance(metrics.get_meter_provider(), live._NO_METER)
+        assert providers.no_global(0) <= isinstance(
+            trace.get_tracer_provider(), providers.NO_TRACER
+        )
+        assert providers.no_global(1) <= isinstance(
+            metrics.get_meter_provider(), providers.NO_METER
+        )
 
-    assert live._no_global(0) and live._no_global(1)  # the test run configures none
+    assert providers.no_global(0) and providers.no_global(1)  # the test run configures none
     agrees()
     for name in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER"):
         with monkeypatch.context() as patch:
             patch.setenv(name, "named")  # the getters would load it: not "no provider"
             which = 0 if "TRACER" in name else 1
-            assert not live._no_global(which) and live._no_global(1 - which)
+            assert not providers.no_global(which) and providers.no_global(1 - which)
     provider = object()  # a provider of the application's
     with monkeypatch.context() as patch:
         patch.setattr(trace, "_TRACER_PROVIDER", provider)  # as set_tracer_provider does
-        assert not live._no_global(0)
+        assert not providers.no_global(0)
         agrees()
 
 

@@ -282,17 +282,26 @@ class Scheduler(
         """Fold in events other writers appended since the last read; returns how many."""
         folded = 0
         with self._lock:
+            # Telemetry takes in other writers' events of tasks it follows: a recovery
+            # of one this process was running tells it another worker took the task.
+            follows = telemetry.follows(self)
+            seen: list[tuple[TaskEvent, int, TaskState]] = []
             for recorded in self.store.read(after=self.position):
                 event = recorded.event
                 stream_id, task_stream = event.stream_id(), type(event).task_stream
+                version = recorded.originator_version
                 have = self.world.held_version(stream_id, task_stream)
-                if have == 0 and recorded.originator_version > 1:
+                if have == 0 and version > 1:
                     have = self.world.version_of(stream_id, task_stream)  # dropped: read back
                 # An event at or below the version we hold is our own, folded when appended.
-                if recorded.originator_version > have:
-                    self.world.apply_stored(recorded.position, event, recorded.originator_version)
+                if version > have:
+                    _, after = self.world.apply_stored(recorded.position, event, version)
                     folded += 1
+                    if follows is not None and task_stream and follows(stream_id):
+                        seen.append((event, version, after))
                 self.position = recorded.position
+            if seen:
+                telemetry.folded(self, seen)  # never raises
         return folded
 
     def retrying(self, command: Callable[[], T], attempts: int = 5) -> T:

@@ -12,7 +12,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan, SpanKind, Status, StatusCode
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
 from .spans import SPAN_NAME, PhaseSpan, to_ns
 
@@ -67,8 +67,9 @@ def _ids_of(tracer: Any) -> _PlannedIds | None:
     return generator
 
 
-def emit(tracer: trace.Tracer, span: PhaseSpan) -> None:
-    """Record ``span`` through ``tracer`` with its ids and scheduler-clock times."""
+def emit(tracer: trace.Tracer, span: PhaseSpan) -> SpanContext:
+    """Record ``span`` through ``tracer`` with its ids and scheduler-clock times; returns
+    the context it was recorded with."""
     parent = otel_context.Context()  # never the caller's current span
     if span.parent is not None:
         parent = trace.set_span_in_context(NonRecordingSpan(span.parent), parent)
@@ -94,3 +95,4 @@ def emit(tracer: trace.Tracer, span: PhaseSpan) -> None:
     elif span.ok:
         recorded.set_status(Status(StatusCode.OK))
     recorded.end(end_time=span.end_ns)
+    return recorded.get_span_context()

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
@@ -29,14 +27,24 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from ..tasks.events import TaskEnded, TaskEvent, TaskSubmitted
+from ..tasks.events import (
+    CheckpointCommitted,
+    TaskEnded,
+    TaskEvent,
+    TaskRecovered,
+    TaskReserved,
+    TaskSubmitted,
+)
 from ..tasks.evolve import evolve
 from ..tasks.state import TaskState
 from ..world import World
 from .active import ActiveTasks
 from .emit import emit as emit  # re-exported: the trace rebuilt from history uses them
 from .emit import planned_ids as planned_ids
-from .spans import PhaseFold
+from .providers import DEFAULTS, NO_METER, NO_TRACER, no_global
+from .providers import default_providers as default_providers
+from .providers import set_default_providers as set_default_providers
+from .spans import PhaseFold, PhaseSpan
 
 SCOPE = "tasktrail"
 ACTIVE_TASKS = "tasktrail.tasks.active"
@@ -59,89 +67,6 @@ class Observed(Protocol):
     def _resumed(self) -> set[str]: ...
 
 
-# ─── providers ─────────────────────────────────────────────────────────────
-
-
-@dataclass
-class _Defaults:
-    tracer_provider: trace.TracerProvider | None = None
-    meter_provider: metrics.MeterProvider | None = None
-
-
-_DEFAULTS = _Defaults()
-
-
-def set_default_providers(
-    tracer_provider: trace.TracerProvider | None = None,
-    meter_provider: metrics.MeterProvider | None = None,
-) -> None:
-    """Providers for every scheduler not given its own (``None``: OpenTelemetry's globals).
-
-    Recovery runs inside ``Scheduler.open``, before a scheduler can be
-    configured; what it records is seen only through these defaults.
-    """
-    _DEFAULTS.tracer_provider = tracer_provider
-    _DEFAULTS.meter_provider = meter_provider
-
-
-@contextlib.contextmanager
-def default_providers(
-    tracer_provider: trace.TracerProvider | None = None,
-    meter_provider: metrics.MeterProvider | None = None,
-) -> Iterator[None]:
-    """:func:`set_default_providers` for a block, then back to what was there."""
-    previous = (_DEFAULTS.tracer_provider, _DEFAULTS.meter_provider)
-    set_default_providers(tracer_provider, meter_provider)
-    try:
-        yield
-    finally:
-        set_default_providers(*previous)
-
-
-def _no_meter_types() -> tuple[type, ...]:
-    proxy = getattr(getattr(metrics, "_internal", None), "_ProxyMeterProvider", None)
-    return (
-        (metrics.NoOpMeterProvider, proxy)
-        if isinstance(proxy, type)
-        else (metrics.NoOpMeterProvider,)
-    )
-
-
-_NO_TRACER = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-_NO_METER = _no_meter_types()
-_ENVIRON: Any = getattr(os.environ, "_data", None)
-"""CPython's store behind ``os.environ`` (``None``: not this layout, ask the getters)."""
-
-
-def _environ_key(name: str) -> Any:
-    encode = getattr(os.environ, "encodekey", None)
-    return encode(name) if encode is not None else None
-
-
-_GLOBALS = (
-    (trace, "_TRACER_PROVIDER", _environ_key("OTEL_PYTHON_TRACER_PROVIDER")),
-    (
-        getattr(metrics, "_internal", None),
-        "_METER_PROVIDER",
-        _environ_key("OTEL_PYTHON_METER_PROVIDER"),
-    ),
-)
-
-
-def _no_global(which: int) -> bool:
-    """Whether OpenTelemetry holds no global tracer (0) or meter (1) provider and its
-    environment names none: what its getter checks before it hands out a proxy, read
-    without ``os.environ``'s lookup (which raises a KeyError inside on every miss; a
-    hook runs on every commit). ``False`` when unsure: then the getter is asked."""
-    module, attribute, key = _GLOBALS[which]
-    return (
-        getattr(module, attribute, False) is None
-        and _ENVIRON is not None
-        and key is not None
-        and key not in _ENVIRON
-    )
-
-
 class Telemetry:
     """One scheduler's telemetry: its providers (``None``: the defaults), the tracer
     and instruments taken from them, and the fold of the events it commits."""
@@ -161,12 +86,12 @@ class Telemetry:
 
     def tracer(self) -> trace.Tracer | None:
         """The tracer, or ``None`` while no tracer provider is configured."""
-        provider = self.tracer_provider or _DEFAULTS.tracer_provider
+        provider = self.tracer_provider or DEFAULTS.tracer_provider
         if provider is None:
-            if _no_global(0):
+            if no_global(0):
                 return None
             provider = trace.get_tracer_provider()
-        if isinstance(provider, _NO_TRACER):
+        if isinstance(provider, NO_TRACER):
             return None
         if self._tracer is None or self._tracer[0] is not provider:
             self._tracer = (provider, provider.get_tracer(SCOPE))
@@ -174,17 +99,19 @@ class Telemetry:
 
     def instruments(self) -> tuple[Any, Any] | None:
         """The active-tasks counter and the phase-duration histogram, or ``None``."""
-        provider = self.meter_provider or _DEFAULTS.meter_provider
+        provider = self.meter_provider or DEFAULTS.meter_provider
         if provider is None:
-            if _no_global(1):
+            if no_global(1):
                 return None
             provider = metrics.get_meter_provider()
-        if isinstance(provider, _NO_METER):
+        if isinstance(provider, NO_METER):
             return None
         if self._instruments is None or self._instruments[0] is not provider:
             meter = provider.get_meter(SCOPE)
             active = meter.create_up_down_counter(
-                ACTIVE_TASKS, unit="{task}", description="Tasks submitted and not yet terminal"
+                ACTIVE_TASKS,
+                unit="{task}",
+                description="Live tasks this process loaded or submitted, not yet terminal",
             )
             duration = meter.create_histogram(
                 PHASE_DURATION, unit="ms", description="Phase span durations (scheduler clock)"
@@ -232,19 +159,68 @@ class Telemetry:
                 lookup=lookup,
             )
             if instruments is not None:
-                duration = instruments[1]
                 if isinstance(event, TaskSubmitted):
                     self.active.submitted(event.task_id, after.kind)
                 elif isinstance(event, TaskEnded):
                     self.active.ended(event.task_id)
-                for span in spans:
-                    duration.record(
-                        span.duration_ms,
-                        {"task.kind": span.kind, "phase": span.phase, "outcome": span.outcome},
-                    )
-            if tracer is not None:
-                for span in spans:
-                    emit(tracer, span)
+            self._finished(spans, tracer, instruments)
+
+    def follows(self, task_id: str) -> bool:
+        """Whether another writer's event of the task matters here: a span of it is open
+        or its trace kept (:meth:`PhaseFold.follows`), or it is counted active here."""
+        return self.fold.follows(task_id) or task_id in self.active.counted
+
+    def folded(
+        self, scheduler: Observed, folded: Sequence[tuple[TaskEvent, int, TaskState]]
+    ) -> None:
+        """Take in events other writers appended (each with its version and the task's
+        state after it; the world holds them already) of tasks this telemetry
+        :meth:`follows`. A recovery of a task whose span is open here means another
+        worker took the task over: the span ends lease-lost (:meth:`PhaseFold.lost`),
+        once, and is forgotten; this process owns the task no more and appends nothing
+        for it. Another writer's end of a task is taken back from the count here."""
+        tracer = self.tracer()
+        instruments = self.instruments()
+        if tracer is None and instruments is None:
+            self.fold.open.clear()
+            return
+        for index, (event, version, after) in enumerate(folded):
+            task_id = event.task_id
+            if isinstance(event, TaskEnded):
+                self.active.ended(task_id)
+            if isinstance(event, TaskRecovered):
+                spans = self.fold.lost(event, _taker(folded[index + 1 :], task_id))
+            elif task_id in self.fold.open and not isinstance(
+                event, TaskReserved | CheckpointCommitted
+            ):
+                # An abort mark or an end another writer appended ends the span as
+                # history does. (A reservation or a checkpoint of another writer's comes
+                # after a recovery, which ended the span already.)
+                spans = self.fold.apply(
+                    event, after, version, resumed=False, lookup=scheduler.world.get
+                )
+            else:
+                if isinstance(event, TaskEnded):
+                    self.fold.forget(task_id)
+                continue
+            self._finished(spans, tracer, instruments)
+
+    def _finished(
+        self, spans: Sequence[PhaseSpan], tracer: trace.Tracer | None, instruments: Any
+    ) -> None:
+        """Emit each finished span and record its duration in the span's context (as
+        pi-durable records it with its span: an exemplar leads from the point to it)."""
+        for span in spans:
+            emitted = emit(tracer, span) if tracer is not None else None
+            if instruments is not None:
+                measured = otel_context.Context()  # never the caller's current span
+                if emitted is not None:
+                    measured = trace.set_span_in_context(NonRecordingSpan(emitted), measured)
+                instruments[1].record(
+                    span.duration_ms,
+                    {"task.kind": span.kind, "phase": span.phase, "outcome": span.outcome},
+                    context=measured,
+                )
 
     def failed(self, what: str) -> None:
         """Log a telemetry failure: the first of this scheduler's as a warning."""
@@ -255,6 +231,14 @@ class Telemetry:
                 "tasktrail telemetry: %s failed (later failures log at debug)", what, exc_info=True
             )
         self._failed = True
+
+
+def _taker(later: Sequence[tuple[TaskEvent, int, TaskState]], task_id: str) -> str | None:
+    """The worker that reserved the task in ``later`` events, if one did."""
+    for event, _, _ in later:
+        if isinstance(event, TaskReserved) and event.task_id == task_id:
+            return event.worker
+    return None
 
 
 # ─── the scheduler's hooks ─────────────────────────────────────────────────
@@ -293,6 +277,29 @@ def committed(scheduler: Observed, events: Sequence[TaskEvent], versions: Sequen
     except Exception:
         if telemetry is not None:
             telemetry.failed("recording committed events")
+
+
+def follows(scheduler: Observed) -> Callable[[str], bool] | None:
+    """Hook, for a refresh: which tasks' events of other writers telemetry takes in
+    (:func:`folded`), or ``None`` when it follows none (costs nothing without telemetry)."""
+    telemetry = getattr(scheduler, _ATTRIBUTE, None)
+    if not isinstance(telemetry, Telemetry):
+        return None
+    if not (telemetry.fold.holding() or telemetry.active.counted):
+        return None
+    return telemetry.follows
+
+
+def folded(scheduler: Observed, events: Sequence[tuple[TaskEvent, int, TaskState]]) -> None:
+    """Hook: a refresh folded in events of other writers that :func:`follows` named;
+    never raises."""
+    telemetry = getattr(scheduler, _ATTRIBUTE, None)
+    if not isinstance(telemetry, Telemetry):
+        return
+    try:
+        telemetry.folded(scheduler, events)
+    except Exception:
+        telemetry.failed("taking in other writers' events")
 
 
 def opened(scheduler: Observed) -> None:
@@ -357,9 +364,9 @@ def phase_context(scheduler: Observed, task_id: str) -> AbstractContextManager[N
     try:
         telemetry = getattr(scheduler, _ATTRIBUTE, None)
         if telemetry is None:
-            if _DEFAULTS.tracer_provider is None and _no_global(0):
+            if DEFAULTS.tracer_provider is None and no_global(0):
                 return _NOTHING
-            if isinstance(_DEFAULTS.tracer_provider or trace.get_tracer_provider(), _NO_TRACER):
+            if isinstance(DEFAULTS.tracer_provider or trace.get_tracer_provider(), NO_TRACER):
                 return _NOTHING
             telemetry = telemetry_of(scheduler)
         if telemetry.tracer() is None:

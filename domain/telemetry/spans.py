@@ -44,14 +44,16 @@ SPAN_NAME = "tasktrail.phase"
 CHECKPOINT_EVENT = "tasktrail.checkpoint"
 ERROR_STATUSES = frozenset({"faulted", "failed", "orphaned"})
 MAX_STATUS_MESSAGE = 500
+"""How much of an outcome's message an error status keeps (pi-durable's cut)."""
 
 AttributeValue = str | bool | int | float
 Lookup = Callable[[str], TaskState | None]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
-_ROOT_FLAGS = trace.TraceFlags(
+ROOT_FLAGS = trace.TraceFlags(
     trace.TraceFlags.SAMPLED | getattr(trace.TraceFlags, "RANDOM_TRACE_ID", 0)
 )
+"""The flags of a root phase span: sampled, its trace id random (a hash prefix)."""
 
 
 @dataclass(frozen=True)
@@ -161,8 +163,9 @@ class PhaseFold:
     it and the event's version in its stream. ``resumed`` says
     whether a ``TaskReserved`` is the task's first invocation since a store
     was opened. With ``interrupted_spans`` (from history) a phase that a crash
-    cut off ends, with an error, where recovery found it; a live process never
-    sees those, since the process that ran the phase died with it.
+    cut off ends, with an error, where recovery found it. A live process sees the
+    recovery of a phase it runs only when another worker took the task over (this
+    one's lease expired): that span ends lease-lost (:meth:`lost`).
     """
 
     def __init__(self, *, interrupted_spans: bool = False) -> None:
@@ -216,7 +219,8 @@ class PhaseFold:
             error = None
             if event.status in ERROR_STATUSES:
                 text = event.message if event.status != "orphaned" else event.reason
-                error = f"task_{event.status}: {text or event.reason or event.status}"
+                detail = (text or event.reason or event.status)[:MAX_STATUS_MESSAGE]
+                error = f"task_{event.status}: {detail}"
             finished.append(
                 self._close(
                     current,
@@ -233,7 +237,6 @@ class PhaseFold:
             # The invocation ends at an abort mark during a run, or at a close.
             finished.append(self._close(current, event.at, "aborted", ok=True))
         elif isinstance(event, TaskRecovered):
-            del self.open[task_id]
             if self.interrupted_spans:
                 message = f"interrupted: the process stopped mid-phase (restart {event.restarts})"
                 finished.append(
@@ -241,9 +244,53 @@ class PhaseFold:
                         current, event.at, "interrupted", error=message, error_type="interrupted"
                     )
                 )
+            else:
+                # Live, a phase is open only while this process runs it: the recovery
+                # is another worker's, so this one lost its lease.
+                finished.extend(self.lost(event))
         if isinstance(event, TaskEnded):
             self._traces.pop(task_id, None)
         return finished
+
+    def lost(self, event: TaskRecovered, taken_by: str | None = None) -> list[PhaseSpan]:
+        """The open span of a task that another worker recovered from this process (its
+        lease expired), ended where the recovery was, with an error saying so and the
+        worker that took the task (``taken_by``) when known; the fold forgets the task.
+        Nothing when no span of the task is open (then it was never this process's)."""
+        current = self.open.get(event.task_id)
+        if current is None:
+            return []
+        self._traces.pop(event.task_id, None)  # kept again if this process runs it again
+        loser = f"worker {event.worker}" if event.worker is not None else "this worker"
+        message = (
+            f"lease_lost: {loser} lost its lease and another worker recovered the task "
+            f"(restart {event.restarts})"
+        )
+        if taken_by is not None:
+            message += f"; worker {taken_by} took it"
+        span = self._close(
+            current,
+            event.at,
+            "interrupted",
+            error=message,
+            error_type="lease_lost",
+            more={"lease.taken_by": taken_by} if taken_by is not None else None,
+        )
+        return [span]
+
+    def follows(self, task_id: str) -> bool:
+        """Whether the fold holds anything of the task: an open span, or its trace."""
+        return task_id in self.open or task_id in self._traces
+
+    def holding(self) -> bool:
+        """Whether the fold keeps anything of any task."""
+        return bool(self.open or self._traces)
+
+    def forget(self, task_id: str) -> None:
+        """Drop what the fold keeps of a task that ended where the fold did not see it
+        (another worker ended it)."""
+        self.open.pop(task_id, None)
+        self._traces.pop(task_id, None)
 
     def current(self, task_id: str) -> SpanContext | None:
         """The open phase span of a task, as a span context (for handlers' context)."""
@@ -251,7 +298,7 @@ class PhaseFold:
         if current is None:
             return None
         # The flags the span gets when emitted: its parent's, or sampled with a random id.
-        flags = current.parent.trace_flags if current.parent is not None else _ROOT_FLAGS
+        flags = current.parent.trace_flags if current.parent is not None else ROOT_FLAGS
         return SpanContext(current.trace_id, current.span_id, is_remote=False, trace_flags=flags)
 
     def trace_of(
@@ -289,7 +336,7 @@ class PhaseFold:
         first = task.started_version
         if first is not None and first != version:
             # A later phase span links to the task's first one (same trace, derived id).
-            flags = parent.trace_flags if parent is not None else _ROOT_FLAGS
+            flags = parent.trace_flags if parent is not None else ROOT_FLAGS
             first_span = SpanContext(
                 trace_id, span_id_for(task, first), is_remote=False, trace_flags=flags
             )
@@ -317,6 +364,7 @@ class PhaseFold:
         error: str | None = None,
         ok: bool = False,
         error_type: str | None = None,
+        more: dict[str, AttributeValue] | None = None,
     ) -> PhaseSpan:
         self.open.pop(current.task_id, None)
         attributes: dict[str, AttributeValue] = {
@@ -331,6 +379,8 @@ class PhaseFold:
         attributes["outcome"] = outcome
         if error_type is not None:
             attributes["error.type"] = error_type
+        if more:
+            attributes.update(more)
         return PhaseSpan(
             task_id=current.task_id,
             kind=current.kind,
@@ -344,6 +394,6 @@ class PhaseFold:
             attributes=attributes,
             events=tuple(current.events),
             links=current.links,
-            error=error[:MAX_STATUS_MESSAGE] if error is not None else None,
+            error=error,
             ok=ok and error is None,
         )
