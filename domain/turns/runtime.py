@@ -28,7 +28,9 @@ class Runtime:
         self, task_id: str, role: str, turn_id: str, attempt: int
     ) -> DeliveryOutcome | None:
         """Hand a Turn to its runtime and say how that went (``None``: this
-        runtime does not deliver; the Turn is left as it is)."""
+        runtime does not deliver; the Turn is left as it is). A runtime that ends
+        the Turn while delivering it (``fail_turn`` for a terminal delivery failure,
+        or ``complete_turn``) has settled it: its answer is then not recorded."""
         return None
 
     def steer(self, task_id: str, turn_id: str, reasons: tuple[str, ...]) -> None:

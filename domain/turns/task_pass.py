@@ -21,6 +21,7 @@ from .host import PassHost
 from .keys import task_key
 from .liveness import fold_turns, record_stall_diagnostic, stall_candidates
 from .pass_decisions import record_task_failure, record_task_success
+from .refusals import TurnRuleViolation
 from .report import ControllerPassReport, TaskOutcome
 from .runtime import Runtime
 from .settings import TurnSettings
@@ -196,15 +197,23 @@ class TaskPass:
         outcome = self.runtime.deliver(task_id, turn.role, turn.turn_id, turn.delivery_attempts)
         if outcome is None:
             return
-        decision = self.host._decide(
-            deliver_turn,
-            self.settings,
-            task_id,
-            turn.role,
-            turn.turn_id,
-            outcome,
-            pass_id=self.pass_id,
-        )
+        try:
+            decision = self.host._decide(
+                deliver_turn,
+                self.settings,
+                task_id,
+                turn.role,
+                turn.turn_id,
+                outcome,
+                pass_id=self.pass_id,
+            )
+        except TurnRuleViolation as refused:
+            # turns.ended_in_delivery (yui: a terminalized delivery is settled): the
+            # runtime ended the Turn (completed or failed it) while delivering it, so its
+            # answer is about a Turn that is over: nothing to record, and no failed pass.
+            if refused.rule != "turns.not_active":
+                raise
+            return
         if outcome == "delivery-uncertain":
             unsettled.add(turn.turn_id)
         if decision.status in ("failed", "completed"):
