@@ -75,9 +75,9 @@ class TaskPass:
     ) -> TaskOutcome:
         message = _describe(error)
         retry_at: float | None = None
-        # passes.full_takes_over (yui): no retry is armed while a full pass is requested;
-        # the full pass does this task's work.
-        arm = not (self.report.scope == "dirty" and self.host.pass_queue.full)
+        # passes.full_takes_over (yui): no retry is armed while a full pass is requested,
+        # whatever pass failed (a full one too): the requested full pass does this work.
+        arm = not self.host.pass_queue.full
         try:
             retry_at = self.host._decide(
                 record_task_failure,
