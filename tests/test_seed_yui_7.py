@@ -130,3 +130,42 @@ def test_yui_failure_in_a_full_pass_while_another_full_pass_is_requested_arms_no
 # ─── maintenance fences ────────────────────────────────────────────────────────────
 
 
+def test_yui_maintenance_fence_that_raises_fails_only_its_task(
+    scheduler: Scheduler, clock: ManualClock, caplog: Any
+) -> None:
+    # yui (``prepareActiveWorkspaces`` inside the per-task pass of
+    # ``#runDirtySchedulerPass``): the fence is asked within a task's own pass, so a
+    # ``maintenanceFence`` that throws for a task's project fails that task's pass
+    # (``onError``, a task-pass retry of its keys) while the other tasks go on.
+    for task_id, project in (("t1", "billing"), ("t2", "search"), ("t3", "ops")):
+        scheduler.submit("crew", id=task_id, phase="lead", project_ids=(project,))
+        scheduler.start_turn(task_id, "worker")
+
+    def fence(project: str) -> bool:
+        if project == "search":
+            raise OSError("maintenance lock of search unreadable")
+        return False
+
+    runtime = Scripted()
+    keys = [task_key("t1"), task_key("t2"), task_key("t3")]
+    report = scheduler.controller_pass(keys, runtime=runtime, maintenance=fence)
+    assert (report.done, report.failed) == (["t1", "t3"], ["t2"])
+    assert "maintenance lock of search unreadable" in report.errors["t2"]
+    assert runtime.delivered == [("t1", "worker"), ("t3", "worker")]
+    assert report.retries == {"t2": clock.now + 250}
+    (finished,) = of_type(scheduler, PassFinished)
+    assert (finished.done, finished.failed) == (("t1", "t3"), ("t2",))
+    # A Worker hears of it like any failed task, and its tick goes on.
+    heard: list[tuple[str, str]] = []
+    worker = Worker(
+        scheduler, runtime=runtime, maintenance=fence, on_pass_error=lambda t, e: heard.append((t, e))
+    )
+    clock.advance(250)
+    with caplog.at_level(logging.WARNING, logger="tasktrail.worker"):
+        worker.tick()
+    assert heard == [("t2", "OSError: maintenance lock of search unreadable")]
+    assert [r.getMessage() for r in caplog.records] == [
+        "controller pass failed t2: OSError: maintenance lock of search unreadable"
+    ]
+
+
