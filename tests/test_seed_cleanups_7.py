@@ -10,6 +10,9 @@ it is never given up). The rules are written down in docs/seed-fidelity.md ("Rou
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 from helpers.probes import of_type
 
 from tasktrail.domain import ManualClock, Registry, Scheduler
@@ -289,3 +292,28 @@ def test_yui_a_fenced_tasks_cleanup_waits_for_the_fence_with_the_backoff(
     clock.advance(250)
     worker.tick()
     assert runtime.asked == [(clock.now, task, "worker")]
+
+
+def test_yui_a_fence_that_raises_fails_that_tasks_cleanups_alone_and_backs_off(
+    scheduler: Scheduler, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Seed 000 asks its maintenance fence within the task's own work, so a fence that
+    throws fails that task alone: the Worker's cleanups outside a pass do the same (the
+    error reported, the attempt backed off), and the other task's cleanup is done."""
+    fenced = scheduler.submit("crew", id="t1", phase="lead", project_ids=["broken"])
+    other = scheduler.submit("crew", id="t2", phase="lead", project_ids=["fine"])
+    stopped_role(scheduler, fenced, "worker")
+    stopped_role(scheduler, other, "worker")
+    runtime = Cleanups(clock)
+
+    def fence(project: str) -> bool:
+        if project == "broken":
+            raise RuntimeError("fence store away")
+        return False
+
+    worker = Worker(scheduler, runtime=runtime, maintenance=fence)
+    with caplog.at_level(logging.WARNING, logger="tasktrail.worker"):
+        worker.tick()  # does not raise
+    assert runtime.asked == [(clock.now, other, "worker")]
+    assert "runtime cleanup of t1 failed: RuntimeError: fence store away" in caplog.text
+    assert worker.next_deadline() == clock.now + 250  # backed off, not every poll

@@ -261,7 +261,9 @@ class TurnCommands(CleanupCommands):
         runtime (drain events, deliver, steer, clean up); ``concurrency`` bounds
         the per-task passes run at once (default ``turn_settings.task_concurrency``,
         at most 32); ``maintenance`` names the projects under maintenance (or is a
-        predicate), whose tasks are deferred. A malformed key or bound raises
+        predicate, asked about each project of each task at each pass), whose tasks are
+        deferred; a predicate that raises fails that task's pass alone, like any per-task
+        failure. A malformed key or bound raises
         :class:`~.errors.InvalidArgument` before anything is written.
         """
         return engine.run_pass(

@@ -1,5 +1,6 @@
 """Running one controller pass (the yui controller): plan its scope, record its start,
-defer the tasks of projects under maintenance (deferred, never failed), then run the
+defer the tasks of projects under maintenance (deferred, never failed; a task whose
+fence raises fails alone, as a per-task pass that raised), then run the
 per-task pass of each other task in a worker thread, serialized per task (a lock per
 task, across passes too) and concurrent across tasks up to the bound (default 4, at
 most 32); a pass with one task to work (or a bound of 1) works it in the calling
@@ -69,10 +70,19 @@ def run_pass(
         the_plan.retried,
         the_plan.ended_retries,
     )
+    taken_over = frozenset(the_plan.retried) if the_plan.scope == "full" else frozenset()
+    worker = TaskPass(host, settings, pass_id, runtime, report, taken_over)
     work: list[str] = []
     for task_id in tasks:
         task = host.world.get(task_id)
-        fenced = _under_maintenance(maintenance, task.project_ids) if task is not None else []
+        try:
+            fenced = _under_maintenance(maintenance, task.project_ids) if task is not None else []
+        except Exception as error:
+            # passes.fence_fails_task (yui asks its fence within the task's own pass): a
+            # fence that raises fails this task's pass (its retry armed), not the pass.
+            keys = the_plan.task_keys[task_id]
+            report.outcomes[task_id] = worker.record_failure(task_id, keys, error, blocked=False)
+            continue
         if fenced:
             host._decide(defer_task, pass_id, task_id, fenced)
             report.outcomes[task_id] = "deferred"
@@ -80,8 +90,6 @@ def run_pass(
         else:
             work.append(task_id)
     if work:
-        taken_over = frozenset(the_plan.retried) if the_plan.scope == "full" else frozenset()
-        worker = TaskPass(host, settings, pass_id, runtime, report, taken_over)
         if min(bound, len(work)) == 1:
             # One at a time: here. Starting and joining a pool's thread cost more than a
             # small task's pass (issue 15: 45% of a batched benchmark cycle).
@@ -130,13 +138,14 @@ def run_cleanups(
         if host.closing:
             break
         task = host.world.get(task_id)
-        fenced = _under_maintenance(maintenance, task.project_ids) if task is not None else []
-        if fenced:
-            for waiting in waiting_roles:
-                attempts.note(task_id, waiting.role, waiting.number, host.clock(), base_ms)
-            report.deferred[task_id] = tuple(fenced)
-            continue
         try:
+            # A fence that raises fails this task's cleanups alone, as it fails its pass.
+            fenced = _under_maintenance(maintenance, task.project_ids) if task is not None else []
+            if fenced:
+                for waiting in waiting_roles:
+                    attempts.note(task_id, waiting.role, waiting.number, host.clock(), base_ms)
+                report.deferred[task_id] = tuple(fenced)
+                continue
             _clean_up_task(host, runtime, task_id, waiting_roles, report)
         except Exception as error:
             if host.closing:

@@ -64,24 +64,26 @@ class TaskPass:
                 except Exception as error:
                     # passes.blocked_whole_task (yui): a blocked task's retry covers the
                     # whole task, whatever keys the pass was asked for.
-                    return self._failure(task_id, (task_key(task_id),), error, blocked=True)
+                    return self.record_failure(task_id, (task_key(task_id),), error, blocked=True)
             try:
                 self._work(task_id, roles)
                 host._decide(record_task_success, self.pass_id, task_id)
             except Exception as error:
                 if host.closing:
                     return "skipped"
-                return self._failure(task_id, keys, error, blocked=False)
+                return self.record_failure(task_id, keys, error, blocked=False)
             return "done"
 
-    def _failure(
+    def record_failure(
         self, task_id: str, keys: tuple[str, ...], error: Exception, *, blocked: bool
     ) -> TaskOutcome:
+        """Record the task's per-task pass as blocked or failed by ``error``, arm its
+        retry of ``keys``, and report both; returns the task's outcome."""
         message = describe_error(error)
         retry_at: float | None = None
-        # passes.full_takes_over (yui): no retry is armed while a full pass is requested;
-        # the full pass does this task's work.
-        arm = not (self.report.scope == "dirty" and self.host.pass_queue.full)
+        # passes.full_takes_over (yui): no retry is armed while a full pass is requested,
+        # whatever pass failed (a full one too): the requested full pass does this work.
+        arm = not self.host.pass_queue.full
         try:
             retry_at = self.host._decide(
                 record_task_failure,
