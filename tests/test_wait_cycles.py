@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers.probes import running
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -27,12 +28,6 @@ from tasktrail.domain.tasks.events import (
 )
 from tasktrail.replay import fold, verify
 from tasktrail.replay.strategies import Command, Harness
-
-
-def running(scheduler: Scheduler, kind: str = "job", **options: object) -> str:
-    task_id = scheduler.submit(kind, **options)
-    assert scheduler.reserve(task_id) == "run"
-    return task_id
 
 
 def refused_as_cycle(scheduler: Scheduler, waiter: str, on: list[str]) -> RuleViolation:
