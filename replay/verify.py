@@ -124,8 +124,9 @@ def _waits(state: SchedulerState) -> Iterator[Violation]:
 
 
 def _cycles(state: SchedulerState) -> Iterator[Violation]:
-    # The scheduler's own wait-for graph (tasks/waits.py): a waiter whose wait is
-    # still on -> the live tasks it names; a holder -> its live owned tasks.
+    # The wait-for graph as it stands (tasks/waits.py): a waiter whose wait is still
+    # on -> the live tasks it names; a holder -> its live owned tasks. The wait check
+    # also counts a task that may hold later, so no wait it accepts closes one here.
     tasks = state.world.tasks
     draft = Draft(state.world)
     colour: dict[str, int] = {}  # 1 on the path, 2 done

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import crash, finishing
+from helpers.probes import refused, running
 
 from tasktrail.domain import (
     ManualClock,
@@ -16,23 +17,6 @@ from tasktrail.domain import (
     TaskDefinition,
     UnknownTask,
 )
-
-
-def refused(scheduler: Scheduler, rule: int, command, *args, **kwargs) -> RuleViolation:
-    """Run a command that must break ``rule``; check it named the rule and appended nothing."""
-    before = scheduler.store.head()
-    with pytest.raises(RuleViolation) as caught:
-        command(*args, **kwargs)
-    assert caught.value.rule == rule, caught.value
-    assert scheduler.store.head() == before, "a refused command appended events"
-    return caught.value
-
-
-def running(scheduler: Scheduler, kind: str = "job", **options) -> str:
-    task_id = scheduler.submit(kind, **options)
-    assert scheduler.reserve(task_id) == "run"
-    return task_id
-
 
 # 1 ──────────────────────────────────────────────────────────────────────────
 

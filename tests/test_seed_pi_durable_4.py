@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import finishing
-from helpers.probes import metric_points
+from helpers.probes import metric_points, refused, running
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -21,7 +21,6 @@ from opentelemetry.trace import StatusCode
 from tasktrail.domain import (
     ManualClock,
     Registry,
-    RuleViolation,
     Scheduler,
     TaskDefinition,
     Worker,
@@ -37,21 +36,6 @@ def _spans(exporter: InMemorySpanExporter, task_id: str) -> list[ReadableSpan]:
         if s.name == "tasktrail.phase" and s.attributes is not None
         if s.attributes["task.id"] == task_id
     ]
-
-
-def _refused(scheduler: Scheduler, rule: int, command: Any, *args: Any) -> RuleViolation:
-    before = scheduler.store.head()
-    with pytest.raises(RuleViolation) as caught:
-        command(*args)
-    assert caught.value.rule == rule, caught.value
-    assert scheduler.store.head() == before, "a refused command appended events"
-    return caught.value
-
-
-def _running(scheduler: Scheduler, kind: str = "job", **options: Any) -> str:
-    task_id = scheduler.submit(kind, **options)
-    assert scheduler.reserve(task_id) == "run"
-    return task_id
 
 
 def _nap(inv: Any) -> None:
@@ -133,8 +117,8 @@ def test_pi_durable_a_holder_stays_active_until_its_last_owned_task_ends(
     scheduler: Scheduler, meter_provider: MeterProvider, reader: InMemoryMetricReader
 ) -> None:
     scheduler.configure_telemetry(meter_provider=meter_provider)
-    holder = _running(scheduler)
-    below = _running(scheduler, "leaf", owner=holder)
+    holder = running(scheduler)
+    below = running(scheduler, "leaf", owner=holder)
 
     def active() -> dict[str, int]:
         points = metric_points(reader, "tasktrail.tasks.active")
@@ -192,7 +176,7 @@ def test_pi_durable_abort_invocation_sleep_is_refused_before_its_until(
     task_id = scheduler.submit("job")
     scheduler.abort(task_id)
     assert scheduler.reserve(task_id) == "abort"
-    error = _refused(scheduler, 8, scheduler.sleep, task_id, until)
+    error = refused(scheduler, 8, scheduler.sleep, task_id, until)
     assert "abort handler cannot sleep" in str(error)
 
 
@@ -236,7 +220,7 @@ def test_pi_durable_wake_at_over_sleepers_with_marks_and_missing_definitions(
     start = clock.now
 
     def sleeper(kind: str, after: int, **options: Any) -> str:
-        task_id = _running(s, kind, **options)
+        task_id = running(s, kind, **options)
         s.sleep(task_id, until=start + after, phase="up")
         return task_id
 
@@ -271,25 +255,25 @@ def test_pi_durable_held_outcomes_at_the_edges_of_all_and_fail_fast(
     scheduler: Scheduler,
 ) -> None:
     def holder(owner: str, status: str) -> tuple[str, str]:
-        held = _running(scheduler, owner=owner)
+        held = running(scheduler, owner=owner)
         below = scheduler.submit("leaf", owner=held)
         scheduler.finish(held, status)  # type: ignore[arg-type]
         assert scheduler.task(held).status == "completing"
         return held, below
 
-    patient = _running(scheduler)
-    fast = _running(scheduler)
+    patient = running(scheduler)
+    fast = running(scheduler)
     failing, _ = holder(fast, "failed")
     scheduler.wait(patient, [failing], "all", phase="end")
-    fast_done = _running(scheduler)
+    fast_done = running(scheduler)
     completed, completed_below = holder(fast_done, "completed")
     scheduler.wait(fast_done, [completed], "failFast", phase="end")
-    fast_aborted = _running(scheduler)
+    fast_aborted = running(scheduler)
     aborted, _ = holder(fast_aborted, "aborted")
     scheduler.wait(fast_aborted, [aborted], "failFast", phase="end")
 
-    _refused(scheduler, 7, scheduler.reserve, patient)  # a held failure has not ended
-    _refused(scheduler, 7, scheduler.reserve, fast_done)  # a held completion is no failure
+    refused(scheduler, 7, scheduler.reserve, patient)  # a held failure has not ended
+    refused(scheduler, 7, scheduler.reserve, fast_done)  # a held completion is no failure
     assert scheduler.reserve(fast_aborted) == "run"  # a held abort is one
     assert scheduler.reserve(completed_below) == "run"
     scheduler.finish(completed_below, "completed")
@@ -307,14 +291,14 @@ def test_pi_durable_held_outcomes_at_the_edges_of_all_and_fail_fast(
 def test_pi_durable_wait_checks_existence_then_ownership_then_the_cycle(
     scheduler: Scheduler,
 ) -> None:
-    waiter = _running(scheduler)
-    stranger = _running(scheduler, "leaf")
-    error = _refused(scheduler, 7, scheduler.wait, waiter, [stranger, "nope"], "failFast")
+    waiter = running(scheduler)
+    stranger = running(scheduler, "leaf")
+    error = refused(scheduler, 7, scheduler.wait, waiter, [stranger, "nope"], "failFast")
     assert "no such task" in str(error) and "'nope'" in str(error)
     scheduler.wait(stranger, [waiter], "all")  # waiter -> stranger would close a cycle
-    error = _refused(scheduler, 7, scheduler.wait, waiter, [stranger], "failFast")
+    error = refused(scheduler, 7, scheduler.wait, waiter, [stranger], "failFast")
     assert "owns" in str(error) and "cycle" not in str(error)
-    error = _refused(scheduler, 7, scheduler.wait, waiter, [stranger], "all")
+    error = refused(scheduler, 7, scheduler.wait, waiter, [stranger], "all")
     assert "cycle" in str(error)
 
 
@@ -325,8 +309,8 @@ def test_pi_durable_wait_checks_existence_then_ownership_then_the_cycle(
 
 
 def test_pi_durable_abort_mark_ends_a_wait_on_a_running_task(scheduler: Scheduler) -> None:
-    waiter = _running(scheduler)
-    stranger = _running(scheduler, "leaf")
+    waiter = running(scheduler)
+    stranger = running(scheduler, "leaf")
     scheduler.wait(waiter, [stranger], "all")
     assert scheduler.wake()["active"] is True  # the stranger runs
     scheduler.abort(waiter)
@@ -345,7 +329,7 @@ def test_pi_durable_wait_on_a_task_dropped_from_memory_is_over_at_once(
 ) -> None:
     url = str(tmp_path / "dropped.db")
     s = Scheduler.open(url, clock=clock, registry=registry, worker="w")
-    old = _running(s, "leaf")
+    old = running(s, "leaf")
     s.finish(old, "failed")
     waiter = s.submit("job")
     s.close()

@@ -1,10 +1,10 @@
 """Rule 7's wait-for graph: when a wait is over, and what each task waits for.
 
 :func:`wait_satisfied` says when a waiter may wake; :func:`waits_for` gives a
-task's edges in the wait-for graph; :func:`wait_cycle` finds the path a new
-wait would close. The scheduler's wait decision (:mod:`.running`) and
-``verify``'s rule 7 invariant both read the graph from here, so they agree on
-what a cycle is.
+task's edges in the wait-for graph as it stands (what ``verify``'s rule 7
+invariant reads: an actual cycle there is a deadlock); :func:`wait_cycle` finds
+the path a new wait would close once the tasks on it finish and hold, which is
+what the scheduler's wait decision (:mod:`.running`) refuses.
 """
 
 from __future__ import annotations
@@ -36,17 +36,22 @@ def wait_satisfied(draft: Draft, task: TaskState) -> bool:
 
 
 def waits_for(draft: Draft, task: TaskState) -> list[str]:
-    """The live tasks ``task`` cannot end before: its edges in the wait-for graph.
+    """The live tasks ``task`` cannot end before now: its edges in the wait-for graph.
 
     A waiter waits for the live tasks it names, unless an abort mark has ended its
     wait (rules 3 and 8: it runs its abort path, and every live task below it has or
     is due a cascade mark, rule 6, which ends that task's wait too). A holder
     (``completing``, rule 5) waits for its live owned tasks.
     """
-    # A failFast waiter a failure already woke keeps its edges: they point at tasks
-    # it owns, which it holds its outcome for if it finishes while they are live.
     if task.status == "completing":
         return draft.live_children(task.id)
+    return _awaited(draft, task)
+
+
+def _awaited(draft: Draft, task: TaskState) -> list[str]:
+    """The live tasks a waiter without an abort mark names."""
+    # A failFast waiter a failure already woke keeps its edges: they point at tasks
+    # it owns, which it holds its outcome for if it finishes while they are live.
     if task.status != "waiting" or task.abort_requested:
         return []
     out = []
@@ -58,27 +63,45 @@ def waits_for(draft: Draft, task: TaskState) -> list[str]:
 
 
 def wait_cycle(draft: Draft, waiter_id: str, awaited: Iterable[str]) -> list[str] | None:
-    """A path in the wait-for graph from an awaited task back to the waiter, if any.
+    """A path from an awaited task back to the waiter that could deadlock, if any.
 
-    The waiter's own owners count as on the way back: each will hold its outcome for
-    the waiter if it finishes while the waiter is live (rule 5), so a wait that leads
-    to one of them closes the cycle the moment that owner finishes ``completed`` (a
-    finish, unlike a wait, cannot be refused for it). It follows edges from the
-    awaited tasks only (and the waiter's owner chain), never the whole world.
+    Besides the edges of :func:`waits_for`, every live task has an edge to each of
+    its live owned tasks: whatever it does now, it may yet finish, and then holds its
+    outcome for them (rule 5), and a finish cannot be refused for the cycle it
+    would close, so the wait is. (This covers the waiter's own owners: each leads
+    down to the waiter.) The walk follows live work from the awaited tasks only,
+    each task once; a step to an owned task reads ``X (which Y owns)``.
     """
-    owners = {state.id for state in draft.ancestors(waiter_id)}
-    stack: list[tuple[str, list[str]]] = [(a, [waiter_id, a]) for a in awaited]
-    seen: set[str] = set()
+    # Each task reached: the task it was reached from, and whether that one owns it.
+    came_from: dict[str, tuple[str | None, bool]] = {}
+    stack: list[str] = []
+    for awaited_id in awaited:
+        if awaited_id not in came_from:
+            came_from[awaited_id] = (None, False)
+            stack.append(awaited_id)
     while stack:
-        node, path = stack.pop()
+        node = stack.pop()
         if node == waiter_id:
-            return path
-        if node in owners:
-            return [*path, f"{waiter_id} (which {node} owns)"]
-        if node in seen:
-            continue
-        seen.add(node)
+            return _path(came_from, waiter_id)
         state = draft.get(node)
-        if state is not None:
-            stack.extend((nxt, [*path, nxt]) for nxt in waits_for(draft, state))
+        if state is None or not state.live:
+            continue
+        for owned in draft.live_children(node):
+            if owned not in came_from:
+                came_from[owned] = (node, True)
+                stack.append(owned)
+        for named in _awaited(draft, state):
+            if named not in came_from:
+                came_from[named] = (node, False)
+                stack.append(named)
     return None
+
+
+def _path(came_from: dict[str, tuple[str | None, bool]], waiter_id: str) -> list[str]:
+    steps: list[str] = []
+    node: str | None = waiter_id
+    while node is not None:
+        previous, owned = came_from[node]
+        steps.append(f"{node} (which {previous} owns)" if owned else node)
+        node = previous
+    return [waiter_id, *reversed(steps)]

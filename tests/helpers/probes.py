@@ -1,16 +1,38 @@
 """What tests read off a scheduler, a store or a telemetry reader, shared by the rule and
-seed-fidelity tests: a log's events of one class, a run's job, a reconcile that visits
-a run, a runtime that answers every delivery alike, a metric's points."""
+seed-fidelity tests: a running task, a command a rule refuses, a log's events of one
+class, a run's job, a reconcile that visits a run, a runtime that answers every
+delivery alike, a metric's points."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from tasktrail.domain import Scheduler
+from tasktrail.domain import RuleViolation, Scheduler
 from tasktrail.domain.tasks.events import TaskEvent
 from tasktrail.domain.turns.runtime import Runtime
+
+
+def running(scheduler: Scheduler, kind: str = "job", **options: Any) -> str:
+    """A task submitted with ``options`` and reserved: its run invocation is on."""
+    task_id = scheduler.submit(kind, **options)
+    assert scheduler.reserve(task_id) == "run"
+    return task_id
+
+
+def refused(
+    scheduler: Scheduler, rule: int, command: Callable[..., Any], *args: Any, **kwargs: Any
+) -> RuleViolation:
+    """Run a command that must break ``rule``; check it named the rule and appended nothing."""
+    before = scheduler.store.head()
+    with pytest.raises(RuleViolation) as caught:
+        command(*args, **kwargs)
+    assert caught.value.rule == rule, caught.value
+    assert scheduler.store.head() == before, "a refused command appended events"
+    return caught.value
 
 
 def of_type(scheduler: Scheduler, cls: type[TaskEvent]) -> list[Any]:
