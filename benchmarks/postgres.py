@@ -244,9 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     low, high = min(figures["ratios"]), max(figures["ratios"])
     verdict = "met" if ratio >= 0.5 else "MISSED"
-    print(
-        f"  ratio (drawn ids) {ratio:.2f}x ({low:.2f}-{high:.2f}); goal >= 0.5x raw: {verdict}"
-    )
+    print(f"  ratio (drawn ids) {ratio:.2f}x ({low:.2f}-{high:.2f}); goal >= 0.5x raw: {verdict}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -9,9 +10,11 @@ from typing import Any
 import pytest
 
 from tasktrail.domain import (
+    CorruptEvent,
     ManualClock,
     Registry,
     Scheduler,
+    StoreError,
     TaskDefinition,
     Worker,
 )
@@ -145,3 +148,46 @@ def test_an_idle_worker_wakes_for_another_writers_events(tmp_path: Any) -> None:
     finally:
         worker.stop()
         thread.join(timeout=5)
+
+
+def test_a_tick_the_store_failed_is_tried_again_after_a_backoff(
+    sqlite_url: str, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker runs for months: a store away for a while (locked past its timeout, a
+    server restarting) must not end it. The failed tick is logged and tried again,
+    the waits doubling from ``poll_ms``; the work still in the log is done after."""
+    s = Scheduler.open(sqlite_url, clock=clock, registry=sleeper_registry(), worker="w")
+    task = s.submit("job")
+    real_run_pass = s.run_pass
+    failures = [StoreError("cannot write to store: database is locked")] * 2
+
+    def flaky_run_pass(**options: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return real_run_pass(**options)
+
+    s.run_pass = flaky_run_pass  # type: ignore[method-assign]
+    worker = Worker(s, poll_ms=1)
+    with caplog.at_level(logging.WARNING, logger="tasktrail.worker"):
+        worker.run(max_ticks=3)
+    assert "1 in a row); trying again in 1 ms" in caplog.text
+    assert "2 in a row); trying again in 2 ms" in caplog.text
+    reopened = Scheduler.open(sqlite_url, clock=clock, registry=sleeper_registry(), worker="x")
+    assert reopened.task(task).status == "terminal"
+    reopened.close()
+
+
+def test_a_corrupt_event_ends_the_run_and_closes_the_scheduler(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    """A corrupt event is the log itself: another tick would read it again."""
+    s = Scheduler.open(sqlite_url, clock=clock, registry=sleeper_registry(), worker="w")
+
+    def corrupt(**_: Any) -> Any:
+        raise CorruptEvent(7, "damaged")
+
+    s.run_pass = corrupt  # type: ignore[method-assign]
+    with pytest.raises(CorruptEvent):
+        Worker(s, poll_ms=1).run(max_ticks=5)
+    with pytest.raises(Exception, match="rule 2"):
+        s.submit("job")  # closed

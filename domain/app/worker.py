@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConflictError, CorruptEvent, StoreError
 from ..tasks.definitions import blocked_reason
 from ..turns.engine import Maintenance
 from ..turns.runtime import Runtime
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("tasktrail.worker")
 
 DEFAULT_POLL_MS = 100.0
+STORE_RETRY_MAX_MS = 30_000.0
+"""The longest a :meth:`Worker.run` waits before trying a tick again after the store
+failed (the wait doubles from ``poll_ms`` with each failure in a row)."""
 """How often an idle worker looks for events other writers appended."""
 
 
@@ -247,20 +251,43 @@ class Worker:
         """Tick until :meth:`stop` (or ``max_ticks``), then close the scheduler.
 
         Idle, it sleeps until :meth:`next_deadline` on the scheduler clock, waking
-        every ``poll_ms`` to look for events other writers appended.
+        every ``poll_ms`` to look for events other writers appended. A tick the store
+        failed (:class:`StoreError`, or a :class:`ConflictError` past its retries) is
+        logged and tried again after a backoff doubling from ``poll_ms`` up to 30 s; a
+        :class:`CorruptEvent` and any other error end the run.
         """
         s = self.scheduler
         log.info("worker %s started on %s", s.worker, s.store.location)
         beating = threading.Thread(target=self._beat, name=f"heartbeat-{s.worker}", daemon=True)
         beating.start()
+        failures = 0
         try:
             while not self._stop.is_set():
                 if max_ticks is not None and self.ticks >= max_ticks:
                     break
-                report = self.tick()
-                if report.progressed:
-                    continue
-                self._idle()
+                ticked = self.ticks
+                try:
+                    report = self.tick()
+                    failures = 0
+                    if report.progressed:
+                        continue
+                    self._idle()
+                except CorruptEvent:
+                    raise  # the log itself: trying again reads the same event
+                except (StoreError, ConflictError) as error:
+                    # A store away a while (locked, a server restarting) or a race lost
+                    # too often: the work stays in the log for a later tick.
+                    failures += 1
+                    delay_ms = min(self.poll_ms * 2 ** min(failures - 1, 16), STORE_RETRY_MAX_MS)
+                    log.warning(
+                        "worker %s: tick failed (%s, %d in a row); trying again in %.0f ms",
+                        s.worker,
+                        error,
+                        failures,
+                        delay_ms,
+                    )
+                    self.ticks = ticked + 1  # a failed tick counts (max_ticks)
+                    self._stop.wait(delay_ms / 1000)
         finally:
             self._stop.set()
             beating.join(timeout=5)
