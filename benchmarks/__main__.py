@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--dir", type=Path, help="where the stores go (default: a temp dir)")
     args = parser.parse_args(argv)
+    if args.dir is not None and not args.dir.is_dir():
+        parser.error(f"--dir {args.dir}: no such directory (the stores go in a new one inside it)")
     sizes = QUICK if args.quick else FULL
     info = machine()
     print(machine_line(info), flush=True)

@@ -142,3 +142,13 @@ def test_the_structs_probe_counts_every_copy_and_puts_the_fold_back(tmp_path: Pa
         assert len(values) == 1 and values[0] > 0
     ratios = figures["ratios"]
     assert set(ratios) == {"replay", "replay projected with Structs"}
+
+
+def test_a_missing_dir_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main = _module("benchmarks.__main__").main
+    with pytest.raises(SystemExit) as exited:
+        main(["--quick", "--dir", str(tmp_path / "missing")])
+    assert exited.value.code == 2
+    assert f"--dir {tmp_path / 'missing'}: no such directory" in capsys.readouterr().err
