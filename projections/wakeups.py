@@ -2,9 +2,11 @@
 
 ``aggregation_deadline`` is when the wakeup is due while the Leader is idle;
 ``force_deadline`` when it is dispatched even though the Leader is busy;
-``resignal_at`` when a pass that found the Leader busy signals it again, and
-``busy_attempts`` how often a pass found it busy (none yet: the wakeup stays due at its
-aggregation end, as yui's wake timer fires there). The first two
+``resignal_at`` when a pass that found the Leader busy signals it again,
+``busy_turn_id`` the Leader Turn a pass last found busy and ``busy_attempts`` how often
+passes found that Turn busy (none yet: the wakeup stays due at its aggregation end, as
+yui's wake timer fires there; a row an earlier release wrote has no ``busy_turn_id``).
+The first two
 come from the Turn settings the log recorded (``configure_turns``; the documented
 defaults until then), as the scheduler decided with them, and move when they change;
 ``ReadModel.next_wakeup_deadline(now)`` picks the one that applies from the live
@@ -43,6 +45,7 @@ class PendingWakeups(Projection):
                 "force_deadline": float,
                 "resignal_at": float,
                 "busy_attempts": int,
+                "busy_turn_id": str,
             },
             pk="task_id",
             indexes=[("aggregation_deadline",), ("force_deadline",)],
@@ -97,5 +100,6 @@ class PendingWakeups(Projection):
                 "force_deadline": first + settings.force_window_ms,
                 "resignal_at": wakeup.resignal_at,
                 "busy_attempts": wakeup.busy_attempts,
+                "busy_turn_id": wakeup.busy_turn_id,
             },
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers.probes import Answers, of_type
+from helpers.probes import Answers, busy_leader, of_type
 
 from tasktrail.domain import ManualClock, Scheduler
 from tasktrail.domain.turns.events import (
@@ -93,12 +93,6 @@ class Steering(Runtime):
 
     def steer(self, task_id: str, turn_id: str, reasons: tuple[str, ...]) -> None:
         self.steered.append((turn_id, reasons))
-
-
-def _busy_leader(scheduler: Scheduler, task: str) -> str:
-    turn = scheduler.start_turn(task, LEADER)
-    scheduler.deliver_turn(task, LEADER, turn, "delivered")  # else it is due now
-    return turn
 
 
 # ─── delivery outcomes ──────────────────────────────────────────────────────────
@@ -200,7 +194,7 @@ def test_yui_delivery_that_raises_records_nothing_and_its_task_pass_is_retried(
     uses no delivery attempt, and the rest of the task's pass waits for the retry."""
     task = scheduler.submit("job", id="t1")
     worker = scheduler.start_turn(task, "worker")
-    leader = _busy_leader(scheduler, task)
+    leader = busy_leader(scheduler, task)
     scheduler.observe_exit(task, LEADER, leader)
     scheduler.request_wakeup(task, "operator wrote")
     clock.advance(AGGREGATION)
@@ -374,7 +368,7 @@ def test_yui_force_end_counts_from_the_first_request_not_from_when_the_leader_go
     first_at = clock.now
     scheduler.request_wakeup(task, "a")
     clock.advance(AGGREGATION / 2)
-    busy = _busy_leader(scheduler, task)
+    busy = busy_leader(scheduler, task)
     clock.set(first_at + AGGREGATION)
     runtime = Steering()
     assert scheduler.controller_pass(runtime=runtime).wakeups == {task: "busy"}
@@ -393,7 +387,7 @@ def test_yui_request_joining_a_found_busy_wakeup_keeps_its_resignal(
     the Leader's key, with the busy Turn as its identity; a request that joins the
     wakeup does not touch that timer: the re-signal keeps its attempt and its time."""
     task = scheduler.submit("job", id="t1")
-    busy = _busy_leader(scheduler, task)
+    busy = busy_leader(scheduler, task)
     first_at = clock.now
     scheduler.request_wakeup(task, "a")
     clock.set(first_at + AGGREGATION)
@@ -418,7 +412,7 @@ def test_yui_busy_leader_that_ends_makes_its_wakeup_due_at_once(
     re-signal (here 2 s away)."""
     scheduler.configure_turns(delivery_retry_limit=10)
     task = scheduler.submit("job", id="t1")
-    busy = _busy_leader(scheduler, task)
+    busy = busy_leader(scheduler, task)
     first_at = clock.now
     scheduler.request_wakeup(task, "a")
     clock.set(first_at + AGGREGATION)

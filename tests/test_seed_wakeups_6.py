@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.probes import of_type
+from helpers.probes import busy_leader, of_type
 
 from tasktrail.domain import ManualClock, Scheduler
 from tasktrail.domain.turns.events import (
@@ -40,12 +40,6 @@ class Steering(Runtime):
 
     def leader_wake_fenced(self) -> bool:
         return self.fence
-
-
-def busy_leader(scheduler: Scheduler, task: str) -> str:
-    turn = scheduler.start_turn(task, LEADER)
-    scheduler.deliver_turn(task, LEADER, turn, "delivered")  # else it is due now
-    return turn
 
 
 def test_yui_request_after_the_aggregation_end_joins_and_keeps_the_window(

@@ -314,6 +314,7 @@ def test_yui_replay_equals_live_under_any_turn_settings(
                     "force_deadline": w.first_requested_at + aggregation + extra,
                     "resignal_at": w.resignal_at,
                     "busy_attempts": w.busy_attempts,
+                    "busy_turn_id": w.busy_turn_id,
                 }
                 for w in s.pending_wakeups().values()
             }

@@ -206,9 +206,10 @@ class WakeupDispatched(WakeupEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WakeupFoundBusy(WakeupEvent):
-    """A pass found the Leader busy with Turn ``turn_id`` (``attempt`` earlier times):
-    the wakeup is signalled again at ``resignal_at`` with the delivery backoff
-    (``None``: the delivery retry limit is used up; the force window remains)."""
+    """A pass found the Leader busy with Turn ``turn_id`` (``attempt`` earlier times,
+    counted for that Turn): the wakeup is signalled again at ``resignal_at`` with the
+    delivery backoff (``None``: the delivery retry limit is used up; the force window
+    remains)."""
 
     turn_id: str
     attempt: int

@@ -265,7 +265,12 @@ def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
     if isinstance(event, WakeupFoundBusy):
         if state is None:
             raise InvalidTransition(f"task {event.task_id}: wakeup found busy with none pending")
-        return _copy_wakeup(state, busy_attempts=event.attempt + 1, resignal_at=event.resignal_at)
+        return _copy_wakeup(
+            state,
+            busy_turn_id=event.turn_id,
+            busy_attempts=event.attempt + 1,
+            resignal_at=event.resignal_at,
+        )
     if isinstance(event, WakeupDispatched) and state is None:
         raise InvalidTransition(f"task {event.task_id}: wakeup dispatched with none pending")
     return None  # dispatched or dropped: nothing pending any more

@@ -144,9 +144,9 @@ class RoleState:
 @dataclass(frozen=True, slots=True)
 class WakeupState:
     """A task's pending Leader wakeup: every reason in first-request order, the
-    first request's time (kept) and the last one's; how often a pass found the
-    Leader busy, and when it is signalled again (``None``: not before the force
-    window)."""
+    first request's time (kept) and the last one's; the Leader Turn a pass last found
+    busy, how often passes found that Turn busy, and when it is signalled again
+    (``None``: not before the force window)."""
 
     task_id: str
     reasons: tuple[str, ...]
@@ -155,6 +155,7 @@ class WakeupState:
     last_requested_at: float
     busy_attempts: int = 0
     resignal_at: float | None = None
+    busy_turn_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The wakeup as plain data."""
@@ -165,6 +166,8 @@ class WakeupState:
             "first_requested_at": self.first_requested_at,
             "last_requested_at": self.last_requested_at,
         }
+        if self.busy_turn_id is not None:
+            out["busy_turn_id"] = self.busy_turn_id
         if self.busy_attempts:
             out["busy_attempts"] = self.busy_attempts
         if self.resignal_at is not None:

@@ -2,10 +2,11 @@
 it or aggregates into it (``wakeups.aggregate``: reasons appended once each, the first
 time kept); once its aggregation window has passed it starts a Leader Turn
 (``wakeups.dispatch``), or, finding the Leader busy, is signalled again with the
-delivery backoff (``wakeups.resignal``); while the Leader stays busy past the force
-window, its reasons are steered into the busy Turn (``wakeups.force``, recorded by
-:func:`record_steered` only once the hand-off happened); a wakeup of a task that
-decided its outcome is dropped (``wakeups.task_done``).
+delivery backoff, counted per busy Leader Turn (``wakeups.resignal``); while the
+Leader stays busy past the force window, its reasons are steered into the busy Turn
+(``wakeups.force``, recorded by :func:`record_steered` only once the hand-off
+happened); a wakeup of a task that decided its outcome is dropped
+(``wakeups.task_done``).
 """
 
 from __future__ import annotations
@@ -223,7 +224,9 @@ def _resignal(
     turn_id: str,
     pass_id: str | None,
 ) -> None:
-    attempt = wakeup.busy_attempts
+    # The busy Turn is the re-signal's identity (yui): finding another Turn busy starts
+    # the count, and its backoff, over at the first attempt, due at once.
+    attempt = wakeup.busy_attempts if wakeup.busy_turn_id == turn_id else 0
     due = attempt == 0 or (wakeup.resignal_at is not None and wakeup.resignal_at <= ctx.now)
     if not due or attempt >= settings.delivery_retry_limit:
         return

@@ -1,7 +1,7 @@
 """What tests read off a scheduler, a store or a telemetry reader, shared by the rule and
 seed-fidelity tests: a running task, a command a rule refuses, a log's events of one
-class, a run's job, a reconcile that visits a run, a runtime that answers every
-delivery alike, a metric's points."""
+class, a run's job, a reconcile that visits a run, a busy Leader, a runtime that answers
+every delivery alike, a metric's points."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from tasktrail.domain import RuleViolation, Scheduler
 from tasktrail.domain.tasks.events import TaskEvent
 from tasktrail.domain.turns.runtime import Runtime
+from tasktrail.domain.turns.state import LEADER
 
 
 def running(scheduler: Scheduler, kind: str = "job", **options: Any) -> str:
@@ -54,6 +55,14 @@ def settle(runs: Scheduler, run_id: str) -> str:
         if run_id in report.outcomes:
             return report.outcomes[run_id]
     raise AssertionError(f"{run_id} was never visited")
+
+
+def busy_leader(scheduler: Scheduler, task_id: str) -> str:
+    """Start the task's Leader Turn and record it delivered (an undelivered one would be
+    due now); returns its id."""
+    turn = scheduler.start_turn(task_id, LEADER)
+    scheduler.deliver_turn(task_id, LEADER, turn, "delivered")
+    return turn
 
 
 class Answers(Runtime):
