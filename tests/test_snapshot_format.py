@@ -24,7 +24,7 @@ from tasktrail.replay import replay, verify
 
 FOLD_DIGESTS = {
     3: {
-        "fold-reference.jsonl": "dca99ceab0d5f50c",
+        "fold-reference.jsonl": "b08e5b8c5cd54914",
         "first-release.sqlite": "095cd07a42e00f66",
     },
 }
