@@ -38,10 +38,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("tasktrail.worker")
 
 DEFAULT_POLL_MS = 100.0
+"""How often an idle worker looks for events other writers appended."""
 STORE_RETRY_MAX_MS = 30_000.0
 """The longest a :meth:`Worker.run` waits before trying a tick again after the store
 failed (the wait doubles from ``poll_ms`` with each failure in a row)."""
-"""How often an idle worker looks for events other writers appended."""
 
 
 @dataclass
