@@ -317,3 +317,26 @@ def test_yui_a_fence_that_raises_fails_that_tasks_cleanups_alone_and_backs_off(
     assert runtime.asked == [(clock.now, other, "worker")]
     assert "runtime cleanup of t1 failed: RuntimeError: fence store away" in caplog.text
     assert worker.next_deadline() == clock.now + 250  # backed off, not every poll
+
+
+def test_yui_a_cleanup_another_worker_settled_is_not_asked_again(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """Seed 000 ``processSelectedRoleRuntimeCleanups``: each role's cleanup reads the
+    role's mailbox from the store when it is attempted (``store.getWorkMailbox``), so a
+    cleanup settled meanwhile is no longer there to do. Two workers on one store: the
+    one that did not settle it asks its runtime nothing and reports no error."""
+    first = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="a")
+    second = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="b")
+    task = first.submit("crew", id="t1", phase="lead")
+    stopped_role(first, task, "worker")
+    seen = second.cleanup_obligations(task)  # the second worker folds the open obligation
+    assert seen is not None and seen.open_roles() == ["worker"]
+    first.settle_cleanup(task, "worker")
+    runtime = Cleanups(clock)
+    report = second.run_cleanups(runtime=runtime)
+    assert runtime.asked == []
+    assert report.errors == {} and report.cleanups == {}
+    assert second.next_cleanup_attempt() is None
+    second.close()
+    first.close()

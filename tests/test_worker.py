@@ -191,3 +191,53 @@ def test_a_corrupt_event_ends_the_run_and_closes_the_scheduler(
         Worker(s, poll_ms=1).run(max_ticks=5)
     with pytest.raises(Exception, match="rule 2"):
         s.submit("job")  # closed
+
+
+def test_a_store_failure_that_strands_a_running_task_ends_the_run(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    """pi-durable 004, ``TaskScheduler`` (the step that writes the scheduler's own fault
+    or terminal record: a throw there ``#failSession``s, since it "would otherwise leave
+    the task running"). A phase's checkpoint and then its fault record both meet the
+    store away: nothing of this process runs the task any more, yet the world holds it
+    running here, and this worker's heartbeats keep its lease, so no other worker
+    recovers it. Riding the failure out would strand it for the worker's whole life;
+    the run ends instead, and the task is recovered (a restart) and runs to its end."""
+    registry = Registry(
+        [TaskDefinition("two", 1, {"start": lambda inv: "next", "next": lambda inv: inv.finish()})]
+    )
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="w")
+    task = s.submit("two")
+    real_append = s.store.append
+    calls = {"n": 0}
+
+    def flaky_append(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] in (2, 3):  # the checkpoint, then the fault record
+            raise StoreError("cannot write to store: database is locked")
+        return real_append(*args, **kwargs)
+
+    s.store.append = flaky_append  # type: ignore[method-assign]
+    worker = Worker(s, poll_ms=1)
+    ended: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            worker.run(max_ticks=5)
+            ended.append(None)
+        except BaseException as error:  # the test reads what ended the run
+            ended.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=3)
+    if thread.is_alive():  # idle for good with the task stranded: stop it, then fail
+        worker.stop()
+        thread.join(timeout=5)
+    assert calls["n"] >= 3
+    assert ended and isinstance(ended[0], StoreError), ended
+    reopened = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="w")
+    assert reopened.task(task).restarts == 1  # recovered as the crash it was
+    reopened.run_until_idle()
+    assert reopened.task(task).status == "terminal"
+    reopened.close()

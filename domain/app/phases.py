@@ -145,6 +145,20 @@ class PhaseCommands:
                 break
         return report
 
+    def _stranded(self) -> list[str]:
+        """Tasks held running here that no invocation here runs any more: an invocation
+        ended and the write of its last decision failed (the store away), so nothing
+        here runs the task again, and this worker's lease keeps the others off it."""
+        with self._lock:
+            ctx, draft = self._context(), Draft(self.world)
+            return [
+                task_id
+                for task_id in sorted(self.world.live)
+                if task_id not in self._invocations
+                and self._is_running(task_id)
+                and self._readiness(draft, ctx, self._task_now(task_id)) == "running"
+            ]
+
     def _task_now(self, task_id: str) -> TaskState:
         """A task this pass knows exists, as the world holds it now."""
         task = self.world.get(task_id)

@@ -95,7 +95,9 @@ class Scheduler(
         self.snapshot_problems: list[str] = []
         """Snapshots the open found but could not use, and why (each was passed over)."""
         self.parked: list[str] = []
-        """Tasks the last recovery parked at the restart limit (rule 9)."""
+        """Tasks recoveries parked at the restart limit (rule 9) since this scheduler
+        opened, in order: each recovery appends its own, a task parked again after
+        ``retry`` too, and nothing is taken out."""
         self.events_written = 0
         self.conflicts = 0
         """Appends this scheduler lost to another writer (each appended nothing)."""

@@ -70,6 +70,8 @@ class TurnCommands(CleanupCommands):
 
         def task(self, task_id: str) -> TaskState: ...
 
+        def refresh(self) -> int: ...
+
     # ─── settings ───────────────────────────────────────────────────────────
 
     @property

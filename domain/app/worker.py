@@ -38,10 +38,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("tasktrail.worker")
 
 DEFAULT_POLL_MS = 100.0
+"""How often an idle worker looks for events other writers appended."""
 STORE_RETRY_MAX_MS = 30_000.0
 """The longest a :meth:`Worker.run` waits before trying a tick again after the store
 failed (the wait doubles from ``poll_ms`` with each failure in a row)."""
-"""How often an idle worker looks for events other writers appended."""
 
 
 @dataclass
@@ -253,8 +253,10 @@ class Worker:
         Idle, it sleeps until :meth:`next_deadline` on the scheduler clock, waking
         every ``poll_ms`` to look for events other writers appended. A tick the store
         failed (:class:`StoreError`, or a :class:`ConflictError` past its retries) is
-        logged and tried again after a backoff doubling from ``poll_ms`` up to 30 s; a
-        :class:`CorruptEvent` and any other error end the run.
+        logged and tried again after a backoff doubling from ``poll_ms`` up to 30 s,
+        unless it left a task running here that no invocation runs any more (its last
+        decision was not written); that one, a :class:`CorruptEvent` and any other error
+        end the run (the task is recovered as after a crash).
         """
         s = self.scheduler
         log.info("worker %s started on %s", s.worker, s.store.location)
@@ -275,17 +277,15 @@ class Worker:
                 except CorruptEvent:
                     raise  # the log itself: trying again reads the same event
                 except (StoreError, ConflictError) as error:
-                    # A store away a while (locked, a server restarting) or a race lost
-                    # too often: the work stays in the log for a later tick.
+                    # A store away a while (locked, a server restarting) or a race lost too
+                    # often: the work stays in the log for a later tick. Not a task left
+                    # running here with no invocation: pi-durable fails its session then.
+                    if s._stranded():
+                        raise
                     failures += 1
                     delay_ms = min(self.poll_ms * 2 ** min(failures - 1, 16), STORE_RETRY_MAX_MS)
-                    log.warning(
-                        "worker %s: tick failed (%s, %d in a row); trying again in %.0f ms",
-                        s.worker,
-                        error,
-                        failures,
-                        delay_ms,
-                    )
+                    message = "worker %s: tick failed (%s, %d in a row); trying again in %.0f ms"
+                    log.warning(message, s.worker, error, failures, delay_ms)
                     self.ticks = ticked + 1  # a failed tick counts (max_ticks)
                     self._stop.wait(delay_ms / 1000)
         finally:

@@ -118,19 +118,25 @@ def run_pass(
 def run_cleanups(
     host: PassHost, runtime: Runtime, *, maintenance: Maintenance = ()
 ) -> CleanupReport:
-    """Attempt each runtime cleanup due now (:func:`~.attempts.due_cleanups`) outside
-    a pass, under its task's lock: a completed task's role that owes an obligation gets
-    it recorded first (``cleanup.completed_task``), then ``Runtime.cleanup`` is asked
-    and what came of it recorded as a pass would (settled, or failed), nothing for "not
-    done yet". A task of a project under maintenance is deferred, as a pass defers it:
-    its cleanups are due again after the backoff. A task whose records raise is
-    reported, and its cleanups back off as well."""
+    """Attempt each runtime cleanup due now (:func:`~.attempts.due_cleanups`, with what
+    other writers appended folded in first) outside a pass, under its task's lock: a
+    completed task's role that owes an obligation gets it recorded first
+    (``cleanup.completed_task``), then ``Runtime.cleanup`` is asked and what came of it
+    recorded as a pass would (settled, or failed), nothing for "not done yet". A task of
+    a project under maintenance is deferred, as a pass defers it: its cleanups are due
+    again after the backoff. A task whose records raise is reported, and its cleanups
+    back off as well."""
+    report = CleanupReport()
+    if host.closing:
+        return report
+    with host._lock:
+        # Which are due is read from the log as it stands (yui reads each role's mailbox
+        # from its store): one another writer settled is not the runtime's to do again.
+        host.refresh()
+        due = due_cleanups(host.world, host.cleanup_attempts, host.clock())
     settings = host.turn_settings
     attempts = host.cleanup_attempts
     base_ms = settings.delivery_retry_base_ms
-    report = CleanupReport()
-    with host._lock:
-        due = due_cleanups(host.world, attempts, host.clock())
     by_task: dict[str, list[WaitingCleanup]] = {}
     for waiting in due:
         by_task.setdefault(waiting.task_id, []).append(waiting)

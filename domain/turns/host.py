@@ -54,6 +54,10 @@ class PassHost(Protocol):
         """Run one decision through the scheduler's decision cycle."""
         ...
 
+    def refresh(self) -> int:
+        """Fold in what other writers appended since the last read; returns how many."""
+        ...
+
     @property
     def pass_queue(self) -> PassQueue:
         """The passes requested and not run yet (a dirty pass yields to a full one)."""
