@@ -135,12 +135,11 @@ def test_yui_cleanup_attempt_that_is_not_done_appends_nothing(
     scheduler: Scheduler, clock: ManualClock
 ) -> None:
     """Seed 000: a cleanup outcome that is neither done nor failed only re-arms the
-    in-memory retry timer; tasktrail records no event for it (the default ``Runtime``
-    answers "not done yet")."""
+    in-memory retry timer; tasktrail records no event for it."""
     task = scheduler.submit("crew", id="t1", phase="lead")
     stopped_role(scheduler, task, "worker")
     head = scheduler.store.head()
-    worker = Worker(scheduler, runtime=Runtime())
+    worker = Worker(scheduler, runtime=Cleanups(clock, answer=False))
     for _ in range(8):
         report = worker.tick()
         assert report.cleanups in ({}, {task: {"worker": "open"}})
@@ -340,3 +339,31 @@ def test_yui_a_cleanup_another_worker_settled_is_not_asked_again(
     assert second.next_cleanup_attempt() is None
     second.close()
     first.close()
+
+
+def test_a_runtime_without_a_cleanup_of_its_own_is_not_asked_outside_a_pass(
+    scheduler: Scheduler, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Runtime.cleanup`` itself answers "not done" for good: a host whose runtime does
+    not implement it has nothing a Worker could settle, so its open obligations make no
+    deadline and are not asked every backoff (a call per obligation every 2 s, growing
+    with every completed task); a pass still asks those in its scope, as before."""
+    asked: list[tuple[str, str]] = []
+
+    def default_cleanup(self: Runtime, task_id: str, role: str) -> bool:
+        asked.append((task_id, role))
+        return False
+
+    monkeypatch.setattr(Runtime, "cleanup", default_cleanup)
+    task = scheduler.submit("crew", id="t1", phase="lead")
+    stopped_role(scheduler, task, "worker")
+
+    class Delivers(Runtime):  # delivery only: cleanup is Runtime's own
+        pass
+
+    worker = Worker(scheduler, runtime=Delivers())
+    worker.tick()
+    clock.advance(10_000)
+    worker.tick()
+    assert asked == []
+    assert worker.next_deadline() == scheduler.next_heartbeat()

@@ -26,11 +26,11 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, CorruptEvent, StoreError
-from ..tasks.definitions import blocked_reason
 from ..turns.engine import Maintenance
 from ..turns.runtime import Runtime
 from ..turns.settings import retry_delay_ms
 from .fleet import HeartbeatReport
+from .worker_reports import TaskCallback, WakeCallback, WorkerReports
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -63,11 +63,7 @@ class TickReport:
         return bool(self.recovered or self.reserved or self.ended or self.dispatched)
 
 
-WakeCallback = Callable[[dict[str, Any]], None]
-TaskCallback = Callable[[str, str], None]
-
-
-class Worker:
+class Worker(WorkerReports):
     """Runs one scheduler as a fleet member until :meth:`stop`.
 
     ``on_wake({active, at})`` is called when :meth:`~.Scheduler.wake` changes (a wake
@@ -113,6 +109,10 @@ class Worker:
             raise ValueError(f"poll_ms must be > 0, not {poll_ms!r}")
         self.scheduler = scheduler
         self.runtime = runtime
+        # Runtime's own cleanup answers "not done" for good: a runtime that does not
+        # implement one has nothing the Worker could settle outside a pass, and asking
+        # it every backoff would cost a call per open obligation, growing with history.
+        self._cleans_up = runtime is not None and type(runtime).cleanup is not Runtime.cleanup
         self.poll_ms = poll_ms
         self.on_wake = on_wake
         self.on_parked = on_parked
@@ -178,7 +178,7 @@ class Worker:
                 log.warning("controller pass %s %s: %s", passed.outcomes[task_id], task_id, error)
                 self._call(self.on_pass_error, task_id, error)
             self._turn_backoff(turn_due)
-        if self.runtime is not None:
+        if self._cleans_up:
             self._clean_up(report)
         if s._runs_runtime().executor is not None:
             dispatched = s.dispatch_due()
@@ -206,7 +206,8 @@ class Worker:
             turn_due = s.next_turn_deadline()
             if turn_due is not None:
                 candidates.append(max(turn_due, self._turn_retry_at))
-            candidates.append(s.next_cleanup_attempt())
+            if self._cleans_up:
+                candidates.append(s.next_cleanup_attempt())
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
 
@@ -338,63 +339,3 @@ class Worker:
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
-
-    # ─── host callbacks ─────────────────────────────────────────────────────
-
-    def _call(self, callback: Callable[..., None] | None, *args: Any) -> bool:
-        """Call a host callback; whether it returned (a missing one counts as returned)."""
-        if callback is None:
-            return True
-        try:
-            callback(*args)
-        except Exception:  # a host's callback must not stop the worker
-            log.exception("host callback %r failed", callback)
-            return False
-        return True
-
-    def _report_wake(self) -> None:
-        wake = self.scheduler.wake()
-        # Only a delivered wake counts (pi-durable): one the callback raised on is
-        # offered again at the next tick, changed or not.
-        if wake != self._last_wake and self._call(self.on_wake, dict(wake)):
-            self._last_wake = wake
-
-    def _report_blocked(self) -> None:
-        """Report each live task whose blocked reason (rule 13) changed to a new one,
-        and each reported task that is blocked no more (pi-durable tells its blocked
-        listeners of an unblocking change, such as a registry change, as of a block)."""
-        s = self.scheduler
-        now: dict[str, str] = {}
-        failed = s.failed_migrations
-        with s._lock:  # the heartbeat thread may fold events meanwhile
-            for task_id in s.world.live:
-                task = s.world.get(task_id)
-                if task is None:
-                    continue
-                reason = blocked_reason(task, s.registry, s.restart_limit, failed)
-                if reason is not None:
-                    now[task_id] = reason
-        for task_id, why in now.items():
-            if self._blocked.get(task_id) != why:
-                log.info("blocked %s: %s", task_id, why)
-                self._call(self.on_blocked, task_id, why)
-        for task_id, why in self._blocked.items():
-            if task_id not in now:
-                log.info("unblocked %s (was %s)", task_id, why)
-                self._call(self.on_unblocked, task_id, why)
-        self._blocked = now
-
-    def _report_parked(self) -> None:
-        s = self.scheduler
-        parked = s.parked
-        for task_id in parked[self._parked_reported :]:
-            log.info("parked %s at the restart limit", task_id)
-            self._call(self.on_parked, task_id, "restart_limit")
-        self._parked_reported = len(parked)
-        for task_id in s.failed_migrations:
-            # Reported once per definition: a newer one that fails too is news.
-            definition = s._failed_migrations.get(task_id)
-            if self._reported_migrations.get(task_id) is not definition:
-                self._reported_migrations[task_id] = definition
-                log.info("migration failed for %s", task_id)
-                self._call(self.on_migration_failed, task_id, "migration_failed")

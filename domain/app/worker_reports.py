@@ -1,0 +1,93 @@
+"""What a :class:`~.worker.Worker` tells its host: each callback called safely, and the
+reports of a tick (a changed wake, blocked and unblocked tasks, parkings, failed
+migrations), as the seed schedulers tell their listeners. A mixin of the Worker."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..tasks.definitions import blocked_reason
+
+if TYPE_CHECKING:
+    from .scheduler import Scheduler
+
+log = logging.getLogger("tasktrail.worker")
+
+WakeCallback = Callable[[dict[str, Any]], None]
+TaskCallback = Callable[[str, str], None]
+
+
+class WorkerReports:
+    """The Worker's host callbacks (a mixin: the Worker sets the attributes)."""
+
+    if TYPE_CHECKING:
+        scheduler: Scheduler
+        on_wake: WakeCallback | None
+        on_parked: TaskCallback | None
+        on_blocked: TaskCallback | None
+        on_unblocked: TaskCallback | None
+        on_migration_failed: TaskCallback | None
+        _last_wake: dict[str, Any] | None
+        _blocked: dict[str, str]
+        _parked_reported: int
+        _reported_migrations: dict[str, Any]
+
+    def _call(self, callback: Callable[..., None] | None, *args: Any) -> bool:
+        """Call a host callback; whether it returned (a missing one counts as returned)."""
+        if callback is None:
+            return True
+        try:
+            callback(*args)
+        except Exception:  # a host's callback must not stop the worker
+            log.exception("host callback %r failed", callback)
+            return False
+        return True
+
+    def _report_wake(self) -> None:
+        wake = self.scheduler.wake()
+        # Only a delivered wake counts (pi-durable): one the callback raised on is
+        # offered again at the next tick, changed or not.
+        if wake != self._last_wake and self._call(self.on_wake, dict(wake)):
+            self._last_wake = wake
+
+    def _report_blocked(self) -> None:
+        """Report each live task whose blocked reason (rule 13) changed to a new one,
+        and each reported task that is blocked no more (pi-durable tells its blocked
+        listeners of an unblocking change, such as a registry change, as of a block)."""
+        s = self.scheduler
+        now: dict[str, str] = {}
+        failed = s.failed_migrations
+        with s._lock:  # the heartbeat thread may fold events meanwhile
+            for task_id in s.world.live:
+                task = s.world.get(task_id)
+                if task is None:
+                    continue
+                reason = blocked_reason(task, s.registry, s.restart_limit, failed)
+                if reason is not None:
+                    now[task_id] = reason
+        for task_id, why in now.items():
+            if self._blocked.get(task_id) != why:
+                log.info("blocked %s: %s", task_id, why)
+                self._call(self.on_blocked, task_id, why)
+        for task_id, why in self._blocked.items():
+            if task_id not in now:
+                log.info("unblocked %s (was %s)", task_id, why)
+                self._call(self.on_unblocked, task_id, why)
+        self._blocked = now
+
+    def _report_parked(self) -> None:
+        s = self.scheduler
+        parked = s.parked
+        for task_id in parked[self._parked_reported :]:
+            log.info("parked %s at the restart limit", task_id)
+            self._call(self.on_parked, task_id, "restart_limit")
+        self._parked_reported = len(parked)
+        for task_id in s.failed_migrations:
+            # Reported once per definition: a newer one that fails too is news.
+            definition = s._failed_migrations.get(task_id)
+            if self._reported_migrations.get(task_id) is not definition:
+                self._reported_migrations[task_id] = definition
+                log.info("migration failed for %s", task_id)
+                self._call(self.on_migration_failed, task_id, "migration_failed")
