@@ -9,10 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from helpers.probes import job_of, settle
+from helpers.probes import job_of, refused_with, settle
 
 from tasktrail.domain import ManualClock, RunSettings, Scheduler
-from tasktrail.domain.runs.admission import AdmissionRefused
 from tasktrail.domain.runs.executor import CancelResult
 from tasktrail.domain.runs.gate import SwitchedGate
 from tasktrail.domain.runs.memory_executor import InMemoryExecutor
@@ -23,15 +22,6 @@ DAY = "2026-01-01"
 MINUTE = 60_000
 HOUR = 60 * MINUTE
 DAY_MS = 24 * HOUR
-
-
-def refused_with(scheduler: Scheduler, task: str, **kw: Any) -> str:
-    """``mint_run(task)`` must be refused; its code, once checked that nothing was appended."""
-    head = scheduler.store.head()
-    with pytest.raises(AdmissionRefused) as caught:
-        scheduler.mint_run(task, **kw)
-    assert scheduler.store.head() == head, "a refused command appended events"
-    return caught.value.code
 
 
 # ─── orders of the checks ────────────────────────────────────────────────────────

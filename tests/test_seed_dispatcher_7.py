@@ -10,10 +10,9 @@ import logging
 from typing import Any
 
 import pytest
-from helpers.probes import job_of, settle
+from helpers.probes import job_of, refused_with, settle
 
 from tasktrail.domain import ManualClock, Registry, RunSettings, Scheduler, Worker
-from tasktrail.domain.runs.admission import AdmissionRefused
 from tasktrail.domain.runs.executor import (
     ActiveJobError,
     GenerationOrderError,
@@ -36,15 +35,6 @@ HOUR = 60 * MINUTE
 DAY_MS = 24 * HOUR
 SPACING = 2 * MINUTE
 """The default submit spacing."""
-
-
-def refused_with(scheduler: Scheduler, task: str, **kw: Any) -> str:
-    """``mint_run(task)`` must be refused; its code, once checked that nothing was appended."""
-    head = scheduler.store.head()
-    with pytest.raises(AdmissionRefused) as caught:
-        scheduler.mint_run(task, **kw)
-    assert scheduler.store.head() == head, "a refused command appended events"
-    return caught.value.code
 
 
 def failed_and_settled(runs: Scheduler, executor: InMemoryExecutor, run_id: str) -> None:

@@ -1,7 +1,7 @@
 """What tests read off a scheduler, a store or a telemetry reader, shared by the rule and
 seed-fidelity tests: a running task, a command a rule refuses, a log's events of one
-class, a run's job, a reconcile that visits a run, a busy Leader, a runtime that answers
-every delivery alike, a metric's points."""
+class, a run's job, a mint an admission rule refuses, a reconcile that visits a run, a
+busy Leader, a runtime that answers every delivery alike, a metric's points."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from tasktrail.domain import RuleViolation, Scheduler
+from tasktrail.domain.runs.admission import AdmissionRefused
 from tasktrail.domain.tasks.events import TaskEvent
 from tasktrail.domain.turns.runtime import Runtime
 from tasktrail.domain.turns.state import LEADER
@@ -88,3 +89,12 @@ def metric_points(reader: InMemoryMetricReader, name: str) -> dict[tuple[Any, ..
                     for point in metric.data.data_points:
                         points[tuple(sorted(point.attributes.items()))] = point
     return points
+
+
+def refused_with(scheduler: Scheduler, task: str, **kw: Any) -> str:
+    """``mint_run(task)`` must be refused; its code, once checked that nothing was appended."""
+    head = scheduler.store.head()
+    with pytest.raises(AdmissionRefused) as caught:
+        scheduler.mint_run(task, **kw)
+    assert scheduler.store.head() == head, "a refused command appended events"
+    return caught.value.code
