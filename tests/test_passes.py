@@ -364,3 +364,16 @@ def test_pass_concurrently_on_every_store(
     assert state.done == tuple(tasks) and state.task_ids == tuple(tasks)
     assert all(reopened.active_turn(t, "worker") is None for t in tasks)
     reopened.close()
+
+
+def test_a_task_lock_is_kept_only_while_a_pass_holds_it(scheduler: Scheduler) -> None:
+    """A Worker runs for months: the per-task locks of the tasks it worked are not
+    kept once no pass holds or waits for them (they were, one a task, for good)."""
+    tasks = tasks_with_turns(scheduler, *(f"t{n}" for n in range(20)))
+    assert scheduler.controller_pass(runtime=Meeting(parties=1)).done == tasks
+    assert len(scheduler._turn_task_locks) == 0
+    held = scheduler._task_lock("t0")
+    assert scheduler._task_lock("t0") is held  # asked for while held: the same lock
+    assert list(scheduler._turn_task_locks) == ["t0"]
+    del held
+    assert len(scheduler._turn_task_locks) == 0

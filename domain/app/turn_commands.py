@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
+from weakref import WeakValueDictionary
 
 from ..clock import Clock
 from ..errors import InvalidArgument
@@ -340,15 +341,20 @@ class TurnCommands(CleanupCommands):
             return deadlines.next_deadline(self.world, self.turn_settings, self.clock())
 
     def _task_lock(self, task_id: str) -> threading.RLock:
-        """The lock that serializes per-task passes of one task, across passes."""
+        """The lock that serializes per-task passes of one task, across passes. Kept
+        only while someone holds or waits for it (weakly): a Worker that runs for months
+        keeps no lock per task it ever worked, and one asked for while held is the same."""
         with self._lock:
-            locks: dict[str, threading.RLock] | None = getattr(self, "_turn_task_locks", None)
+            locks: WeakValueDictionary[str, threading.RLock] | None = getattr(
+                self, "_turn_task_locks", None
+            )
             if locks is None:
-                locks = {}
+                locks = WeakValueDictionary()
                 self._turn_task_locks = locks
             lock = locks.get(task_id)
             if lock is None:
-                lock = locks[task_id] = threading.RLock()
+                lock = threading.RLock()
+                locks[task_id] = lock
             return lock
 
 
