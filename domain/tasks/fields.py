@@ -171,7 +171,10 @@ def _check(annotation: Any, names: dict[str, Any]) -> tuple[str | None, str]:
     simple = {
         str: ("v.__class__ is str", "a string"),
         int: (bounded, "an integer within 64 signed bits"),
-        float: (f"v.__class__ is float or {bounded}", "a number"),
+        float: (
+            f"v.__class__ is float or {bounded}",
+            "a number (an integer within 64 signed bits)",
+        ),
         bool: ("v.__class__ is bool", "true or false"),
     }
     if annotation in simple:
