@@ -3,12 +3,11 @@ before it touches the store: each wrong one is named in an :class:`InvalidArgume
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..errors import InvalidArgument
 from ..tasks.definitions import Registry
-from ..tasks.fields import MAX_TIME_MS
+from ..tasks.fields import MAX_TIME_MS, finite_number
 
 
 def check_open_arguments(
@@ -37,7 +36,7 @@ def checked_reading(now: Any) -> float:
     # be recorded as null and read back differently.
     if (now.__class__ is float or now.__class__ is int) and abs(now) <= MAX_TIME_MS:
         return now  # the usual reading (inf and nan fail the comparison)
-    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+    if finite_number(now) is None:
         raise InvalidArgument(f"the clock returned {now!r}, not a finite time in ms")
     if abs(now) > MAX_TIME_MS:
         raise InvalidArgument(f"the clock returned {now!r}, past year 9999 in ms")

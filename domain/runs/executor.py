@@ -9,10 +9,10 @@ executor for tests and the demo.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..tasks.fields import finite_number
 from .events import SubmitErrorClass, Trigger
 
 JobStatus = str
@@ -168,7 +168,6 @@ def submit_wait_ms(error: BaseException, spacing_ms: float) -> float:
     # runs.fence_wait (dispatcher): a fence waits its retry_after; one that gives no
     # finite number of ms waits the spacing like the other classes, so the run's
     # retry_after stays a time a replay reads back.
-    wait = getattr(error, "retry_after_ms", None) if isinstance(error, OrphanFenceError) else None
-    if isinstance(wait, int | float) and not isinstance(wait, bool) and math.isfinite(wait):
-        return wait
-    return spacing_ms
+    given = getattr(error, "retry_after_ms", None) if isinstance(error, OrphanFenceError) else None
+    wait = finite_number(given)
+    return spacing_ms if wait is None else wait

@@ -12,11 +12,11 @@ branch that applies it.
 
 from __future__ import annotations
 
-import math
 from typing import Literal, TypedDict
 
 from ..errors import Refused
 from ..tasks.context import Context
+from ..tasks.fields import finite_number
 from ..world import Draft
 from .events import (
     RunAdopted,
@@ -56,13 +56,8 @@ def ended_at(job_time: object, ctx: Context) -> float:
     """When a run ended: the time its job reports, else now."""
     # runs.job_time (dispatcher: ``completedAt ?? now``): a time the executor gives that
     # is no finite number of ms counts as none, so the event holds one a replay reads.
-    if (
-        not isinstance(job_time, int | float)
-        or isinstance(job_time, bool)
-        or not math.isfinite(job_time)
-    ):
-        return ctx.now
-    return job_time
+    at = finite_number(job_time)
+    return ctx.now if at is None else at
 
 
 def fail(

@@ -7,10 +7,9 @@ ledger, so a done schedule fires again at its new time.
 
 from __future__ import annotations
 
-import math
-
 from ..errors import InvalidArgument, RuleViolation
 from ..tasks.context import Context
+from ..tasks.fields import finite_number
 from ..tasks.validation import require_task, time_ms
 from ..world import Draft
 from .events import ScheduleSet
@@ -36,12 +35,7 @@ def set_schedule(draft: Draft, ctx: Context, task_id: str, run_at: float | None)
     task = require_task(draft, task_id)
     if task.status == "terminal":
         raise RuleViolation(4, "the task is terminal; it cannot be scheduled", task_id=task_id)
-    if run_at is not None and (
-        isinstance(run_at, bool)
-        or not isinstance(run_at, int | float)
-        or not math.isfinite(run_at)
-        or run_at < 0
-    ):
+    if run_at is not None and ((usable := finite_number(run_at)) is None or usable < 0):
         raise InvalidArgument(
             f"run_at must be a finite time >= 0 in ms, or None, not {run_at!r}", task_id=task_id
         )

@@ -9,12 +9,12 @@ They decide, so they are recorded (:func:`change_run_settings`), and
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..errors import InvalidArgument
 from ..tasks.context import Context
+from ..tasks.fields import finite_number
 from ..tasks.guards import not_closing
 from ..world import Draft, World
 from .events import RUN_SETTINGS_STREAM, RunSettingsChanged
@@ -80,12 +80,7 @@ def _check_int(name: str, value: object, *, minimum: int) -> None:
 
 
 def _check_ms(name: str, value: object) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-    ):
+    if (usable := finite_number(value)) is None or usable < 0:
         raise InvalidArgument(f"{name} must be a finite number >= 0, not {value!r}")
 
 

@@ -82,6 +82,14 @@ def text_problem(field: str, value: str, limit: int | None = None) -> str | None
 _PLAIN = frozenset({int, float, bool})
 
 
+def finite_number(value: object) -> float | None:
+    """``value`` if it is a finite number (an int or a float, not a flag), else ``None``:
+    what a time or a span of ms must be before anything is decided or recorded with it."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return value
+
+
 def number_problem(field: str, value: Any, *, integer: bool, optional: bool) -> str | None:
     """What makes a number field's value unfit for the log, or ``None``: what the
     readers would not take back (:func:`field_check`). JSON has no NaN nor infinity

@@ -13,7 +13,6 @@ the branch that applies it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from ..errors import InvalidArgument, RuleViolation
 from ..world import Draft
 from .context import Context
 from .events import CheckpointCommitted, MemoRecorded, Policy, SleepStarted, WaitStarted
+from .fields import finite_number
 from .guards import invocation_decision
 from .state import TaskState
 from .validation import json_value, phase_name, require_task, time_ms
@@ -109,12 +109,7 @@ def sleep(
     # first); and a sleep needs a finite until >= 0.
     if task.mode == "abort":
         raise RuleViolation(8, "an abort handler cannot sleep", task_id=task_id)
-    if (
-        isinstance(until, bool)
-        or not isinstance(until, int | float)
-        or not math.isfinite(until)
-        or until < 0
-    ):
+    if (usable := finite_number(until)) is None or usable < 0:
         raise RuleViolation(
             8, f"until must be a finite time >= 0 in ms, not {until!r}", task_id=task_id
         )

@@ -15,7 +15,7 @@ import orjson
 
 from ..errors import InvalidArgument, UnknownTask
 from ..world import Draft
-from .fields import MAX_NAME_BYTES, MAX_TIME_MS, text_problem
+from .fields import MAX_NAME_BYTES, MAX_TIME_MS, finite_number, text_problem
 from .state import TaskState
 
 MAX_VALUE_BYTES = 64 * 1024
@@ -47,18 +47,13 @@ def phase_name(value: object, what: str, task_id: str | None) -> str:
 
 def time_ms(value: object, what: str, task_id: str | None) -> float:
     """Check that ``value`` is a finite time >= 0 in ms, no later than MAX_TIME_MS."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-        or value > MAX_TIME_MS
-    ):
+    usable = finite_number(value)
+    if usable is None or usable < 0 or usable > MAX_TIME_MS:
         raise InvalidArgument(
             f"{what} must be a time in ms from 0 to {MAX_TIME_MS} (year 9999), not {value!r}",
             task_id=task_id,
         )
-    return value
+    return usable
 
 
 def json_value(value: Any, what: str, task_id: str | None) -> Any:
