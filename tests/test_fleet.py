@@ -356,3 +356,28 @@ def test_a_refused_mint_is_not_refused_for_a_run_another_worker_ended(
 
 def test_rule_violation_is_still_the_base_of_lease_lost() -> None:
     assert issubclass(LeaseLost, RuleViolation)
+
+
+def test_a_controller_pass_plans_on_the_stores_current_state(fleet: Any) -> None:
+    """A pass's plan (which tasks it covers) reads what other writers appended first: a
+    task with Turn work that another worker submitted is in a's very next full pass, not
+    in the pass after."""
+    a, b = fleet("a"), fleet("b")
+    a.controller_pass()  # a has read the store as it stood
+    b.submit("job", id="t1")
+    b.start_turn("t1", "worker")
+    report = a.controller_pass()
+    assert "t1" in report.tasks
+
+
+def test_a_controller_pass_inside_a_batch_plans_on_the_world_as_it_stands(fleet: Any) -> None:
+    """Inside a batch a pass folds nothing of other writers' (it would fold them under
+    the batch's own unappended events); the batch's append still meets what they wrote."""
+    a, b = fleet("a"), fleet("b")
+    a.controller_pass()
+    b.submit("job", id="t1")
+    b.start_turn("t1", "worker")
+    with a.batch():
+        report = a.controller_pass()
+        assert "t1" not in report.tasks
+    assert "t1" in a.controller_pass().tasks

@@ -62,6 +62,7 @@ class TurnCommands(CleanupCommands):
     clock: Clock
     closing: bool
     _lock: Any  # the scheduler's RLock: decisions are serialized under it
+    _batch: Any  # the open batch (app/batch.py), if any
 
     if TYPE_CHECKING:
 

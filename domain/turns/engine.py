@@ -54,6 +54,10 @@ def run_pass(
     )
     pass_id = uuid.uuid4().hex
     with host._lock:
+        # The plan reads the log as it stands: work another writer created since this
+        # process last folded is in this pass, not the next (start_pass folds too late).
+        if host._batch is None:
+            host.refresh()
         the_plan = plan(host.world, scope, host.clock())
         # 122 random bits name no stored pass: no read asks the store for its stream.
         host.world.absent.add(f"{PASS_STREAM_PREFIX}{pass_id}")
@@ -132,7 +136,8 @@ def run_cleanups(
     with host._lock:
         # Which are due is read from the log as it stands (yui reads each role's mailbox
         # from its store): one another writer settled is not the runtime's to do again.
-        host.refresh()
+        if host._batch is None:
+            host.refresh()
         due = due_cleanups(host.world, host.cleanup_attempts, host.clock())
     settings = host.turn_settings
     attempts = host.cleanup_attempts

@@ -59,6 +59,12 @@ class PassHost(Protocol):
         ...
 
     @property
+    def _batch(self) -> object | None:
+        """The open batch, if any: a pass inside one plans on the world as it stands
+        (a refresh would fold other writers' events under the batch's own)."""
+        ...
+
+    @property
     def pass_queue(self) -> PassQueue:
         """The passes requested and not run yet (a dirty pass yields to a full one)."""
         ...
