@@ -1,7 +1,7 @@
 """How the events of a task's runtime-cleanup obligations (its stream
 ``cleanup:<task id>``) fold into its :class:`~.state.CleanupState`, never reading the
-clock: required (the role's next obligation), failed (still open), settled. Importing
-this module registers the fold (:mod:`.folds` does).
+clock: required (the role's next obligation), claimed by a worker, failed (still
+open), settled. Importing this module registers the fold (:mod:`.folds` does).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 from ..tasks.copies import copier, maker
 from ..tasks.evolve import InvalidTransition, evolves_stream
 from .events import (
+    RuntimeCleanupClaimed,
     RuntimeCleanupFailed,
     RuntimeCleanupRequired,
     RuntimeCleanupSettled,
@@ -22,7 +23,9 @@ _copy_obligation = copier(Obligation)
 _new_cleanup, _new_obligation = maker(CleanupState), maker(Obligation)
 
 
-@evolves_stream(RuntimeCleanupRequired, RuntimeCleanupFailed, RuntimeCleanupSettled)
+@evolves_stream(
+    RuntimeCleanupRequired, RuntimeCleanupClaimed, RuntimeCleanupFailed, RuntimeCleanupSettled
+)
 def fold_cleanup(state: CleanupState | None, event: Any) -> CleanupState:
     """The task's obligations after ``event`` (``state`` is ``None`` before its first)."""
     current = state if state is not None else _new_cleanup(event.task_id)
@@ -40,6 +43,8 @@ def fold_cleanup(state: CleanupState | None, event: Any) -> CleanupState:
             f"task {event.task_id}: {type(event).__name__} without an open obligation of "
             f"role {event.role!r}"
         )
+    elif isinstance(event, RuntimeCleanupClaimed):
+        obligation = _copy_obligation(obligation, claimed_by=event.worker)
     elif isinstance(event, RuntimeCleanupFailed):
         obligation = _copy_obligation(
             obligation, failures=obligation.failures + 1, last_error=event.error
