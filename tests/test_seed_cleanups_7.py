@@ -18,6 +18,7 @@ from helpers.probes import of_type
 from tasktrail.domain import ManualClock, Registry, Scheduler
 from tasktrail.domain.app.worker import Worker
 from tasktrail.domain.turns.events import (
+    RuntimeCleanupClaimed,
     RuntimeCleanupFailed,
     RuntimeCleanupRequired,
     RuntimeCleanupSettled,
@@ -135,15 +136,20 @@ def test_yui_cleanup_attempt_that_is_not_done_appends_nothing(
     scheduler: Scheduler, clock: ManualClock
 ) -> None:
     """Seed 000: a cleanup outcome that is neither done nor failed only re-arms the
-    in-memory retry timer; tasktrail records no event for it."""
+    in-memory retry timer; tasktrail records no event for it. (Round nine: the first
+    attempt claims the obligation for this worker, an intent recorded once; the
+    attempts after it, under the same claim, append nothing.)"""
     task = scheduler.submit("crew", id="t1", phase="lead")
     stopped_role(scheduler, task, "worker")
-    head = scheduler.store.head()
     worker = Worker(scheduler, runtime=Cleanups(clock, answer=False))
-    for _ in range(8):
+    assert worker.tick().cleanups == {task: {"worker": "open"}}
+    (claimed,) = of_type(scheduler, RuntimeCleanupClaimed)
+    assert claimed.worker == scheduler.worker
+    head = scheduler.store.head()
+    for _ in range(7):
+        clock.advance(2_000)
         report = worker.tick()
         assert report.cleanups in ({}, {task: {"worker": "open"}})
-        clock.advance(2_000)
     assert scheduler.store.head() == head
     assert scheduler.cleanup_attempts.tries(task, "worker", 1) == 8
 

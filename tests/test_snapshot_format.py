@@ -27,6 +27,10 @@ FOLD_DIGESTS = {
         "fold-reference.jsonl": "b08e5b8c5cd54914",
         "first-release.sqlite": "095cd07a42e00f66",
     },
+    4: {
+        "fold-reference.jsonl": "d540da38e86f645c",
+        "first-release.sqlite": "095cd07a42e00f66",
+    },
 }
 """The first 16 hex digits of the sha256 of each kept log's compacted world, by FORMAT."""
 

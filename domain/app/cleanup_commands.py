@@ -39,6 +39,8 @@ class CleanupCommands:
 
         def task(self, task_id: str) -> TaskState: ...
 
+        def live_workers(self) -> frozenset[str]: ...
+
     def settle_cleanup(self, task_id: str, role: str, *, error: str | None = None) -> str:
         """Settle the runtime-cleanup obligation of a completed task's role
         (``settled``), or record a failed attempt, ``error``, that leaves it open

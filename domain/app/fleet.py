@@ -126,6 +126,12 @@ class FleetCommands:
         worker.install_signal_handlers()
         worker.run()
 
+    def live_workers(self) -> frozenset[str]:
+        """The workers whose lease is current now (this one's too, once renewed), read
+        from the lease table as it stands. A store whose lease table cannot be read
+        raises :class:`StoreError`: no worker is taken for lost on a failed read."""
+        return frozenset(self.leases.alive(self._reading()))
+
     def _heartbeat_if_due(self) -> None:
         if self.clock() >= self.next_heartbeat():
             self.heartbeat()

@@ -276,7 +276,8 @@ class TurnCommands(CleanupCommands):
 
     def run_cleanups(self, *, runtime: Runtime, maintenance: Maintenance = ()) -> CleanupReport:
         """Attempt the runtime cleanups due now (:meth:`next_cleanup_attempt`) outside a
-        controller pass: each is asked of ``runtime.cleanup``, then recorded
+        controller pass: each is claimed for this worker (once; one another live worker
+        claimed is left to it, ``held``), asked of ``runtime.cleanup``, then recorded
         (``RuntimeCleanupSettled``, or ``RuntimeCleanupFailed`` when it raised); one that
         answers ``False`` (not done yet) appends nothing and is due again after the
         backoff. Tasks of projects under ``maintenance`` are deferred, as a pass defers

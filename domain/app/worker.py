@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, CorruptEvent, StoreError
 from ..turns.engine import Maintenance
-from ..turns.runtime import Runtime
+from ..turns.runtime import Runtime, cleans_up
 from ..turns.settings import retry_delay_ms
 from .fleet import HeartbeatReport
 from .worker_reports import TaskCallback, WakeCallback, WorkerReports
@@ -112,7 +112,7 @@ class Worker(WorkerReports):
         # Runtime's own cleanup answers "not done" for good: a runtime that does not
         # implement one has nothing the Worker could settle outside a pass, and asking
         # it every backoff would cost a call per open obligation, growing with history.
-        self._cleans_up = runtime is not None and type(runtime).cleanup is not Runtime.cleanup
+        self._cleans_up = runtime is not None and cleans_up(runtime)
         self.poll_ms = poll_ms
         self.on_wake = on_wake
         self.on_parked = on_parked
@@ -223,8 +223,9 @@ class Worker(WorkerReports):
         report.cleanups = cleaned.cleanups
         for task_id, roles in cleaned.cleanups.items():
             for role, how in roles.items():
-                # "Not done yet" comes back every backoff (2 s at most): not news.
-                level = logging.DEBUG if how == "open" else logging.INFO
+                # "Not done yet" (or held by another worker) comes back every backoff (2 s
+                # at most): not news.
+                level = logging.DEBUG if how in ("open", "held") else logging.INFO
                 log.log(level, "runtime cleanup of %s/%s: %s", task_id, role, how)
         for where, error in cleaned.errors.items():
             log.warning("runtime cleanup of %s failed: %s", where, error)

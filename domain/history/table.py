@@ -23,14 +23,15 @@ if TYPE_CHECKING:
     from ..store.store import Store
 
 TABLE = "tasktrail_snapshots"
-FORMAT = 3
+FORMAT = 4
 """The body's format; a snapshot of another format is ignored (folded past).
 
 Bumped whenever the fold makes something else of the same events, not only when the
 body's layout changes: a snapshot is trusted at open, so one an earlier fold made must
 be passed over (``tests/test_snapshot_format.py`` holds a reference log's fold to
 digests recorded per format). 2: each object's values in its class's field order;
-3: the run ledger's task markers and Turn folds of seed fidelity rounds three to six.
+3: the run ledger's task markers and Turn folds of seed fidelity rounds three to six;
+4: a runtime-cleanup obligation's claim (``Obligation.claimed_by``, round nine).
 """
 
 

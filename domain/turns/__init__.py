@@ -14,7 +14,8 @@ own:
   aggregated, dispatched (a Leader Turn started, or the reasons steered into the
   busy one) or dropped (the task has decided its outcome or ended);
 - the **runtime-cleanup obligations** of a completed task's roles, on
-  ``cleanup:<task id>``: required, failed (still open), settled.
+  ``cleanup:<task id>``: required, claimed by the worker that asks its runtime,
+  failed (still open), settled.
 
 A **controller pass** applies the rules to the tasks of its scope and records
 what it did on ``pass:<pass id>``, and the task-pass retries it arms on
@@ -32,7 +33,7 @@ place, its name in a comment above the branch that applies it:
 - ``turns.stall_diagnostic``, ``turns.stall_window`` and the judging of exit and
   stall observations: :mod:`.liveness`;
 - ``cleanup.completed_task``, ``cleanup.role_stopped``: :mod:`.cleanup`
-  (``cleanup.failed_excludes``: :mod:`.task_pass`);
+  (``cleanup.failed_excludes``: :mod:`.task_pass`; ``cleanup.claimed``: :mod:`.claims`);
 - ``wakeups.aggregate``, ``wakeups.dispatch``, ``wakeups.deadline``,
   ``wakeups.resignal``, ``wakeups.force``, ``wakeups.task_done``: :mod:`.wakeups`
   (``wakeups.fence``: :mod:`.task_pass`);
@@ -44,10 +45,10 @@ Where these follow the seeds beyond SPEC.md: ``docs/seed-fidelity.md``.
 
 The modules, from the bottom up: :mod:`.state` (the states events fold into),
 :mod:`.settings`, :mod:`.refusals`, :mod:`.events` and :mod:`.pass_events`;
-:mod:`.folds` (every fold, and the world index passes read); :mod:`.checks`
-(what the rules share) and the rule modules above; then the pass itself:
+:mod:`.folds` (every fold, and the world index passes read; :mod:`.cleanup_fold`);
+:mod:`.checks` (what the rules share) and the rule modules above; then the pass itself:
 :mod:`.keys`, :mod:`.scope`, :mod:`.queue`, :mod:`.attempts`, :mod:`.runtime`, :mod:`.report`,
-:mod:`.host`, :mod:`.task_pass`, :mod:`.engine` and :mod:`.deadlines`.
+:mod:`.host`, :mod:`.claims`, :mod:`.task_pass`, :mod:`.engine` and :mod:`.deadlines`.
 
 This file imports nothing: ``tasks.state`` imports :mod:`.state`, and loading
 more here would import ``tasks`` back while it is half loaded.

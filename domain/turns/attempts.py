@@ -9,7 +9,9 @@ state, so it is not an event: the process keeps, in memory, how often and when i
 each obligation, and the obligation is due again after the delivery backoff for that
 count, capped and never given up. The memory is process-local, like the pass queue: a
 new process (a restart) knows of no attempt, so it tries every open obligation at once.
-No decision or fold reads it.
+No fold reads it; a claim (:mod:`.claims`) is told whether this process made the
+obligation's claim (a claim under this worker's name that it did not make is an
+earlier process's).
 """
 
 from __future__ import annotations
@@ -46,11 +48,14 @@ class _Tried:
 class CleanupAttempts:
     """The cleanup attempts this process made that left their obligation open, by
     (task, role): each obligation (told apart by its number, so a new one starts
-    fresh) is due again ``min(2000, base * 2**min(n - 1, 3))`` ms after its ``n``-th."""
+    fresh) is due again ``min(2000, base * 2**min(n - 1, 3))`` ms after its ``n``-th;
+    and the obligations this process claimed (:mod:`.claims`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # the per-task passes of a pass note from threads
         self._tried: dict[tuple[str, str], _Tried] = {}
+        self._held: dict[tuple[str, str], int] = {}
+        """(task, role) -> the number of the obligation this process claimed."""
 
     def due_at(self, task_id: str, role: str, number: int) -> float | None:
         """When obligation ``number`` of the role is next due; ``None``: this process
@@ -75,17 +80,37 @@ class CleanupAttempts:
             self._tried[(task_id, role)] = _Tried(number, tries, now, due_at)
         return due_at
 
+    def holds(self, task_id: str, role: str, number: int) -> bool:
+        """Whether this process claimed obligation ``number`` of the role."""
+        with self._lock:
+            return self._held.get((task_id, role)) == number
+
+    def hold(self, task_id: str, role: str, number: int) -> None:
+        """This process claimed obligation ``number`` of the role (or found its claim)."""
+        with self._lock:
+            self._held[(task_id, role)] = number
+
+    def release(self, task_id: str, role: str) -> None:
+        """The role's obligation is another worker's, or gone: this process holds no
+        claim on it."""
+        with self._lock:
+            self._held.pop((task_id, role), None)
+
     def forget(self, task_id: str, role: str) -> None:
         """The role's obligation was settled: nothing to remember of it."""
         with self._lock:
             self._tried.pop((task_id, role), None)
+            self._held.pop((task_id, role), None)
 
     def keep_only(self, waiting: list[WaitingCleanup]) -> None:
-        """Forget the attempts at obligations no longer waiting (settled elsewhere)."""
+        """Forget the attempts at, and claims of, obligations no longer waiting
+        (settled elsewhere)."""
         keep = {(w.task_id, w.role) for w in waiting}
         with self._lock:
             for key in [key for key in self._tried if key not in keep]:
                 del self._tried[key]
+            for key in [key for key in self._held if key not in keep]:
+                del self._held[key]
 
 
 def waiting_cleanups(world: World) -> list[WaitingCleanup]:

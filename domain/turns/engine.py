@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from .attempts import WaitingCleanup, due_cleanups
+from .claims import LiveWorkers
 from .cleanup import cleanup_state, require_cleanups
 from .host import PassHost
 from .pass_decisions import defer_task, finish_pass, start_pass
@@ -125,8 +126,10 @@ def run_cleanups(
     """Attempt each runtime cleanup due now (:func:`~.attempts.due_cleanups`, with what
     other writers appended folded in first) outside a pass, under its task's lock: a
     completed task's role that owes an obligation gets it recorded first
-    (``cleanup.completed_task``), then ``Runtime.cleanup`` is asked and what came of it
-    recorded as a pass would (settled, or failed), nothing for "not done yet". A task of
+    (``cleanup.completed_task``), then the obligation is claimed for this process (one
+    another live worker claimed is left to it, :mod:`.claims`), ``Runtime.cleanup`` is
+    asked and what came of it recorded as a pass would (settled, or failed), nothing
+    for "not done yet". A task of
     a project under maintenance is deferred, as a pass defers it: its cleanups are due
     again after the backoff. A task whose records raise is reported, and its cleanups
     back off as well."""
@@ -142,6 +145,7 @@ def run_cleanups(
     settings = host.turn_settings
     attempts = host.cleanup_attempts
     base_ms = settings.delivery_retry_base_ms
+    alive = LiveWorkers(host.live_workers)  # the lease table read once, if a claim asks
     by_task: dict[str, list[WaitingCleanup]] = {}
     for waiting in due:
         by_task.setdefault(waiting.task_id, []).append(waiting)
@@ -157,7 +161,7 @@ def run_cleanups(
                     attempts.note(task_id, waiting.role, waiting.number, host.clock(), base_ms)
                 report.deferred[task_id] = tuple(fenced)
                 continue
-            _clean_up_task(host, runtime, task_id, waiting_roles, report)
+            _clean_up_task(host, runtime, task_id, waiting_roles, report, alive)
         except Exception as error:
             if host.closing:
                 break
@@ -178,6 +182,7 @@ def _clean_up_task(
     task_id: str,
     waiting_roles: list[WaitingCleanup],
     report: CleanupReport,
+    alive: LiveWorkers,
 ) -> None:
     settings = host.turn_settings
     attempts = host.cleanup_attempts
@@ -193,7 +198,11 @@ def _clean_up_task(
             due_at = attempts.due_at(task_id, waiting.role, obligation.number)
             if due_at is not None and due_at > host.clock():
                 continue  # a pass tried it meanwhile
-            how = attempt_cleanup(host, settings, runtime, task_id, waiting.role, obligation.number)
+            how = attempt_cleanup(
+                host, settings, runtime, task_id, waiting.role, obligation.number, alive=alive
+            )
+            if how == "gone":
+                continue  # settled or replaced by another writer since this world folded it
             report.cleanups.setdefault(task_id, {})[waiting.role] = how
             if how == "failed":
                 failed = cleanup_state(host.world, task_id)

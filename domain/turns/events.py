@@ -246,6 +246,17 @@ class RuntimeCleanupRequired(CleanupEvent):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class RuntimeCleanupClaimed(CleanupEvent):
+    """Worker ``worker`` claimed the role's open obligation before asking its runtime
+    to clean up (an intent: nothing was cleaned up yet); no other live worker asks
+    its own while the claim holds. ``taken_from``: the worker whose claim it took
+    over (its lease had expired, or a restart of this worker's name made it)."""
+
+    worker: str
+    taken_from: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RuntimeCleanupFailed(CleanupEvent):
     """A cleanup attempt failed; the obligation stays open."""
 
@@ -308,6 +319,7 @@ TURN_EVENT_TYPES: tuple[type[TaskEvent], ...] = (
     WakeupFoundBusy,
     WakeupDropped,
     RuntimeCleanupRequired,
+    RuntimeCleanupClaimed,
     RuntimeCleanupFailed,
     RuntimeCleanupSettled,
     TurnSettingsChanged,

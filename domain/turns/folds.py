@@ -1,7 +1,8 @@
 """How section 2's events fold into state, never reading the clock: Turn events into
-the task's roles (``@evolves``, on the task's own stream); the wakeup, cleanup, pass
-and task-pass streams into their own states (``@evolves_stream``); and the world index
-that passes and projections read (pending wakeups, task-pass retries, open cleanups).
+the task's roles (``@evolves``, on the task's own stream); the wakeup, cleanup (in
+:mod:`.cleanup_fold`), pass and task-pass streams into their own states
+(``@evolves_stream``); and the world index that passes and projections read (pending
+wakeups, task-pass retries, open cleanups).
 Importing this module registers all of them.
 """
 
@@ -15,11 +16,9 @@ from ..tasks.events import TaskEvent
 from ..tasks.evolve import InvalidTransition, evolves, evolves_stream
 from ..tasks.state import TaskState
 from ..world import World, register_indexer, register_retirer
+from .cleanup_fold import fold_cleanup as fold_cleanup  # registers the cleanup stream's fold
 from .events import (
     CleanupEvent,
-    RuntimeCleanupFailed,
-    RuntimeCleanupRequired,
-    RuntimeCleanupSettled,
     TurnCompleted,
     TurnCompletionRefused,
     TurnCompletionReported,
@@ -59,7 +58,6 @@ from .pass_events import (
 from .settings import TurnSettings
 from .state import (
     CleanupState,
-    Obligation,
     PassState,
     RoleState,
     TaskPassRetry,
@@ -73,10 +71,9 @@ from .state import (
 # New states as their classes make them, and copies (as dataclasses.replace), without
 # a frozen __init__'s cost: a fold makes one per event.
 _copy_role, _copy_turn, _copy_wakeup = copier(RoleState), copier(TurnState), copier(WakeupState)
-_copy_obligation, _copy_pass = copier(Obligation), copier(PassState)
+_copy_pass = copier(PassState)
 _with_roles = copier(TaskState, stamped=True, changing=("roles",))
 _new_role, _new_turn, _new_wakeup = maker(RoleState), maker(TurnState), maker(WakeupState)
-_new_cleanup, _new_obligation = maker(CleanupState), maker(Obligation)
 _new_pass, _new_retry = maker(PassState), maker(TaskPassRetry)
 
 
@@ -243,7 +240,7 @@ def _observation_dropped(state: TaskState, event: TurnObservationDropped) -> Tas
     return state  # the Turn it named had already ended (or was never active)
 
 
-# ─── folds: wakeup and cleanup streams ──────────────────────────────────────
+# ─── folds: the wakeup stream (the cleanup stream's: .cleanup_fold) ─────────
 
 
 @evolves_stream(WakeupRequested, WakeupAggregated, WakeupFoundBusy, WakeupDispatched, WakeupDropped)
@@ -274,32 +271,6 @@ def _wakeup(state: WakeupState | None, event: Any) -> WakeupState | None:
     if isinstance(event, WakeupDispatched) and state is None:
         raise InvalidTransition(f"task {event.task_id}: wakeup dispatched with none pending")
     return None  # dispatched or dropped: nothing pending any more
-
-
-@evolves_stream(RuntimeCleanupRequired, RuntimeCleanupFailed, RuntimeCleanupSettled)
-def _cleanup(state: CleanupState | None, event: Any) -> CleanupState:
-    current = state if state is not None else _new_cleanup(event.task_id)
-    obligation = current.obligations.get(event.role)
-    if isinstance(event, RuntimeCleanupRequired):
-        if obligation is not None and obligation.open:
-            raise InvalidTransition(
-                f"task {event.task_id}: a second open cleanup obligation for role {event.role!r}"
-            )
-        # A settled one is replaced by the role's next.
-        number = obligation.number + 1 if obligation is not None else 1
-        obligation = _new_obligation(event.role, event.at, number=number)
-    elif obligation is None or not obligation.open:
-        raise InvalidTransition(
-            f"task {event.task_id}: {type(event).__name__} without an open obligation of "
-            f"role {event.role!r}"
-        )
-    elif isinstance(event, RuntimeCleanupFailed):
-        obligation = _copy_obligation(
-            obligation, failures=obligation.failures + 1, last_error=event.error
-        )
-    else:
-        obligation = _copy_obligation(obligation, settled_at=event.at)
-    return _new_cleanup(current.task_id, {**current.obligations, event.role: obligation})
 
 
 # ─── folds: pass and task-pass streams ──────────────────────────────────────

@@ -1,8 +1,8 @@
 """What a controller pass uses of the scheduler it runs for (:class:`PassHost`): the
 world, clock and Turn settings, whether it is closing, its decision cycle, the lock
-that serializes decisions and the per-task locks, and its memory of the cleanup
-attempts that settled nothing. The application's Turn commands
-are one (:class:`~..app.turn_commands.TurnCommands` passes ``self``).
+that serializes decisions and the per-task locks, its memory of the cleanup attempts
+that settled nothing, and which workers' leases are current. The application's Turn
+commands are one (:class:`~..app.turn_commands.TurnCommands` passes ``self``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ T = TypeVar("T")
 class PassHost(Protocol):
     """What a controller pass uses of the scheduler it runs for (its Turn commands):
     the world, clock and Turn settings, whether it is closing, its decision cycle,
-    the lock that serializes decisions and the per-task locks, the cleanup attempts."""
+    the lock that serializes decisions and the per-task locks, the cleanup attempts,
+    the live workers."""
 
     @property
     def world(self) -> World:
@@ -72,6 +73,11 @@ class PassHost(Protocol):
     @property
     def cleanup_attempts(self) -> CleanupAttempts:
         """The cleanup attempts this process made that left their obligation open."""
+        ...
+
+    def live_workers(self) -> frozenset[str]:
+        """The workers whose lease is current now (read from the store's lease table):
+        a cleanup another of them claimed is not asked of this process's runtime."""
         ...
 
     def _task_lock(self, task_id: str) -> AbstractContextManager[Any]:

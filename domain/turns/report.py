@@ -83,8 +83,9 @@ class CleanupReport:
     (:func:`~.engine.run_cleanups`)."""
 
     cleanups: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Task -> role -> ``settled``, ``failed`` (recorded; still open) or ``open`` (not
-    done yet; nothing recorded)."""
+    """Task -> role -> ``settled``, ``failed`` (recorded; still open), ``open`` (not
+    done yet; nothing recorded) or ``held`` (another live worker claimed it: its
+    runtime was not asked here; nothing recorded)."""
     errors: dict[str, str] = field(default_factory=dict)
     """Why each failed cleanup failed (``task/role``), and each task whose attempts
     could not be recorded (``task``)."""

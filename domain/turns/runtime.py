@@ -51,3 +51,9 @@ class Runtime:
         """Clean up a completed task's role runtime: ``True`` once done (the
         obligation is settled), ``False`` to leave it open; raise on failure."""
         return False
+
+
+def cleans_up(runtime: Runtime) -> bool:
+    """Whether ``runtime`` implements :meth:`Runtime.cleanup`: ``Runtime``'s own answers
+    "not done" for good and does nothing, so there is nothing to settle, nor to claim."""
+    return type(runtime).cleanup is not Runtime.cleanup

@@ -187,6 +187,9 @@ class Obligation:
     number: int = 1
     """Which of the role's obligations this is (1 for its first): what tells a new
     obligation from the one it replaced, whatever the clock said."""
+    claimed_by: str | None = None
+    """The worker that last claimed it (``RuntimeCleanupClaimed``): while that worker's
+    lease is current, no other worker asks its runtime to clean up the role."""
 
     @property
     def open(self) -> bool:

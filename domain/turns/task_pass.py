@@ -2,19 +2,21 @@
 under the task's lock: it drains the task's runtime events (a failure blocks the task
 for the pass), then does its cleanup obligations, deliveries, due completions then
 liveness, and the Leader wakeup; a blocked or failed per-task pass is recorded and its
-retry armed. :func:`attempt_cleanup` asks the runtime to clean up a role and records
-what came of it (a pass, and :func:`~.engine.run_cleanups` outside one).
-:func:`hand_off` steers a forced wakeup's reasons into the busy Leader
-Turn, then records it. Every decision carries the ``pass_id``.
+retry armed. :func:`attempt_cleanup` claims a role's cleanup, asks the runtime for it
+and records what came of it (a pass, and :func:`~.engine.run_cleanups` outside one).
+:func:`hand_off` steers a forced wakeup's reasons into the busy Leader Turn, then
+records it. Every decision carries the ``pass_id``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal
 
 from .checks import active_turn
+from .claims import LiveWorkers, claim
 from .cleanup import cleanup_state, require_cleanups, settle_cleanup
 from .delivery import deliver_turn, deliveries_due
 from .host import PassHost
@@ -23,7 +25,7 @@ from .liveness import fold_turns, record_stall_diagnostic, stall_candidates
 from .pass_decisions import record_task_failure, record_task_success
 from .refusals import TurnRuleViolation
 from .report import ControllerPassReport, TaskOutcome
-from .runtime import Runtime
+from .runtime import Runtime, cleans_up
 from .settings import TurnSettings
 from .state import LEADER, TurnState
 from .wakeups import WakeupDispatch, dispatch_wakeup, pending_wakeup, record_steered
@@ -49,6 +51,9 @@ class TaskPass:
         self.report = report
         self.taken_over = taken_over
         """Tasks whose armed task-pass retry this (full) pass took over."""
+        self.alive = LiveWorkers(host.live_workers)
+        """Whose lease is current, read once a pass (only if another worker claimed a
+        cleanup the pass would attempt)."""
         self._report_lock = threading.Lock()
 
     def run(self, task_id: str, roles: set[str] | None, keys: tuple[str, ...]) -> TaskOutcome:
@@ -168,7 +173,11 @@ class TaskPass:
             number = state.obligations[role].number
             # A pass tries every open obligation of its scope, due or not (yui's pass
             # cleans up each role of its selection); the attempt counts for the backoff.
-            if attempt_cleanup(host, settings, runtime, task_id, role, number, pass_id) == "failed":
+            # One another live worker claimed is that worker's to ask (not failed here).
+            how = attempt_cleanup(
+                host, settings, runtime, task_id, role, number, pass_id, alive=self.alive
+            )
+            if how == "failed":
                 failed.add(role)
         return failed
 
@@ -254,7 +263,7 @@ def hand_off(
     return replace(dispatch, status="steered" if recorded else "busy")
 
 
-CleanupAttempt = Literal["settled", "failed", "open"]
+CleanupAttempt = Literal["settled", "failed", "open", "held", "gone"]
 
 
 def attempt_cleanup(
@@ -265,14 +274,28 @@ def attempt_cleanup(
     role: str,
     number: int,
     pass_id: str | None = None,
+    *,
+    alive: Callable[[str], bool] | None = None,
 ) -> CleanupAttempt:
-    """Ask the runtime to clean up a role with an open obligation (``number``), then
-    record what came of it: ``settled``, ``failed`` (it raised; the obligation stays
-    open) or ``open`` (not done yet: nothing is recorded). The attempt is noted in the
-    host's :class:`~.attempts.CleanupAttempts` first, so one whose record raises still
-    backs off; a settled obligation is forgotten there once recorded."""
+    """Claim a role's open obligation (``number``) for this process (:mod:`.claims`),
+    ask the runtime to clean it up, then record what came of it: ``settled``,
+    ``failed`` (it raised; the obligation stays open) or ``open`` (not done yet:
+    nothing is recorded). Not asked: ``held`` (another live worker holds the claim)
+    or ``gone`` (settled or replaced meanwhile). ``alive`` answers whether a worker's
+    lease is current (default: read once, when first needed). A runtime that does not
+    implement ``cleanup`` is asked without a claim: its answer changes nothing. The
+    attempt is noted in the host's :class:`~.attempts.CleanupAttempts` first, so one
+    whose record raises still backs off; a settled obligation is forgotten there once
+    recorded."""
     attempts = host.cleanup_attempts
     base_ms = settings.delivery_retry_base_ms
+    if cleans_up(runtime):
+        live = alive if alive is not None else LiveWorkers(host.live_workers)
+        claimed = claim(host, settings, task_id, role, number, live, pass_id)
+        if claimed != "ours":
+            if claimed == "held":  # its holder asks; this one looks again after the backoff
+                attempts.note(task_id, role, number, host.clock(), base_ms)
+            return claimed
     try:
         cleaned = runtime.cleanup(task_id, role)
     except Exception as error:
