@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,10 @@ def partition_stores(request: pytest.FixtureRequest, tmp_path: Path) -> list[str
     from conftest import _admin_dsn, require_postgres
 
     require_postgres()
-    names = [f"tt_part_{p}_{tmp_path.name[-8:]}".lower() for p in range(PARTITIONS)]
+    # Unique per run: the server is shared (parallel sessions, a run killed before its
+    # finalizer dropped them), and the temp folder's name is the same every run.
+    run = uuid.uuid4().hex[:12]
+    names = [f"tt_part_{p}_{run}" for p in range(PARTITIONS)]
     with psycopg.connect(_admin_dsn(), autocommit=True) as conn:
         for name in names:
             conn.execute(f'CREATE SCHEMA "{name}"')
