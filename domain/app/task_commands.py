@@ -151,13 +151,18 @@ class TaskCommands:
         on: Sequence[str],
         policy: Policy = "all",
         phase: str | None = None,
+        attempt: int | None = None,
     ) -> None:
-        """The running task waits on ``on`` (rule 7), resuming at ``phase``."""
-        self._invocation_decision(task_id, decide.wait, on, policy, phase)
+        """The running task waits on ``on`` (rule 7), resuming at the checkpoint
+        ``phase`` (default: its current one) and ``attempt``."""
+        self._invocation_decision(task_id, decide.wait, on, policy, phase, attempt)
 
-    def sleep(self, task_id: str, until: float, phase: str | None = None) -> None:
-        """The running task sleeps until the clock reaches ``until`` (rule 8)."""
-        self._invocation_decision(task_id, decide.sleep, until, phase)
+    def sleep(
+        self, task_id: str, until: float, phase: str | None = None, attempt: int | None = None
+    ) -> None:
+        """The running task sleeps until the clock reaches ``until`` (rule 8), resuming
+        at the checkpoint ``phase`` (default: its current one) and ``attempt``."""
+        self._invocation_decision(task_id, decide.sleep, until, phase, attempt)
 
     def finish(
         self,
