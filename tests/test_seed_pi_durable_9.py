@@ -66,6 +66,24 @@ def test_pi_durable_a_memo_recorded_before_a_crash_is_what_the_rerun_phase_reads
     s.close()
 
 
+def test_pi_durable_a_memo_read_is_the_recorded_value_whatever_the_reader_does_with_it(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """Seed 004, the runtime's `memo` read (`memoOf` of the committed record): a phase
+    reads what was recorded, as the phase run after a restart does; changing the value
+    it was given changes no memo, live or replayed."""
+    s = reopen(sqlite_url, clock, registry, limit=3)
+    task = running(s)
+    s.memo(task, "pages", {"done": [1]})
+    s.memo(task, "pages")["done"].append(2)
+    assert s.memo(task, "pages") == {"done": [1]}
+    assert s.task(task).memos == replay(sqlite_url).tasks[task].memos == {"pages": {"done": [1]}}
+    crash(s)
+    s = reopen(sqlite_url, clock, registry, limit=3)
+    assert s.memo(task, "pages") == {"done": [1]}
+    s.close()
+
+
 def test_pi_durable_memos_outlive_waits_sleeps_closes_and_recoveries(
     sqlite_url: str, clock: ManualClock, registry: Registry
 ) -> None:
