@@ -195,17 +195,18 @@ def test_pi_durable_a_sleep_or_wait_attempt_is_a_checkpoint_attempt(
 
 
 def test_pi_durable_the_checkpoint_a_sleep_committed_again_after_a_crash_is_no_progress(
-    sqlite_url: str, clock: ManualClock, registry: Registry
+    store_url: str, clock: ManualClock, registry: Registry
 ) -> None:
     """Seed 004, `#commitState` (`jsonEqual(current.state, next)`): the task woken from a
-    sleep runs at the sleep's checkpoint; cut off there, committing that same checkpoint
-    again keeps its restart count, a new attempt starts it over."""
-    s = reopen(sqlite_url, clock, registry, limit=5)
+    sleep runs at the sleep's checkpoint, as the store gives it back; cut off there,
+    committing that same checkpoint again keeps its restart count, a new attempt starts
+    it over."""
+    s = reopen(store_url, clock, registry, limit=5)
     task = running(s)
     s.sleep(task, until=clock.now, phase="start", attempt=2)
     assert s.reserve(task) == "run"
     crash(s)
-    s = reopen(sqlite_url, clock, registry, limit=5)
+    s = reopen(store_url, clock, registry, limit=5)
     assert s.task(task).checkpoint == Checkpoint("start", 2) and s.task(task).restarts == 1
     assert s.reserve(task) == "run"
     s.checkpoint(task, "start", 2)
