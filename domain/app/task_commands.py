@@ -11,6 +11,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import orjson
+
 from ..errors import InvalidArgument, LeaseLost, Refused, RuleViolation
 from ..tasks import decide
 from ..tasks.definitions import Registry, TaskDefinition, definition_fit
@@ -137,11 +139,15 @@ class TaskCommands:
         self._invocation_decision(task_id, decide.checkpoint, phase, attempt)
 
     def memo(self, task_id: str, name: str, value: Any = _MISSING) -> Any:
-        """Read a memo (``None`` if unset) or, given ``value``, record it (running tasks only)."""
+        """Read a memo (``None`` if unset; a copy the caller may change) or, given
+        ``value``, record it (running tasks only)."""
         if value is _MISSING:
             if not isinstance(name, str):
                 raise InvalidArgument(f"a memo name is a string, not {name!r}", task_id=task_id)
-            return self.task(task_id).memos.get(name)
+            kept = self.task(task_id).memos.get(name)
+            # A copy: a phase that changes what it read must not change the live state,
+            # which would then differ from the log (and from the phase run after a restart).
+            return kept if kept is None or isinstance(kept, str | int | float) else _copy(kept)
         self._invocation_decision(task_id, decide.memo, name, value)
         return value
 
@@ -151,13 +157,18 @@ class TaskCommands:
         on: Sequence[str],
         policy: Policy = "all",
         phase: str | None = None,
+        attempt: int | None = None,
     ) -> None:
-        """The running task waits on ``on`` (rule 7), resuming at ``phase``."""
-        self._invocation_decision(task_id, decide.wait, on, policy, phase)
+        """The running task waits on ``on`` (rule 7), resuming at the checkpoint
+        ``phase`` (default: its current one) and ``attempt``."""
+        self._invocation_decision(task_id, decide.wait, on, policy, phase, attempt)
 
-    def sleep(self, task_id: str, until: float, phase: str | None = None) -> None:
-        """The running task sleeps until the clock reaches ``until`` (rule 8)."""
-        self._invocation_decision(task_id, decide.sleep, until, phase)
+    def sleep(
+        self, task_id: str, until: float, phase: str | None = None, attempt: int | None = None
+    ) -> None:
+        """The running task sleeps until the clock reaches ``until`` (rule 8), resuming
+        at the checkpoint ``phase`` (default: its current one) and ``attempt``."""
+        self._invocation_decision(task_id, decide.sleep, until, phase, attempt)
 
     def finish(
         self,
@@ -249,6 +260,11 @@ def _task_id(task_id: object) -> str:
     if not isinstance(task_id, str) or not task_id:
         raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
     return task_id
+
+
+def _copy(value: Any) -> Any:
+    """A JSON value's own copy (memos hold JSON only)."""
+    return orjson.loads(orjson.dumps(value))
 
 
 def _message(error: BaseException) -> str:

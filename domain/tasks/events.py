@@ -136,19 +136,24 @@ class MemoRecorded(TaskEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WaitStarted(TaskEvent):
-    """The task waits on other tasks, to resume at ``phase``."""
+    """The task waits on other tasks, to resume at the checkpoint ``phase`` (and
+    ``attempt``; events recorded before it was kept read as ``None``)."""
 
     on: tuple[str, ...]
     policy: Policy
     phase: str
+    attempt: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SleepStarted(TaskEvent):
-    """The task sleeps until the scheduler clock reaches ``until``, to resume at ``phase``."""
+    """The task sleeps until the scheduler clock reaches ``until``, to resume at the
+    checkpoint ``phase`` (and ``attempt``; events recorded before it was kept read as
+    ``None``)."""
 
     until: float
     phase: str
+    attempt: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -215,7 +215,7 @@ def _wait(state: TaskState, event: WaitStarted) -> TaskState:
         status="waiting",
         mode=None,
         worker=None,
-        checkpoint=_new_checkpoint(event.phase),
+        checkpoint=_new_checkpoint(event.phase, event.attempt),
         on=event.on,
         policy=event.policy,
         restarts=0,
@@ -231,7 +231,7 @@ def _sleep(state: TaskState, event: SleepStarted) -> TaskState:
         status="sleeping",
         mode=None,
         worker=None,
-        checkpoint=_new_checkpoint(event.phase),
+        checkpoint=_new_checkpoint(event.phase, event.attempt),
         until=event.until,
         restarts=0,
     )

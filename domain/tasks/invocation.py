@@ -31,9 +31,12 @@ class TaskDecider(Protocol):
         on: Sequence[str],
         policy: Policy = "all",
         phase: str | None = None,
+        attempt: int | None = None,
     ) -> None: ...
 
-    def sleep(self, task_id: str, until: float, phase: str | None = None) -> None: ...
+    def sleep(
+        self, task_id: str, until: float, phase: str | None = None, attempt: int | None = None
+    ) -> None: ...
 
     def finish(
         self,
@@ -111,13 +114,21 @@ class Invocation:
             return self.scheduler.memo(self.task_id, name)
         return self.scheduler.memo(self.task_id, name, value)
 
-    def wait(self, on: Sequence[str], policy: Policy = "all", then: str | None = None) -> None:
-        """Wait on tasks, resuming at ``then`` (default: the current phase)."""
-        self.scheduler.wait(self.task_id, on, policy=policy, phase=then)
+    def wait(
+        self,
+        on: Sequence[str],
+        policy: Policy = "all",
+        then: str | None = None,
+        attempt: int | None = None,
+    ) -> None:
+        """Wait on tasks, resuming at ``then`` (default: the current phase) with
+        ``attempt`` as the checkpoint's attempt."""
+        self.scheduler.wait(self.task_id, on, policy=policy, phase=then, attempt=attempt)
 
-    def sleep(self, until: float, then: str | None = None) -> None:
-        """Sleep until the clock reaches ``until``, resuming at ``then``."""
-        self.scheduler.sleep(self.task_id, until, phase=then)
+    def sleep(self, until: float, then: str | None = None, attempt: int | None = None) -> None:
+        """Sleep until the clock reaches ``until``, resuming at ``then`` (default: the
+        current phase) with ``attempt`` as the checkpoint's attempt (a retry's backoff)."""
+        self.scheduler.sleep(self.task_id, until, phase=then, attempt=attempt)
 
     def finish(
         self, status: str = "completed", error: Any = None, *, reason: str | None = None

@@ -33,13 +33,18 @@ def checkpoint(
     """The running task commits where it resumes: progress unless it is the same checkpoint."""
     invocation_decision(draft, ctx, task_id)
     phase_name(phase, "phase", task_id)
+    _attempt(attempt, task_id)
+    return draft.emit(
+        CheckpointCommitted(task_id=task_id, at=ctx.now, phase=phase, attempt=attempt)
+    )
+
+
+def _attempt(attempt: object, task_id: str) -> None:
+    """A checkpoint's attempt is ``None`` or an int >= 0."""
     if attempt is not None and (
         isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0
     ):
         raise InvalidArgument(f"attempt must be an int >= 0, not {attempt!r}", task_id=task_id)
-    return draft.emit(
-        CheckpointCommitted(task_id=task_id, at=ctx.now, phase=phase, attempt=attempt)
-    )
 
 
 def memo(draft: Draft, ctx: Context, task_id: str, name: str, value: Any) -> TaskState:
@@ -57,8 +62,11 @@ def wait(
     on: Sequence[str],
     policy: Policy = "all",
     phase: str | None = None,
+    attempt: int | None = None,
 ) -> TaskState:
-    """The running task waits on other tasks, to resume at ``phase`` (default: its current one)."""
+    """The running task waits on other tasks, to resume at the checkpoint ``phase``
+    (default: its current one) and ``attempt``: the state it commits carries a whole
+    checkpoint, as pi-durable's does."""
     task = invocation_decision(draft, ctx, task_id)
     if isinstance(on, str):
         raise InvalidArgument("on must be a list of task ids, not a string", task_id=task_id)
@@ -95,15 +103,25 @@ def wait(
         )
     resume = phase if phase is not None else (task.checkpoint.phase if task.checkpoint else None)
     resume = phase_name(resume, "phase", task_id)
+    _attempt(attempt, task_id)
     return draft.emit(
-        WaitStarted(task_id=task_id, at=ctx.now, on=awaited, policy=policy, phase=resume)
+        WaitStarted(
+            task_id=task_id, at=ctx.now, on=awaited, policy=policy, phase=resume, attempt=attempt
+        )
     )
 
 
 def sleep(
-    draft: Draft, ctx: Context, task_id: str, until: float, phase: str | None = None
+    draft: Draft,
+    ctx: Context,
+    task_id: str,
+    until: float,
+    phase: str | None = None,
+    attempt: int | None = None,
 ) -> TaskState:
-    """The running task sleeps until the clock reaches ``until``, to resume at ``phase``."""
+    """The running task sleeps until the clock reaches ``until``, to resume at the
+    checkpoint ``phase`` (default: its current one) and ``attempt`` (a retry's backoff
+    names the attempt it resumes with)."""
     task = invocation_decision(draft, ctx, task_id)
     # 8. An abort invocation cannot sleep, whatever its until (pi-durable asks this
     # first); and a sleep needs a finite until >= 0.
@@ -116,4 +134,7 @@ def sleep(
     time_ms(until, "until", task_id)  # a finite time past year 9999 is a bad argument
     resume = phase if phase is not None else (task.checkpoint.phase if task.checkpoint else None)
     resume = phase_name(resume, "phase", task_id)
-    return draft.emit(SleepStarted(task_id=task_id, at=ctx.now, until=until, phase=resume))
+    _attempt(attempt, task_id)
+    return draft.emit(
+        SleepStarted(task_id=task_id, at=ctx.now, until=until, phase=resume, attempt=attempt)
+    )
