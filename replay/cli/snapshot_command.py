@@ -40,13 +40,14 @@ snapshots existed, so that replay --until an earlier position starts near one.
 
 Snapshots kept: each one written drops, in the same transaction, those it
 supersedes, so the table stays small however long the store runs. Kept are the
-newest two, and older ones at a geometric spacing back from the newest (each at
-most twice as far back as the next newer one kept): replay --until a position D
-events before the newest snapshot folds at most D events past the one it starts
-from; a few more than log2(events / 20,000) snapshots are kept (15 after a
-thousand taken evenly, 22 after a hundred thousand). A snapshot of an
-earlier format (an earlier release's) is dropped once one of this format is kept
-above it.
+newest two, and older ones at a geometric spacing back from the newest (where
+one was dropped, the next older one kept is at most twice as far back as the
+next newer one): replay --until a position D events before the newest snapshot
+folds at most D events past the one it starts from (or one interval between
+snapshots, when that is more), and a few more than log2(events / 20,000)
+snapshots are kept (15 after a thousand taken evenly, 22 after a hundred
+thousand). A snapshot of an earlier format (an earlier release's) is dropped
+once one of this format is kept above it.
 
 --prune drops the snapshots the kept ones supersede now, without taking one (a
 table an earlier release filled), and prints how many.
