@@ -5,7 +5,8 @@ from the latest one and trusts it, so ``verify`` folds the log from position 0
 and, passing each snapshot's position, compares the snapshot with the fold
 compacted the same way. One that differs, or cannot be read, is a violation
 named by its position. One of another format (an earlier release's) is no violation:
-opening passes over it, so it is only noted in :attr:`SnapshotWatch.outdated`.
+opening passes over it, so it is only noted in :attr:`SnapshotWatch.outdated` (the next
+snapshot written drops it). The check only reads: it never drops a snapshot.
 """
 
 from __future__ import annotations

@@ -342,7 +342,7 @@ def _outdated_note(outdated: dict[int, int]) -> list[str]:
     return [
         f"{len(where)} snapshot(s) at {span} of format {formats}, not {FORMAT} (another "
         "release's fold): opening passes over them; `tasktrail snapshot STORE` takes a "
-        "current one"
+        "current one, which drops them"
     ]
 
 

@@ -158,7 +158,7 @@ def test_snapshot_takes_one_lists_them_and_refuses_what_is_not_a_store(
     assert "no snapshots kept" in capsys.readouterr().out
     assert main(["snapshot", str(path), "--json"]) == 0
     taken = orjson.loads(capsys.readouterr().out)
-    assert taken == {"position": head, "taken": True, "live_tasks": 4, "along": []}
+    assert taken == {"position": head, "taken": True, "live_tasks": 4, "along": [], "dropped": []}
     assert main(["snapshot", str(path)]) == 0
     assert "already kept" in capsys.readouterr().out
     assert main(["snapshot", str(path), "--list", "--json"]) == 0

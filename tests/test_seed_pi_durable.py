@@ -227,6 +227,32 @@ def test_pi_durable_migration_failed_is_reported_once_per_definition(
     s.close()
 
 
+def test_a_failed_migration_is_forgotten_once_its_task_ended(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    """A Worker runs for months: the scheduler and the Worker held each task whose
+    migration failed for good, ended or not (round nine); now only the live ones."""
+    registry = Registry([TaskDefinition("job", 1, {"start": finishing()})])
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    old = [s.submit("job") for _ in range(3)]
+    reports: list[str] = []
+    worker = Worker(s, on_migration_failed=lambda task_id, why: reports.append(task_id))
+    registry.register(TaskDefinition("job", 2, {"start": finishing()}, migrate=_failing_migrate))
+    worker.tick()
+    assert sorted(reports) == sorted(old) and s.failed_migrations == set(old)
+    s.abort(old[0])  # no definition takes it: it ends orphaned (rule 13)
+    assert s.task(old[0]).status == "terminal"
+    worker.tick()
+    assert set(s._failed_migrations) == set(worker._reported_migrations) == set(old[1:])
+    # Without a Worker: the next failed migration drops those of the tasks that ended.
+    s.abort(old[1])
+    late = s.submit("job", version=1)
+    s.run_pass()
+    assert set(s._failed_migrations) == {old[2], late}
+    assert s.blocked_reason(old[2]) == "migration_failed" and reports.count(old[2]) == 1
+    s.close()
+
+
 # ─── reports to the host: parked, migration failed, outdated definition ────────────
 
 

@@ -105,7 +105,8 @@ class Scheduler(
         self._closed = False
         self._invocations: dict[str, Invocation] = {}
         self._failed_migrations: dict[str, TaskDefinition] = {}
-        """Each task whose migration failed here, with the definition it failed under."""
+        """Each live task whose migration failed here, with the definition it failed
+        under (one that ended is dropped: see ``_forget_ended_migrations``)."""
         self._resumed: set[str] = set()
         self._lock = threading.RLock()
         """Serializes decisions: controller passes decide from several threads."""
@@ -241,7 +242,9 @@ class Scheduler(
     @property
     def failed_migrations(self) -> frozenset[str]:
         """Tasks whose migration to the newer definition registered now failed here
-        (rule 13); registering another definition of its kind tries it again."""
+        (rule 13); registering another definition of its kind tries it again. Those of
+        tasks that ended are forgotten here (a Worker asks at every tick)."""
+        self._forget_ended_migrations()
         return frozenset(
             task_id
             for task_id, definition in self._failed_migrations.items()

@@ -229,12 +229,25 @@ class TaskCommands:
             phase = definition.migrate(task)
         except Exception:
             # Blocked as migration_failed until retry() or a new definition.
-            self._failed_migrations[task_id] = definition
+            self._migration_failed(task_id, definition)
             return None
         if phase is not None and (not isinstance(phase, str) or not phase):
-            self._failed_migrations[task_id] = definition
+            self._migration_failed(task_id, definition)
             return None
         return phase
+
+    def _migration_failed(self, task_id: str, definition: TaskDefinition) -> None:
+        self._forget_ended_migrations()  # held to the live tasks, with or without a Worker
+        self._failed_migrations[task_id] = definition
+
+    def _forget_ended_migrations(self) -> None:
+        """Drop the failed migrations of tasks that ended: an ended task never runs again
+        (rule 4), and a process that runs for months must not hold one per task it saw
+        fail a migration (held until retry(), a new definition or the task's end)."""
+        with self._lock:
+            live = self.world.live
+            for task_id in [t for t in self._failed_migrations if t not in live]:
+                del self._failed_migrations[task_id]
 
     def _invocation_decision(
         self, task_id: str, fn: Callable[..., Any], *args: Any, **kwargs: Any

@@ -136,7 +136,8 @@ class Worker(WorkerReports):
         """No controller pass before this (a pass could not move the Turn deadline)."""
         self._turn_stuck = 0
         self._reported_migrations: dict[str, Any] = {}
-        """Each task reported for a failed migration, with the definition it failed under."""
+        """Each live task reported for a failed migration, with the definition it failed
+        under (one that ended is dropped at the next tick)."""
 
     # ─── one cycle ──────────────────────────────────────────────────────────
 

@@ -91,3 +91,8 @@ class WorkerReports:
                 self._reported_migrations[task_id] = definition
                 log.info("migration failed for %s", task_id)
                 self._call(self.on_migration_failed, task_id, "migration_failed")
+        with s._lock:  # the heartbeat thread may fold events meanwhile
+            # A task that ended is not reported again: forgotten, it cannot grow the map.
+            ended = [t for t in self._reported_migrations if t not in s.world.live]
+        for task_id in ended:
+            del self._reported_migrations[task_id]

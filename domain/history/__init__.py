@@ -2,10 +2,11 @@
 to a position or resuming a projector folds only the events after it.
 
 :mod:`.codec` turns a world into bytes and back, :mod:`.table` keeps them in the
-store's database, :mod:`.restore` builds a world from the latest good snapshot
-and the events after it. A snapshot is derived data, never the truth: one that
-cannot be read is reported and passed over, and ``tasktrail verify`` checks
-each against the fold.
+store's database, :mod:`.retention` says which it keeps (the newest two and a
+geometric spacing of older ones), :mod:`.restore` builds a world from the latest
+good snapshot and the events after it. A snapshot is derived data, never the
+truth: one that cannot be read is reported and passed over, and ``tasktrail
+verify`` checks each against the fold.
 """
 
 from .codec import SnapshotUnreadable, decode_world, encode_world
@@ -17,6 +18,7 @@ from .restore import (
     stream_loader,
     take_snapshot,
 )
+from .retention import superseded
 from .table import FORMAT, KeptSnapshot, SnapshotTable, StoredSnapshot
 
 __all__ = [
@@ -32,5 +34,6 @@ __all__ = [
     "restore",
     "snapshot_differs",
     "stream_loader",
+    "superseded",
     "take_snapshot",
 ]

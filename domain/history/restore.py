@@ -121,11 +121,12 @@ def _reported(restored: Restored, store: Store) -> Restored:
     return restored
 
 
-def take_snapshot(store: Store, world: World, position: int) -> None:
+def take_snapshot(store: Store, world: World, position: int) -> list[int]:
     """Compact ``world`` (it must be the fold of ``store`` up to ``position``) and save
-    it as the snapshot at ``position``."""
+    it as the snapshot at ``position``; returns the positions of the snapshots it
+    superseded, dropped in the same transaction (:mod:`.retention`)."""
     world.compact()
-    SnapshotTable(store).write(position, encode_world(world))
+    return SnapshotTable(store).write(position, encode_world(world))
 
 
 def snapshot_differs(world: World, body: bytes) -> str | None:

@@ -6,7 +6,8 @@ opening a store folds only the events after it. It lives beside the log
 and is never the truth: :mod:`.restore` reports and ignores one that is
 missing, corrupt or of another format, and ``tasktrail verify`` checks each
 against the fold. A read-only open reads the table if it is there and creates
-nothing.
+nothing. The table stays bounded: each write drops, in its own transaction, the
+snapshots it supersedes (:mod:`.retention`); nothing that only reads ever does.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
+from .retention import superseded
 
 if TYPE_CHECKING:
     from ..store.store import Store
@@ -108,14 +110,15 @@ class SnapshotTable:
         self._created = found and not self._read_only
         return found
 
-    def write(self, position: int, body: bytes) -> None:
+    def write(self, position: int, body: bytes) -> list[int]:
         """Save the world as of ``position`` (a snapshot of this format already there
         is kept: the fold to one position is one world; one of another format is
-        replaced). Every snapshot is kept: each is a live world, small beside the
-        events between two of them, and ``replay --until`` starts from the nearest."""
+        replaced), and drop, in the same transaction, the snapshots it supersedes
+        (:meth:`prune`); returns their positions."""
         self._ensure()
         m = self._mark
         with self._cursor(commit=True) as cursor:
+            self._lock(cursor)
             cursor.execute(
                 f"INSERT INTO {self._table} (position, format, written_at, body) "
                 f"VALUES ({m}, {m}, {m}, {m}) ON CONFLICT (position) DO UPDATE SET "
@@ -123,6 +126,44 @@ class SnapshotTable:
                 f"body = excluded.body WHERE {TABLE}.format <> excluded.format",
                 (position, FORMAT, time.time() * 1000.0, body),
             )
+            return self._drop_superseded(cursor)
+
+    def prune(self) -> list[int]:
+        """Drop the snapshots the kept ones supersede, as a write does, and return
+        their positions: every one of an earlier format below the newest of this
+        format, and of this format those :func:`.retention.superseded` names (the
+        newest two and a geometric spacing of older ones stay). For a table an earlier
+        release filled; never called by a read (``verify`` opens read-only)."""
+        if not self._exists():
+            return []
+        with self._cursor(commit=True) as cursor:
+            self._lock(cursor)
+            return self._drop_superseded(cursor)
+
+    def _lock(self, cursor: Any) -> None:
+        """Take the table's write lock before reading what to drop: two writers pruning
+        at once must not each decide on a view without the other's snapshot."""
+        if self._postgres:
+            # Conflicts with itself, not with readers (ACCESS SHARE).
+            cursor.execute(f"LOCK TABLE {self._table} IN SHARE ROW EXCLUSIVE MODE")
+        # SQLite: a write's insert takes the database's write lock before the read; a
+        # prune's read first holds a read lock, so its delete either sees nothing
+        # changed since or fails (busy) rather than decide on a stale view.
+
+    def _drop_superseded(self, cursor: Any) -> list[int]:
+        cursor.execute(f"SELECT position, format FROM {self._table}")
+        rows = [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in cursor.fetchall()]
+        current = [int(position) for position, format_ in rows if format_ == FORMAT]
+        # An earlier format's snapshot is passed over at open: once one of this format
+        # is kept above it, nothing reads it. (A later format's is left to its release.)
+        newest = max(current, default=0)
+        dropped = [int(p) for p, format_ in rows if format_ < FORMAT and p < newest]
+        dropped += superseded(current)
+        if dropped:
+            cursor.executemany(
+                f"DELETE FROM {self._table} WHERE position = {self._mark}", [(p,) for p in dropped]
+            )
+        return sorted(dropped)
 
     def positions(self) -> list[int]:
         """The positions of every snapshot kept, oldest first."""
@@ -131,7 +172,7 @@ class SnapshotTable:
         with self._cursor(commit=False) as cursor:
             cursor.execute(f"SELECT position FROM {self._table} ORDER BY position")
             rows = cursor.fetchall()
-        return [int(next(iter(r.values())) if isinstance(r, dict) else r[0]) for r in rows]
+        return [_first(row) for row in rows]
 
     def kept(self) -> list[KeptSnapshot]:
         """Every snapshot kept, oldest first, without its body (its size instead)."""
@@ -163,6 +204,11 @@ class SnapshotTable:
             )
             row = cursor.fetchone()
         return _snapshot(row) if row is not None else None
+
+
+def _first(row: Any) -> int:
+    """A row's first column as an int (psycopg's rows are dicts, sqlite3's tuples)."""
+    return int(next(iter(row.values())) if isinstance(row, dict) else row[0])
 
 
 def _snapshot(row: Any) -> StoredSnapshot:

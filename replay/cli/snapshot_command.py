@@ -1,4 +1,5 @@
-"""``tasktrail snapshot STORE``: take a snapshot of a store now, or ``--list`` those kept.
+"""``tasktrail snapshot STORE``: take a snapshot of a store now, ``--list`` those kept, or
+``--prune`` those the kept ones supersede.
 
 A snapshot is the world of live work as of one log position, kept beside the log
 (see :mod:`tasktrail.domain.history`): opening the store, ``tasks``, ``replay
@@ -7,7 +8,9 @@ events after it. A scheduler takes one every so many events and at close; this
 command takes one for a store written before snapshots existed, or after a long
 tail. It folds the store from its latest good snapshot (no scheduler is opened:
 nothing is recovered, no event is appended) and writes the snapshot at the
-position it folded to. ``--list`` only reads.
+position it folded to. Each snapshot written drops, in its transaction, the ones it
+supersedes (:mod:`tasktrail.domain.history.retention`); ``--prune`` drops them without
+taking one (a table an earlier release filled). ``--list`` only reads.
 """
 
 from __future__ import annotations
@@ -33,11 +36,26 @@ The store must exist; it is written only in its snapshot table.
 
 --every N also takes one every N events along the log, as a scheduler writing it
 would have (from the latest good snapshot on): for a store written before
-snapshots existed, so that replay --until any position starts near one.
+snapshots existed, so that replay --until an earlier position starts near one.
+
+Snapshots kept: each one written drops, in the same transaction, those it
+supersedes, so the table stays small however long the store runs. Kept are the
+newest two, and older ones at a geometric spacing back from the newest (where
+one was dropped, the next older one kept is at most twice as far back as the
+next newer one): replay --until a position D events before the newest snapshot
+folds at most D events past the one it starts from (or one interval between
+snapshots, when that is more), and a few more than log2(events / 20,000)
+snapshots are kept (15 after a thousand taken evenly, 22 after a hundred
+thousand). A snapshot of an earlier format (an earlier release's) is dropped
+once one of this format is kept above it.
+
+--prune drops the snapshots the kept ones supersede now, without taking one (a
+table an earlier release filled), and prints how many.
 
 --list prints the snapshots kept (position, format, written at, size in bytes)
-and only reads. A snapshot is derived data: tasktrail verify checks each against
-the fold, and one that cannot be read is passed over, never trusted.
+and only reads, as replay, tasks and verify do: verify checks each snapshot kept
+against the fold and never drops one. A snapshot is derived data: one that
+cannot be read is passed over, never trusted.
 """
 
 
@@ -49,10 +67,16 @@ def add_snapshot(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     snapshot.add_argument("store", help=STORE_HELP)
-    snapshot.add_argument(
+    which = snapshot.add_mutually_exclusive_group()
+    which.add_argument(
         "--list", action="store_true", help="print the snapshots kept (read only), take none"
     )
-    snapshot.add_argument(
+    which.add_argument(
+        "--prune",
+        action="store_true",
+        help="drop the snapshots the kept ones supersede, take none",
+    )
+    which.add_argument(
         "--every",
         type=int,
         metavar="N",
@@ -64,6 +88,8 @@ def add_snapshot(commands: Any) -> None:
 def do_snapshot(args: argparse.Namespace) -> int:
     from tasktrail.domain.history import Restored, SnapshotTable, restore, take_snapshot
 
+    if args.prune:
+        return _prune(args)
     if args.list:
         with open_store(args.store, read_only=True) as store:
             kept = SnapshotTable(store).kept()
@@ -90,12 +116,13 @@ def do_snapshot(args: argparse.Namespace) -> int:
         table = SnapshotTable(store)
         taken = set(table.positions())
         along: list[int] = []
+        dropped: set[int] = set()
 
         def on_the_way(restored: Restored) -> None:
             # The world is the fold up to here: save it as a writer would have.
             position = restored.position
             if restored.folded % args.every == 0 and position not in taken:
-                take_snapshot(store, restored.world, position)
+                dropped.update(take_snapshot(store, restored.world, position))
                 along.append(position)
 
         restored = restore(store, on_event=on_the_way if args.every else None)
@@ -103,17 +130,47 @@ def do_snapshot(args: argparse.Namespace) -> int:
             warn(f"{problem}; passed over")
         position = restored.position
         already = position in taken or position in along
-        if not already:
-            take_snapshot(store, restored.world, position)
+        # Taken or not, what the newest supersedes goes (an earlier release kept all).
+        dropped.update(table.prune() if already else take_snapshot(store, restored.world, position))
     live = sum(1 for task in restored.world.tasks.values() if task.status != "terminal")
     if along and not args.json:
         say(f"{len(along)} snapshots taken along the log, every {args.every} events")
+    if dropped and not args.json:
+        say(f"{len(dropped)} superseded snapshots dropped")
     if args.json:
-        emit({"position": position, "taken": not already, "live_tasks": live, "along": along})
+        emit(
+            {
+                "position": position,
+                "taken": not already,
+                "live_tasks": live,
+                "along": along,
+                "dropped": sorted(dropped),
+            }
+        )
     elif already:
         say(f"a snapshot at position {position} (the store's last) is already kept")
     else:
         say(f"snapshot taken at position {position}: {live} live tasks")
+    return EXIT_OK
+
+
+def _prune(args: argparse.Namespace) -> int:
+    """Drop the snapshots the kept ones supersede, taking none."""
+    from tasktrail.domain.history import SnapshotTable
+
+    _check_is_store(args.store)
+    # Read-only first: with no snapshot kept there is nothing to drop, and a writable
+    # open would create the table (or, on a server, the store).
+    with open_store(args.store, read_only=True) as store:
+        kept = SnapshotTable(store).positions()
+    dropped: list[int] = []
+    if kept:
+        with open_store(args.store) as store:
+            dropped = SnapshotTable(store).prune()
+    if args.json:
+        emit({"dropped": dropped, "kept": len(kept) - len(dropped)})
+    else:
+        say(f"{len(dropped)} superseded snapshots dropped, {len(kept) - len(dropped)} kept")
     return EXIT_OK
 
 

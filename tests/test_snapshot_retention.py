@@ -1,0 +1,191 @@
+"""Snapshots kept: the table stays bounded however long a store runs (round nine).
+
+Each snapshot written drops, in its transaction, those it supersedes: snapshots of an
+earlier format below it, and of this format all but the newest two and a geometric
+spacing of older ones (``domain/history/retention.py``). These tests hold the table to
+that bound on both stores, hold replay as of an old position and ``verify`` to the
+fold after pruning, and hold every read (``verify`` first) to leaving the store as it
+was: only a write or ``tasktrail snapshot --prune`` drops a snapshot.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from pathlib import Path
+
+import orjson
+import pytest
+from helpers.cli import folder_state, run
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tasktrail.domain import ManualClock, Registry, Scheduler, Store, open_store
+from tasktrail.domain.history import FORMAT, SnapshotTable, superseded
+from tasktrail.replay import replay, verify
+
+table_module = importlib.import_module("tasktrail.domain.history.table")
+
+
+def rows(store: Store) -> list[tuple[int, int, bytes]]:
+    """Every row of the snapshot table (position, format, body), oldest first."""
+    table = SnapshotTable(store)
+    with table._cursor(commit=False) as cursor:
+        cursor.execute(f"SELECT position, format, body FROM {table._table} ORDER BY position")
+        found = cursor.fetchall()
+    return [
+        (int(p), int(f), bytes(b))
+        for p, f, b in (tuple(r.values()) if isinstance(r, dict) else r for r in found)
+    ]
+
+
+def set_format(store: Store, position: int, format_: int) -> None:
+    """Mark the snapshot at ``position`` as another release's."""
+    table = SnapshotTable(store)
+    mark = "%s" if store.location.kind == "postgresql" else "?"
+    with table._cursor(commit=True) as cursor:
+        cursor.execute(
+            f"UPDATE {table._table} SET format = {mark} WHERE position = {mark}",
+            (format_, position),
+        )
+
+
+def busy_store(location: str, clock: ManualClock, registry: Registry, tasks: int) -> None:
+    """``tasks`` tasks submitted, reserved and finished, a snapshot every 10 events."""
+    s = Scheduler.open(location, clock=clock, registry=registry, snapshot_every=10)
+    for _ in range(tasks):
+        task_id = s.submit("job", phase="a")
+        s.reserve(task_id)
+        s.finish(task_id, "completed")
+    s.submit("job", phase="a")  # one live task at the end
+    s.close()
+
+
+@given(gaps=st.lists(st.integers(1, 50), min_size=1, max_size=120))
+def test_the_spacing_is_bounded_and_a_replay_folds_no_more_than_it_is_far_back(
+    gaps: list[int],
+) -> None:
+    kept: list[int] = []
+    position = 0
+    for gap in gaps:  # a writer's snapshots, each pruning what the last ones left
+        previous, position = position, position + gap
+        written = [*kept, position]
+        kept = sorted(set(written) - set(superseded(written)))
+        assert kept[-2:] == [previous, position][-len(kept) :]  # the newest two stay
+        assert len(kept) <= 2 * math.log2(position) + 3
+    head = kept[-1]
+    for until in range(1, head + 1):
+        start = max((p for p in kept if p <= until), default=0)
+        assert until - start <= max(head - until, max(gaps)), until
+
+
+def test_the_snapshot_table_stays_bounded_and_serves_replay_and_verify(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    busy_store(store_url, clock, registry, 200)
+    with open_store(store_url, read_only=True) as store:
+        kept = [position for position, _, _ in rows(store)]
+        head = store.head()
+        assert verify(store).ok  # each snapshot kept equals the fold at its position
+    # 61 snapshots were written (one every 10 events and one at close).
+    assert kept[-1] == head and len(kept) <= 2 * math.log2(head) + 3
+    for until in (3, 25, head // 3, head // 2, kept[-2] - 1, head - 5):
+        quick = replay(store_url, until=until)
+        start = max((p for p in kept if p <= until), default=None)
+        assert quick.snapshot == start and quick.position == until
+        assert quick == replay(store_url, until=until, snapshots=False), until
+
+
+def test_an_earlier_format_snapshot_is_dropped_once_a_current_one_is_above_it(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = Scheduler.open(store_url, clock=clock, registry=registry, snapshot_every=None)
+    s.submit("job", phase="a")
+    older = s.snapshot()
+    s.submit("job", phase="a")
+    newer = s.snapshot()
+    set_format(s.store, older, FORMAT - 1)
+    set_format(s.store, newer, FORMAT - 1)
+    table = SnapshotTable(s.store)
+    assert table.prune() == []  # none of this format above them: the only ones there
+    s.submit("job", phase="a")
+    s.close()  # a snapshot of this format at close, above both
+    with open_store(store_url, read_only=True) as store:
+        assert [(p, f) for p, f, _ in rows(store)] == [(store.head(), FORMAT)]
+        report = verify(store)
+    assert report.ok and report.notes == []  # nothing left to note
+
+
+def test_a_later_format_snapshot_is_left_to_its_release(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = Scheduler.open(store_url, clock=clock, registry=registry, snapshot_every=None)
+    s.submit("job", phase="a")
+    later = s.snapshot()
+    set_format(s.store, later, FORMAT + 1)
+    s.submit("job", phase="a")
+    s.close()
+    with open_store(store_url, read_only=True) as store:
+        assert [(p, f) for p, f, _ in rows(store)] == [(later, FORMAT + 1), (store.head(), FORMAT)]
+
+
+def _unpruned_store(
+    location: str, clock: ManualClock, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[int, int, bytes]]:
+    """A store whose table an earlier release filled: every snapshot kept, the first
+    two of an earlier format. Returns its rows."""
+    with monkeypatch.context() as patch:
+        patch.setattr(table_module, "superseded", lambda positions: [])
+        busy_store(location, clock, registry, 40)
+    with open_store(location) as store:
+        for position, _, _ in rows(store)[:2]:
+            set_format(store, position, FORMAT - 1)
+        return rows(store)
+
+
+def test_verify_and_the_other_reads_never_drop_a_snapshot(
+    store_url: str,
+    clock: ManualClock,
+    registry: Registry,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    before = _unpruned_store(store_url, clock, registry, monkeypatch)
+    assert len(before) > 10
+    local = Path(store_url) if "://" not in store_url else None
+    files = folder_state(local.parent) if local is not None else {}
+    with open_store(store_url, read_only=True) as store:
+        report = verify(store)
+    assert report.ok and len(report.notes) == 1  # the earlier format's, noted
+    for argv in (
+        ["verify", store_url],
+        ["replay", store_url, "--until", str(before[3][0] + 1)],
+        ["snapshot", store_url, "--list"],
+        ["tasks", store_url],
+    ):
+        assert run(argv, capsys).code == 0, argv
+    if local is not None:
+        assert folder_state(local.parent) == files  # byte for byte, no -wal or -shm
+    with open_store(store_url, read_only=True) as store:
+        assert rows(store) == before
+
+
+def test_snapshot_prune_drops_what_an_earlier_release_kept(
+    store_url: str,
+    clock: ManualClock,
+    registry: Registry,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    before = _unpruned_store(store_url, clock, registry, monkeypatch)
+    ran = run(["snapshot", store_url, "--prune", "--json"], capsys)
+    assert ran.code == 0, ran.err
+    answer = orjson.loads(ran.out)
+    with open_store(store_url, read_only=True) as store:
+        kept = [p for p, _, _ in rows(store)]
+        head = store.head()
+        assert verify(store).ok and verify(store).notes == []
+    dropped = sorted({p for p, _, _ in before} - set(kept))
+    assert answer == {"dropped": dropped, "kept": len(kept)} and dropped
+    assert kept[-1] == head and len(kept) <= 2 * math.log2(head) + 3
+    assert run(["snapshot", store_url, "--prune"], capsys).out.startswith("0 superseded")
