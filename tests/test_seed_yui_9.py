@@ -8,6 +8,8 @@ breaks; docs/seed-fidelity.md, "Round nine (yui)", says what changed."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ from tasktrail.domain.turns.events import (
 )
 from tasktrail.domain.turns.keys import role_key, task_key
 from tasktrail.domain.turns.pass_events import (
+    PassStarted,
     PassTaskFailed,
     TaskPassRetryAbandoned,
     TaskPassRetryCleared,
@@ -36,6 +39,7 @@ from tasktrail.domain.turns.state import LEADER
 
 AGGREGATION = TurnSettings().aggregation_window_ms  # yui's LEADER_WAKE_AGGREGATION_MS
 FORCE = TurnSettings().force_window_ms  # yui's LEADER_WAKE_FORCE_MS
+WAIT = 10  # seconds a test waits for the worker's thread (never reached when green)
 
 
 def _found(scheduler: Scheduler) -> list[tuple[int, float | None]]:
@@ -469,23 +473,22 @@ def test_yui_settled_answer_for_a_delivered_turn_records_nothing(
 # ─── which tasks and roles a dirty pass takes ───────────────────────────────────────
 
 
-def test_yui_leaders_role_key_selects_the_wakeup_and_another_roles_key_does_not(
+def test_yui_leaders_role_key_selects_its_due_wakeup(
     scheduler: Scheduler, clock: ManualClock
 ) -> None:
     """001 ``#scheduleNextLeaderWakeDeadline`` signals ``role:<task>/leader`` when a
-    wakeup's deadline comes: a dirty pass of that key dispatches the due wakeup. A
-    dirty pass of another role's key leaves it pending (reported in round four)."""
+    wakeup's deadline comes: a dirty pass of that key alone dispatches the due wakeup
+    and delivers the Leader Turn it starts, and leaves the task's other roles alone."""
     scheduler.submit("job", id="t1")
     scheduler.start_turn("t1", "worker")
     scheduler.request_wakeup("t1", "mail")
     clock.advance(AGGREGATION)
     runtime = Answers("delivered")
-    report = scheduler.controller_pass([role_key("t1", "worker")], runtime=runtime)
-    assert report.tasks == ["t1"] and report.wakeups == {}
-    assert scheduler.pending_wakeup("t1") is not None
     report = scheduler.controller_pass([role_key("t1", LEADER)], runtime=runtime)
-    assert report.wakeups == {"t1": "dispatched"}
-    assert [turn for turn, _ in runtime.tried] == ["worker.1", "leader.1"]
+    assert report.tasks == ["t1"] and report.wakeups == {"t1": "dispatched"}
+    assert runtime.tried == [("leader.1", 0)]
+    worker = scheduler.active_turn("t1", "worker")
+    assert worker is not None and worker.delivery_outcome is None
 
 
 def test_yui_role_key_pass_works_only_the_roles_it_names(
@@ -516,3 +519,63 @@ def test_yui_task_key_asked_among_role_keys_is_the_retry_identity(
     assert report.outcomes == {"t1": "failed"}
     retry = scheduler.task_pass_retry("t1")
     assert retry is not None and retry.keys == (task_key("t1"),)
+
+
+# ─── what marks a task dirty, with a Worker ─────────────────────────────────────────
+
+
+def test_yui_worker_runs_the_dirty_pass_a_host_asked_for_at_its_next_tick(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    """000 ``#requestPass`` pumps a pass as soon as keys are marked dirty (coalesced):
+    a Worker runs the dirty pass a host requested at its next tick, with those keys,
+    though no Turn work was due, and says so in its next deadline."""
+    scheduler.submit("crew", id="t1", phase="lead")  # no phases here to run
+    scheduler.submit("crew", id="t2", phase="lead")
+    for task_id in ("t1", "t2"):
+        busy_leader(scheduler, task_id)
+    runtime = Answers("delivered")
+    worker = Worker(scheduler, runtime=runtime)
+    worker.tick()
+    due = scheduler.next_turn_deadline()
+    assert due is not None and due > clock.now  # nothing due: no pass
+    assert of_type(scheduler, PassStarted) == []
+    scheduler.request_pass([task_key("t2")])
+    scheduler.request_pass([role_key("t2", LEADER), task_key("t1")])
+    assert worker.next_deadline() == clock.now
+    assert worker.tick().passed == 2
+    (started,) = of_type(scheduler, PassStarted)
+    assert (started.scope, started.keys, started.task_ids) == (
+        "dirty",
+        (task_key("t2"), role_key("t2", LEADER), task_key("t1")),
+        ("t2", "t1"),
+    )
+    assert not scheduler.pass_queue
+    next_due = worker.next_deadline()
+    assert next_due is not None and next_due > clock.now
+
+
+def test_yui_idle_worker_wakes_when_a_pass_is_requested(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    """000 ``#requestPass`` runs the pass it was asked for without waiting for a timer:
+    an idle Worker (its next deadline far off) stops waiting once a host requests a
+    pass, and its next tick runs it."""
+    scheduler.submit("crew", id="t1", phase="lead")
+    busy_leader(scheduler, "t1")
+    worker = Worker(scheduler, runtime=Answers("delivered"), poll_ms=5)
+    running = threading.Thread(target=worker.run)
+    running.start()
+    try:
+        while worker.ticks < 1 and running.is_alive():
+            time.sleep(0.005)
+        scheduler.request_pass([task_key("t1")])
+        given_up = time.monotonic() + WAIT
+        while worker.ticks < 2 and running.is_alive() and time.monotonic() < given_up:
+            time.sleep(0.005)
+        assert worker.ticks >= 2, "the idle worker went on waiting after a pass was requested"
+    finally:
+        worker.stop()
+        running.join(WAIT)
+    (started,) = of_type(scheduler, PassStarted)
+    assert started.keys == (task_key("t1"),)
