@@ -7,10 +7,10 @@ each tick renews its lease and recovers the tasks of lost workers
 controller pass when Turn work is due and the runtime cleanups due for an attempt when
 a Turn runtime is configured, and ``dispatch_due`` / ``reconcile`` when a run executor
 is. Between ticks it sleeps until the earliest deadline it knows (a sleep falling due,
-a Turn or wakeup deadline, a cleanup attempt, its next heartbeat) or until another
-writer appends (it polls the store's head) or a pass is requested. :meth:`Worker.stop` — which SIGTERM and
-SIGINT call — ends the loop within a poll interval, and the scheduler closes (rule 10
-for this worker).
+a Turn or wakeup deadline, a cleanup attempt, its next heartbeat), until another writer
+appends (it polls the store's head) or until a pass is requested. :meth:`Worker.stop` —
+which SIGTERM and SIGINT call — ends the loop within a poll interval, and the scheduler
+closes (rule 10 for this worker).
 
 Every decision a tick takes is logged at INFO on the ``tasktrail.worker`` logger.
 """
