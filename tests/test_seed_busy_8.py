@@ -77,8 +77,10 @@ def test_yui_new_busy_leader_turn_resignals_from_attempt_zero_after_the_limit_wa
     Turn B finds it busy, and B gets its own re-signals from attempt 0."""
     scheduler.configure_turns(delivery_retry_limit=2)
     task, turn_a = _found_busy_twice(scheduler, clock)
-    assert _found(scheduler)[-1] == (turn_a, 1, None)  # the limit is used up on A
-    first_at = clock.now - AGGREGATION - 250
+    clock.advance(500)  # A's second re-signal, the last the limit allows
+    assert scheduler.controller_pass().wakeups == {task: "busy"}
+    assert _found(scheduler)[-1] == (turn_a, 2, None)  # the limit is used up on A
+    first_at = clock.now - AGGREGATION - 750
     assert scheduler.next_turn_deadline() == first_at + FORCE
     clock.advance(10)
     scheduler.complete_turn(task, LEADER, turn_a)

@@ -203,7 +203,8 @@ def test_yui_forced_wakeup_records_only_what_it_handed_off(
 def test_yui_busy_leader_wakeup_deadline_is_the_aggregation_end_first(
     scheduler: Scheduler, clock: ManualClock, tmp_path: Path
 ) -> None:
-    # One delivery retry: the busy Leader is not signalled again (that is tested below).
+    # One delivery retry: the busy Leader is signalled again once (the re-signals are
+    # tested below), and the pass that runs finds it busy still.
     scheduler.configure_turns(stall_window_ms=FORCE * 4, delivery_retry_limit=1)
     task = scheduler.submit("job", id="t1")
     busy = scheduler.start_turn(task, LEADER)
@@ -220,6 +221,9 @@ def test_yui_busy_leader_wakeup_deadline_is_the_aggregation_end_first(
             "window": "aggregation",
         }
         clock.set(first_at + AGGREGATION)
+        assert scheduler.controller_pass().wakeups == {task: "busy"}
+        assert scheduler.next_turn_deadline() == first_at + AGGREGATION + 250
+        clock.set(first_at + AGGREGATION + 250)
         assert scheduler.controller_pass().wakeups == {task: "busy"}
         # Past the aggregation end with the Leader still busy: the force end.
         assert scheduler.next_turn_deadline() == first_at + FORCE
@@ -238,7 +242,7 @@ def test_yui_turn_settings_are_recorded_and_replay_decides_with_them(
     sqlite_url: str, clock: ManualClock, registry: Registry, tmp_path: Path
 ) -> None:
     s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
-    # One delivery retry: a busy Leader is not signalled again, so the force end is next.
+    # One delivery retry: a busy Leader is signalled again once, then the force end is next.
     settings = s.configure_turns(
         aggregation_window_ms=5_000, force_window_ms=20_000, delivery_retry_limit=1
     )
@@ -254,6 +258,8 @@ def test_yui_turn_settings_are_recorded_and_replay_decides_with_them(
     s.request_wakeup(task, "mail")
     clock.advance(5_000)
     assert s.controller_pass().wakeups == {task: "busy"}  # the wake at the aggregation end
+    clock.advance(250)
+    assert s.controller_pass().wakeups == {task: "busy"}  # its one re-signal
     assert s.next_turn_deadline() == first_at + 20_000
     state = replay(sqlite_url)
     assert turn_settings_of(state.world) == settings
@@ -459,22 +465,23 @@ def test_yui_busy_leader_wake_is_resignalled_with_the_delivery_backoff(
     scheduler.request_wakeup(task, "mail")
     clock.set(first_at + AGGREGATION)
     gaps = []
-    for _ in range(6):
+    for _ in range(7):
         assert scheduler.controller_pass().wakeups == {task: "busy"}
         due = scheduler.next_turn_deadline()
         assert due is not None
         gaps.append(due - clock.now)
         clock.set(due)
-    # min(2000, 250 * 2**min(attempt, 3)) between re-signals, six found-busy in all (the
-    # delivery retry limit); after the last only the force end is left.
-    assert gaps[:5] == [250, 500, 1000, 2000, 2000]
+    # min(2000, 250 * 2**min(attempt, 3)) between re-signals, six of them (the delivery
+    # retry limit, as a delivery is retried six times); the pass the last one runs finds
+    # the Leader busy still and gives up: only the force end is left.
+    assert gaps[:6] == [250, 500, 1000, 2000, 2000, 2000]
     assert clock.now == first_at + FORCE
     found = of_type(scheduler, WakeupFoundBusy)
     assert [(f.attempt, f.turn_id, f.cause) for f in found][:2] == [
         (0, busy, "wakeups.resignal"),
         (1, busy, "wakeups.resignal"),
     ]
-    assert len(found) == 6 and found[-1].resignal_at is None
+    assert len(found) == 7 and found[-1].resignal_at is None
     with Projector(scheduler.store, tmp_path / "views.db") as projector:
         projector.catch_up()
         assert ReadModel(projector).next_wakeup_deadline(now=clock.now) == {
@@ -484,7 +491,7 @@ def test_yui_busy_leader_wake_is_resignalled_with_the_delivery_backoff(
         }
     scheduler.complete_turn(task, LEADER, busy)
     assert scheduler.controller_pass().wakeups == {task: "dispatched"}
-    assert len(of_type(scheduler, WakeupFoundBusy)) == 6
+    assert len(of_type(scheduler, WakeupFoundBusy)) == 7
 
 
 def test_yui_busy_resignal_is_not_recorded_before_it_is_due(

@@ -3,13 +3,14 @@
 A :class:`Worker` drives a :class:`~.scheduler.Scheduler` the way a host would:
 each tick renews its lease and recovers the tasks of lost workers
 (:meth:`~.scheduler.Scheduler.heartbeat`), runs the phases of runnable tasks
-(``run_pass``), a controller pass and the runtime cleanups due for an attempt when a
-Turn runtime is configured, and ``dispatch_due`` / ``reconcile`` when a run executor
+(``run_pass``), the controller passes a host requested (``request_pass``), a full
+controller pass when Turn work is due and the runtime cleanups due for an attempt when
+a Turn runtime is configured, and ``dispatch_due`` / ``reconcile`` when a run executor
 is. Between ticks it sleeps until the earliest deadline it knows (a sleep falling due,
-a Turn or wakeup deadline, a cleanup attempt, its next heartbeat) or until another
-writer appends (it polls the store's head). :meth:`Worker.stop` — which SIGTERM and
-SIGINT call — ends the loop within a poll interval, and the scheduler closes (rule 10
-for this worker).
+a Turn or wakeup deadline, a cleanup attempt, its next heartbeat), until another writer
+appends (it polls the store's head) or until a pass is requested. :meth:`Worker.stop` —
+which SIGTERM and SIGINT call — ends the loop within a poll interval, and the scheduler
+closes (rule 10 for this worker).
 
 Every decision a tick takes is logged at INFO on the ``tasktrail.worker`` logger.
 """
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, CorruptEvent, StoreError
 from ..turns.engine import Maintenance
+from ..turns.report import ControllerPassReport
 from ..turns.runtime import Runtime, cleans_up
 from ..turns.settings import retry_delay_ms
 from .fleet import HeartbeatReport
@@ -165,19 +167,18 @@ class Worker(WorkerReports):
         for task_id, reason in phases.faulted.items():
             log.info("faulted %s (%s)", task_id, reason)
             self._call(self.on_faulted, task_id, reason)
+        if self.runtime is not None and s.pass_queue:
+            # passes.requested (yui pumps a pass as it is requested): the dirty keys a host
+            # marked, or a full pass it asked for, run now, coalesced as the queue keeps them.
+            for passed in s.pump(runtime=self.runtime, maintenance=self.maintenance):
+                report.passed += len(passed.tasks)
+                self._heard(passed)
         turn_due = s.next_turn_deadline() if self.runtime is not None else None
         if turn_due is not None and turn_due <= s.now() and s.now() >= self._turn_retry_at:
             # Only when Turn work is due: every pass is recorded as events.
             passed = s.controller_pass("full", runtime=self.runtime, maintenance=self.maintenance)
-            report.passed = len(passed.tasks)
-            for task_id, projects in passed.deferred.items():
-                log.info("deferred %s: %s under maintenance", task_id, ", ".join(projects))
-                self._call(self.on_deferred, task_id, projects)
-            # passes.errors_reported (yui, ``#onError`` per blocked or failed task): the
-            # pass went on for the other tasks; the host hears of each that did not.
-            for task_id, error in passed.errors.items():
-                log.warning("controller pass %s %s: %s", passed.outcomes[task_id], task_id, error)
-                self._call(self.on_pass_error, task_id, error)
+            report.passed += len(passed.tasks)
+            self._heard(passed)
             self._turn_backoff(turn_due)
         if self._cleans_up:
             self._clean_up(report)
@@ -204,6 +205,8 @@ class Worker(WorkerReports):
         s = self.scheduler
         candidates = [s.wake().get("at"), s.next_heartbeat()]
         if self.runtime is not None:
+            if s.pass_queue:
+                candidates.append(s.now())  # a requested pass runs at the next tick
             turn_due = s.next_turn_deadline()
             if turn_due is not None:
                 candidates.append(max(turn_due, self._turn_retry_at))
@@ -211,6 +214,17 @@ class Worker(WorkerReports):
                 candidates.append(s.next_cleanup_attempt())
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
+
+    def _heard(self, passed: ControllerPassReport) -> None:
+        """Tell the host what a controller pass deferred, blocked or failed."""
+        for task_id, projects in passed.deferred.items():
+            log.info("deferred %s: %s under maintenance", task_id, ", ".join(projects))
+            self._call(self.on_deferred, task_id, projects)
+        # passes.errors_reported (yui, ``#onError`` per blocked or failed task): the
+        # pass went on for the other tasks; the host hears of each that did not.
+        for task_id, error in passed.errors.items():
+            log.warning("controller pass %s %s: %s", passed.outcomes[task_id], task_id, error)
+            self._call(self.on_pass_error, task_id, error)
 
     def _clean_up(self, report: TickReport) -> None:
         """The runtime cleanups due for an attempt (yui tries one at once and retries it
@@ -327,6 +341,8 @@ class Worker(WorkerReports):
                 return
             if s.store.head() != seen:
                 return  # another writer appended: its events may make work here
+            if self.runtime is not None and s.pass_queue:
+                return  # a host asked for a pass (marked keys dirty)
 
     def stop(self, *_: Any) -> None:
         """End :meth:`run` at its next check (thread- and signal-safe)."""

@@ -228,12 +228,13 @@ def _resignal(
     # the count, and its backoff, over at the first attempt, due at once.
     attempt = wakeup.busy_attempts if wakeup.busy_turn_id == turn_id else 0
     due = attempt == 0 or (wakeup.resignal_at is not None and wakeup.resignal_at <= ctx.now)
-    if not due or attempt >= settings.delivery_retry_limit:
+    if not due:
         return
     # wakeups.resignal (yui): a wake that found the Leader busy is signalled again after
-    # the delivery backoff, min(2000, base * 2**min(attempt, 3)) ms, up to the delivery
-    # retry limit; after that only the force window is left.
-    last = attempt + 1 >= settings.delivery_retry_limit
+    # the delivery backoff, min(2000, base * 2**min(attempt, 3)) ms, as a delivery is
+    # retried: `delivery_retry_limit` re-signals, and the pass the last one runs, finding
+    # the Leader still busy, gives up (resignal_at None): only the force window is left.
+    exhausted = attempt >= settings.delivery_retry_limit
     draft.emit_stream(
         WakeupFoundBusy(
             task_id=wakeup.task_id,
@@ -241,7 +242,7 @@ def _resignal(
             turn_id=turn_id,
             attempt=attempt,
             resignal_at=None
-            if last
+            if exhausted
             else ctx.now + retry_delay_ms(settings.delivery_retry_base_ms, attempt),
             cause="wakeups.resignal",
             pass_id=pass_id,
