@@ -4,8 +4,8 @@ mint or a tick, day boundaries to the last instant, catch-up windows at their ed
 reconcile's order when several outcomes apply at once, how a superseded run's job is
 cancelled, what a redrive's wait counts from, what adopt does with a job in each state,
 and the reconcile cursor as the live set shrinks. Each test names the behaviour and the
-seed function it comes from; the fix is written down in docs/seed-fidelity.md, "Round
-nine (dispatcher)"."""
+seed function it comes from; the fixes are written down in docs/seed-fidelity.md,
+"Round nine (dispatcher)"."""
 
 from __future__ import annotations
 
@@ -127,9 +127,10 @@ def test_dispatcher_catch_up_after_midnight_is_a_run_of_the_day_it_fired(
 def test_dispatcher_catch_up_window_holds_both_of_its_edges(
     runs: Scheduler, clock: ManualClock
 ) -> None:
-    """dispatchDueTasks fires a task once its time has come and until the catch-up window
-    after it has passed: due at its time exactly (a run that is not late, so not flagged
-    catch-up), due at the window's end exactly, not a ms later nor a ms before its time."""
+    """dispatchDueTasks fires a task found due within its catch-up window (the seed's test
+    of the window is not in the diff; this pins tasktrail's reading of it): due at its
+    time exactly (a run that is not late, so not flagged catch-up), due at the window's
+    end exactly, not a ms later nor a ms before its time."""
     runs.configure_runs(settings=RunSettings(per_tick=4))
     at, edge, past, early = (runs.submit("job", id=n) for n in ("at", "edge", "past", "early"))
     runs.schedule_run(at, clock.now)
