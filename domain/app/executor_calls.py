@@ -29,7 +29,7 @@ def cancel(executor: Executor, job_id: str) -> CancelObservation:
     except AnswerCommittingError:
         # Its answer is being committed: complete it with what it has, then done.
         snapshot = quietly(lambda: executor.snapshot(job_id))
-        text = (snapshot.response or snapshot.partial_text or "") if snapshot is not None else ""
+        text = _answer_text(snapshot)
         try:
             completed = executor.complete(job_id, text)
         except Exception:
@@ -40,3 +40,15 @@ def cancel(executor: Executor, job_id: str) -> CancelObservation:
     except Exception:
         return CancelObservation("error")
     return CancelObservation("applied" if result.applied else "not_applied", result.job)
+
+
+def _answer_text(snapshot: JobSnapshot | None) -> str:
+    """What a committing job is completed with: its response, else its partial text."""
+    # runs.committing_text (dispatcher: the job's response whenever it has one, else its
+    # partial text): an empty response is still a response; only a missing one falls back.
+    if snapshot is None:
+        return ""
+    for text in (snapshot.response, snapshot.partial_text):
+        if text is not None:
+            return text
+    return ""

@@ -51,5 +51,10 @@ def client_job_id(task_id: str, tz: str, day: str, attempt: int) -> str:
 
 
 def local_day(now_ms: float, tz: str) -> str:
-    """The calendar date (``YYYY-MM-DD``) in zone ``tz`` at scheduler time ``now_ms``."""
-    return datetime.fromtimestamp(now_ms / 1000.0, ZoneInfo(tz)).date().isoformat()
+    """The calendar date (``YYYY-MM-DD``) in zone ``tz`` at scheduler time ``now_ms``,
+    read in whole milliseconds."""
+    # runs.whole_ms (dispatcher: a JavaScript date drops a fraction of a ms): a time in the
+    # last fraction of a ms before midnight is that day's; as float seconds it would round
+    # up to midnight. Zone offsets are whole seconds, so whole seconds decide the date.
+    seconds = int(now_ms) // 1000
+    return datetime.fromtimestamp(seconds, ZoneInfo(tz)).date().isoformat()
