@@ -15,6 +15,7 @@ from helpers.probes import metric_points, of_type
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import Histogram, InMemoryMetricReader, Sum
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -592,3 +593,37 @@ def test_pi_durable_the_instruments_kinds_units_and_attributes(
     assert {tuple(sorted(p.attributes)) for p in duration.data.data_points} == {
         ("outcome", "phase", "task.kind")
     }
+
+
+# ─── a span open when the providers change ───────────────────────────────────────
+# pi-durable (`#phase`): every span a phase starts is ended, in a `finally`. Its
+# telemetry is fixed when the scheduler is made; tasktrail's can be configured again
+# (round seven moved the counts to the new meter). A phase span open at that moment
+# ends once, in the new providers, as history has it.
+
+
+def test_a_phase_span_open_when_the_providers_change_ends_in_the_new_ones(
+    scheduler: Scheduler,
+    clock: ManualClock,
+    tracer_provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+) -> None:
+    """Seed 004, `TaskScheduler.#phase` (its `finally` ends every span it started)."""
+    old = InMemorySpanExporter()
+    old_provider = TracerProvider()
+    old_provider.add_span_processor(SimpleSpanProcessor(old))
+    scheduler.configure_telemetry(old_provider)
+    task = scheduler.submit("job")
+    assert scheduler.reserve(task) == "run"
+    clock.advance(4)
+    scheduler.configure_telemetry(tracer_provider)  # the host swaps providers mid-phase
+    scheduler.checkpoint(task, "end")
+    scheduler.finish(task)
+    assert old.get_finished_spans() == ()
+    spans = _spans(exporter, task)
+    assert [(_attrs(x)["phase"], _attrs(x)["outcome"]) for x in spans] == [
+        ("start", "next=end"),
+        ("end", "done"),
+    ]
+    assert spans[0].end_time - spans[0].start_time == 4_000_000
+    _same_as_history(scheduler, spans)
