@@ -254,7 +254,9 @@ def configure_telemetry(
     telemetry = Telemetry(tracer_provider, meter_provider)
     setattr(scheduler, _ATTRIBUTE, telemetry)
     if isinstance(previous, Telemetry):
-        # The counts move with the providers: taken back from the old, made on the new.
+        # Open spans move with the providers (each phase still ends once, in the new
+        # ones); the counts too: taken back from the old, made on the new.
+        telemetry.fold = previous.fold
         previous.closed()
         opened(scheduler)
     return telemetry
