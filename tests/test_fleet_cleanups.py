@@ -200,3 +200,36 @@ def test_a_restart_under_the_same_name_claims_again(
     at_again = Cleanups()
     assert again.run_cleanups(runtime=at_again).cleanups == {task: {"worker": "settled"}}
     assert claimers(again) == [("a", None), ("a", "a")]
+
+
+def test_a_worker_that_started_after_the_lease_read_keeps_its_claim(
+    fleet: Any, store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """The lease table a round of cleanups read before a worker started says nothing of
+    that worker: its claim is not taken for a dead one's (both runtimes would be asked)."""
+    z = Scheduler.open(store_url, clock=clock, registry=registry, worker="z", lease=LEASE)
+    first = z.submit("crew", id="t1", phase="lead")
+    second = z.submit("crew", id="t2", phase="lead")
+    stopped_role(z, first, "worker")
+    z.run_cleanups(runtime=Cleanups(answer=False))  # z claims t1's, then crashes
+    z.store.close()
+    clock.advance(LEASE + 1)
+    a = fleet("a")
+    stopped_role(a, second, "worker")
+    at_b = Cleanups(answer=False)
+    joined = []
+
+    def b_joins_and_claims() -> None:
+        # While a's runtime cleans up t1 (taken over from z, so a read the lease table),
+        # worker b starts and claims t2's cleanup (its runtime at work on it).
+        if not joined:
+            b = fleet("b")
+            joined.append(b.run_cleanups(runtime=at_b))
+
+    at_a = Cleanups(meanwhile=b_joins_and_claims)
+    report = a.run_cleanups(runtime=at_a)
+    assert [r.cleanups for r in joined] == [{first: {"worker": "held"}, second: {"worker": "open"}}]
+    assert at_b.asked == [(second, "worker")]
+    assert report.cleanups == {first: {"worker": "settled"}, second: {"worker": "held"}}
+    assert at_a.asked == [(first, "worker")]  # b's is b's: a's runtime is not asked
+    assert claimers(a) == [("z", None), ("a", "z"), ("b", None)]

@@ -145,7 +145,7 @@ def run_cleanups(
     settings = host.turn_settings
     attempts = host.cleanup_attempts
     base_ms = settings.delivery_retry_base_ms
-    alive = LiveWorkers(host.live_workers)  # the lease table read once, if a claim asks
+    alive = LiveWorkers(host.live_workers)  # the lease table, read if a claim asks
     by_task: dict[str, list[WaitingCleanup]] = {}
     for waiting in due:
         by_task.setdefault(waiting.task_id, []).append(waiting)
