@@ -233,3 +233,23 @@ def test_a_worker_that_started_after_the_lease_read_keeps_its_claim(
     assert report.cleanups == {first: {"worker": "settled"}, second: {"worker": "held"}}
     assert at_a.asked == [(first, "worker")]  # b's is b's: a's runtime is not asked
     assert claimers(a) == [("z", None), ("a", "z"), ("b", None)]
+
+
+def test_a_pass_forgets_the_claims_and_attempts_of_obligations_settled_elsewhere(
+    fleet: Any,
+) -> None:
+    """A host that runs passes itself (no Worker's rounds of cleanups) keeps no memory
+    per obligation another writer settled: it would grow with every task it ever
+    cleaned up."""
+    a, b = fleet("a"), fleet("b")
+    for task in ("t1", "t2"):
+        a.submit("crew", id=task, phase="lead")
+        stopped_role(a, task, "worker")
+    a.controller_pass("full", runtime=Cleanups(answer=False))  # a claims both, not done
+    attempts = a.cleanup_attempts
+    assert attempts.holds("t1", "worker", 1) and attempts.due_at("t1", "worker", 1)
+    b.settle_cleanup("t1", "worker")  # the host's own record, on another worker
+    a.controller_pass("full", runtime=Cleanups(answer=False))
+    assert not attempts.holds("t1", "worker", 1)
+    assert attempts.due_at("t1", "worker", 1) is None
+    assert attempts.holds("t2", "worker", 1)  # still open: still a's
