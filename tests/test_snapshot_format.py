@@ -28,7 +28,7 @@ FOLD_DIGESTS = {
         "first-release.sqlite": "095cd07a42e00f66",
     },
     4: {
-        "fold-reference.jsonl": "d540da38e86f645c",
+        "fold-reference.jsonl": "df63b38a57b1f439",
         "first-release.sqlite": "095cd07a42e00f66",
     },
 }
