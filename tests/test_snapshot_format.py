@@ -28,7 +28,7 @@ FOLD_DIGESTS = {
         "first-release.sqlite": "095cd07a42e00f66",
     },
     4: {
-        "fold-reference.jsonl": "df63b38a57b1f439",
+        "fold-reference.jsonl": "c1b0351838f14cbe",
         "first-release.sqlite": "095cd07a42e00f66",
     },
 }
