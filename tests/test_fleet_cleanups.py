@@ -200,3 +200,56 @@ def test_a_restart_under_the_same_name_claims_again(
     at_again = Cleanups()
     assert again.run_cleanups(runtime=at_again).cleanups == {task: {"worker": "settled"}}
     assert claimers(again) == [("a", None), ("a", "a")]
+
+
+def test_a_worker_that_started_after_the_lease_read_keeps_its_claim(
+    fleet: Any, store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """The lease table a round of cleanups read before a worker started says nothing of
+    that worker: its claim is not taken for a dead one's (both runtimes would be asked)."""
+    z = Scheduler.open(store_url, clock=clock, registry=registry, worker="z", lease=LEASE)
+    first = z.submit("crew", id="t1", phase="lead")
+    second = z.submit("crew", id="t2", phase="lead")
+    stopped_role(z, first, "worker")
+    z.run_cleanups(runtime=Cleanups(answer=False))  # z claims t1's, then crashes
+    z.store.close()
+    clock.advance(LEASE + 1)
+    a = fleet("a")
+    stopped_role(a, second, "worker")
+    at_b = Cleanups(answer=False)
+    joined = []
+
+    def b_joins_and_claims() -> None:
+        # While a's runtime cleans up t1 (taken over from z, so a read the lease table),
+        # worker b starts and claims t2's cleanup (its runtime at work on it).
+        if not joined:
+            b = fleet("b")
+            joined.append(b.run_cleanups(runtime=at_b))
+
+    at_a = Cleanups(meanwhile=b_joins_and_claims)
+    report = a.run_cleanups(runtime=at_a)
+    assert [r.cleanups for r in joined] == [{first: {"worker": "held"}, second: {"worker": "open"}}]
+    assert at_b.asked == [(second, "worker")]
+    assert report.cleanups == {first: {"worker": "settled"}, second: {"worker": "held"}}
+    assert at_a.asked == [(first, "worker")]  # b's is b's: a's runtime is not asked
+    assert claimers(a) == [("z", None), ("a", "z"), ("b", None)]
+
+
+def test_a_pass_forgets_the_claims_and_attempts_of_obligations_settled_elsewhere(
+    fleet: Any,
+) -> None:
+    """A host that runs passes itself (no Worker's rounds of cleanups) keeps no memory
+    per obligation another writer settled: it would grow with every task it ever
+    cleaned up."""
+    a, b = fleet("a"), fleet("b")
+    for task in ("t1", "t2"):
+        a.submit("crew", id=task, phase="lead")
+        stopped_role(a, task, "worker")
+    a.controller_pass("full", runtime=Cleanups(answer=False))  # a claims both, not done
+    attempts = a.cleanup_attempts
+    assert attempts.holds("t1", "worker", 1) and attempts.due_at("t1", "worker", 1)
+    b.settle_cleanup("t1", "worker")  # the host's own record, on another worker
+    a.controller_pass("full", runtime=Cleanups(answer=False))
+    assert not attempts.holds("t1", "worker", 1)
+    assert attempts.due_at("t1", "worker", 1) is None
+    assert attempts.holds("t2", "worker", 1)  # still open: still a's

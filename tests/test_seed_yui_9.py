@@ -579,3 +579,25 @@ def test_yui_idle_worker_wakes_when_a_pass_is_requested(
         running.join(WAIT)
     (started,) = of_type(scheduler, PassStarted)
     assert started.keys == (task_key("t1"),)
+
+
+def test_yui_worker_leaves_a_pass_requested_during_another_pump_to_that_pump(
+    scheduler: Scheduler, clock: ManualClock
+) -> None:
+    """passes.one_pump: a pass requested while another pump runs (a host's own pump
+    thread) is that pump's to run once its pass is done; the Worker's pump returns at
+    once meanwhile. A Worker that took the queued request for work due now would tick
+    without pause (its idle wait returning at once) for as long as that pass lasts."""
+    scheduler.submit("crew", id="t1", phase="lead")
+    busy_leader(scheduler, "t1")
+    worker = Worker(scheduler, runtime=Answers("delivered"), poll_ms=5)
+    worker.tick()
+    queue = scheduler.pass_queue
+    assert queue.start_pumping()  # a host's pump is running a pass
+    scheduler.request_pass([task_key("t1")])
+    assert worker.tick().passed == 0 and queue  # its pump left the request to that one
+    due = worker.next_deadline()
+    assert due is not None and due > clock.now  # nothing for this Worker to do now
+    assert queue.stop_pumping()  # that pump ended without running it (it was closing)
+    assert worker.next_deadline() == clock.now  # now the Worker's to run
+    assert worker.tick().passed == 1 and not queue

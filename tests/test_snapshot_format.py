@@ -28,7 +28,7 @@ FOLD_DIGESTS = {
         "first-release.sqlite": "095cd07a42e00f66",
     },
     4: {
-        "fold-reference.jsonl": "149b9346c1a6f6b8",
+        "fold-reference.jsonl": "c1b0351838f14cbe",
         "first-release.sqlite": "095cd07a42e00f66",
     },
 }

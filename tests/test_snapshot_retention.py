@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import sqlite3
 from pathlib import Path
 
 import orjson
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, Store, open_store
 from tasktrail.domain.history import FORMAT, SnapshotTable, superseded
+from tasktrail.domain.history.table import TABLE
 from tasktrail.replay import replay, verify
 
 table_module = importlib.import_module("tasktrail.domain.history.table")
@@ -189,3 +191,31 @@ def test_snapshot_prune_drops_what_an_earlier_release_kept(
     assert answer == {"dropped": dropped, "kept": len(kept)} and dropped
     assert kept[-1] == head and len(kept) <= 2 * math.log2(head) + 3
     assert run(["snapshot", store_url, "--prune"], capsys).out.startswith("0 superseded")
+
+
+def test_a_prune_keeps_other_writers_off_while_it_decides_on_sqlite(
+    sqlite_url: str, clock: ManualClock, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prune decides what to drop with the write lock held, as a write does: a writer
+    that commits a snapshot meanwhile waits for it, instead of the prune's delete
+    failing ("database is locked") on a view the other writer made stale."""
+    _unpruned_store(sqlite_url, clock, registry, monkeypatch)
+    decide = table_module.superseded
+    meanwhile: list[str] = []
+
+    def another_writer_meanwhile(positions: list[int]) -> list[int]:
+        other = sqlite3.connect(sqlite_url, timeout=0)
+        try:
+            other.execute(f"INSERT INTO {TABLE} VALUES (1000000, {FORMAT}, 0, x'00')")
+            other.commit()
+            meanwhile.append("committed")
+        except sqlite3.OperationalError as error:
+            meanwhile.append(str(error))
+        finally:
+            other.close()
+        return decide(positions)
+
+    monkeypatch.setattr(table_module, "superseded", another_writer_meanwhile)
+    with open_store(sqlite_url) as store:
+        dropped = SnapshotTable(store).prune()
+    assert meanwhile == ["database is locked"] and dropped

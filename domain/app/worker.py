@@ -167,7 +167,7 @@ class Worker(WorkerReports):
         for task_id, reason in phases.faulted.items():
             log.info("faulted %s (%s)", task_id, reason)
             self._call(self.on_faulted, task_id, reason)
-        if self.runtime is not None and s.pass_queue:
+        if self._pass_requested():
             # passes.requested (yui pumps a pass as it is requested): the dirty keys a host
             # marked, or a full pass it asked for, run now, coalesced as the queue keeps them.
             for passed in s.pump(runtime=self.runtime, maintenance=self.maintenance):
@@ -205,7 +205,7 @@ class Worker(WorkerReports):
         s = self.scheduler
         candidates = [s.wake().get("at"), s.next_heartbeat()]
         if self.runtime is not None:
-            if s.pass_queue:
+            if self._pass_requested():
                 candidates.append(s.now())  # a requested pass runs at the next tick
             turn_due = s.next_turn_deadline()
             if turn_due is not None:
@@ -214,6 +214,13 @@ class Worker(WorkerReports):
                 candidates.append(s.next_cleanup_attempt())
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
+
+    def _pass_requested(self) -> bool:
+        """Whether a requested pass waits for this Worker's pump: not while another
+        pump runs (a host's thread), which runs it once its pass is done (passes.one_pump);
+        taken for work due now, it would have the Worker tick without pause meanwhile."""
+        queue = self.scheduler.pass_queue
+        return self.runtime is not None and bool(queue) and not queue.pumping
 
     def _heard(self, passed: ControllerPassReport) -> None:
         """Tell the host what a controller pass deferred, blocked or failed."""
@@ -341,7 +348,7 @@ class Worker(WorkerReports):
                 return
             if s.store.head() != seen:
                 return  # another writer appended: its events may make work here
-            if self.runtime is not None and s.pass_queue:
+            if self._pass_requested():
                 return  # a host asked for a pass (marked keys dirty)
 
     def stop(self, *_: Any) -> None:

@@ -146,9 +146,11 @@ class SnapshotTable:
         if self._postgres:
             # Conflicts with itself, not with readers (ACCESS SHARE).
             cursor.execute(f"LOCK TABLE {self._table} IN SHARE ROW EXCLUSIVE MODE")
-        # SQLite: a write's insert takes the database's write lock before the read; a
-        # prune's read first holds a read lock, so its delete either sees nothing
-        # changed since or fails (busy) rather than decide on a stale view.
+        else:
+            # SQLite: a write statement takes the database's write lock (waiting out
+            # another writer) though it deletes nothing. Read first, a prune's delete
+            # would fail ("database is locked") once a writer committed meanwhile.
+            cursor.execute(f"DELETE FROM {self._table} WHERE position IS NULL")
 
     def _drop_superseded(self, cursor: Any) -> list[int]:
         cursor.execute(f"SELECT position, format FROM {self._table}")

@@ -102,6 +102,11 @@ class CleanupAttempts:
             self._tried.pop((task_id, role), None)
             self._held.pop((task_id, role), None)
 
+    def empty(self) -> bool:
+        """Whether this process remembers no attempt and no claim."""
+        with self._lock:
+            return not self._tried and not self._held
+
     def keep_only(self, waiting: list[WaitingCleanup]) -> None:
         """Forget the attempts at, and claims of, obligations no longer waiting
         (settled elsewhere)."""

@@ -48,11 +48,13 @@ claim; ``gone``: the obligation is settled or replaced (nothing to ask)."""
 
 
 class LiveWorkers:
-    """Whether a worker's lease is current, read from the lease table at the first
-    question and kept for the questions after it (a pass, or one round of cleanups,
-    reads it once, and only if some obligation is claimed by another worker). Stale
-    only in the safe direction for a live holder: one that died since waits for the
-    next read; one that came back under its name claims again through the stream."""
+    """Whether a worker's lease is current, read from the lease table. A worker found
+    alive is kept for the questions after (a pass, or one round of cleanups, reads the
+    table once, and only if some obligation is claimed by another worker): stale only
+    in the safe direction, one that died since waits for the next read. A worker not
+    found is looked for again in the table as it stands now: one that started since the
+    last read (and claimed since) is alive, and taking its claim would have two
+    runtimes asked. The read again costs one per claim taken over, each once."""
 
     def __init__(self, read: Callable[[], frozenset[str]]) -> None:
         self._read = read
@@ -61,8 +63,10 @@ class LiveWorkers:
 
     def __call__(self, worker: str) -> bool:
         with self._lock:
-            if self._alive is None:
-                self._alive = self._read()
+            if self._alive is not None and worker in self._alive:
+                return True
+            # First question, or a worker the last read did not find: read the table now.
+            self._alive = self._read()
             return worker in self._alive
 
 

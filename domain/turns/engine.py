@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from .attempts import WaitingCleanup, due_cleanups
+from .attempts import WaitingCleanup, due_cleanups, waiting_cleanups
 from .claims import LiveWorkers
 from .cleanup import cleanup_state, require_cleanups
 from .host import PassHost
@@ -60,6 +60,11 @@ def run_pass(
         if host._batch is None:
             host.refresh()
         the_plan = plan(host.world, scope, host.clock())
+        if runtime is not None and not host.cleanup_attempts.empty():
+            # What this process remembers of obligations settled elsewhere (another
+            # worker, a host's settle_cleanup) goes, as a round of cleanups drops it: a
+            # host that only runs passes would keep it for every task it cleaned up.
+            host.cleanup_attempts.keep_only(waiting_cleanups(host.world))
         # 122 random bits name no stored pass: no read asks the store for its stream.
         host.world.absent.add(f"{PASS_STREAM_PREFIX}{pass_id}")
     tasks = list(the_plan.roles)
@@ -145,7 +150,7 @@ def run_cleanups(
     settings = host.turn_settings
     attempts = host.cleanup_attempts
     base_ms = settings.delivery_retry_base_ms
-    alive = LiveWorkers(host.live_workers)  # the lease table read once, if a claim asks
+    alive = LiveWorkers(host.live_workers)  # the lease table, read if a claim asks
     by_task: dict[str, list[WaitingCleanup]] = {}
     for waiting in due:
         by_task.setdefault(waiting.task_id, []).append(waiting)

@@ -52,8 +52,8 @@ class TaskPass:
         self.taken_over = taken_over
         """Tasks whose armed task-pass retry this (full) pass took over."""
         self.alive = LiveWorkers(host.live_workers)
-        """Whose lease is current, read once a pass (only if another worker claimed a
-        cleanup the pass would attempt)."""
+        """Whose lease is current: read once a pass if another worker claimed a cleanup
+        the pass would attempt, and again for a worker that read did not find."""
         self._report_lock = threading.Lock()
 
     def run(self, task_id: str, roles: set[str] | None, keys: tuple[str, ...]) -> TaskOutcome:
@@ -282,7 +282,7 @@ def attempt_cleanup(
     ``failed`` (it raised; the obligation stays open) or ``open`` (not done yet:
     nothing is recorded). Not asked: ``held`` (another live worker holds the claim)
     or ``gone`` (settled or replaced meanwhile). ``alive`` answers whether a worker's
-    lease is current (default: read once, when first needed). A runtime that does not
+    lease is current (default: read from the lease table when first needed). A runtime that does not
     implement ``cleanup`` is asked without a claim: its answer changes nothing. The
     attempt is noted in the host's :class:`~.attempts.CleanupAttempts` first, so one
     whose record raises still backs off; a settled obligation is forgotten there once
