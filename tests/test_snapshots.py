@@ -343,3 +343,33 @@ def test_a_snapshot_that_cannot_be_made_never_fails_a_command_or_close(
     with open_store(sqlite_url, read_only=True) as store:
         assert SnapshotTable(store).positions() == []
         assert store.head() == 4
+
+
+@kinds
+def test_a_snapshot_written_while_verify_folds_is_not_past_the_logs_end(
+    kind: str, clock: ManualClock, registry: Registry
+) -> None:
+    """A snapshot at a position the verifying fold has not read, yet in the log as it
+    stands (a writer appended and snapshotted while verify read), is no violation; one
+    past the log's last position is."""
+    from tasktrail.replay import replay
+    from tasktrail.replay.snapshot_check import SnapshotWatch
+
+    with fresh(kind) as location:
+        s = Scheduler.open(location, clock=clock, registry=registry)
+        s.submit("job", phase="a")
+        read_up_to = s.store.head()
+        s.submit("job", phase="a")
+        later = s.snapshot()
+        s.close()
+        with open_store(location) as store:
+            # The rows a read that began before the second submit saw.
+            seen = [r for r in store.read() if r.position <= read_up_to]
+            watch = SnapshotWatch(store)
+            replay(iter(seen), snapshots=False, watch=watch, audit=False)
+            assert watch.problems == []
+            body = SnapshotTable(store).at(later).body  # type: ignore[union-attr]
+            SnapshotTable(store).write(later + 5, body)
+            watch = SnapshotWatch(store)
+            replay(iter(seen), snapshots=False, watch=watch, audit=False)
+            assert watch.problems == [(later + 5, "it is past the log's end")]
