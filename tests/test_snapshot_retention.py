@@ -219,3 +219,27 @@ def test_a_prune_keeps_other_writers_off_while_it_decides_on_sqlite(
     with open_store(sqlite_url) as store:
         dropped = SnapshotTable(store).prune()
     assert meanwhile == ["database is locked"] and dropped
+
+
+@pytest.mark.parametrize("uri", ["file:{}?mode=ro", "file:{}?immutable=1"])
+@pytest.mark.parametrize("prune", [False, True])
+def test_a_snapshot_asked_of_a_read_only_uri_is_refused_by_name(
+    uri: str,
+    prune: bool,
+    tmp_path: Path,
+    clock: ManualClock,
+    registry: Registry,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``snapshot`` (and ``--prune``) write: a ``mode=ro``/``immutable=1`` URI is refused
+    up front, saying so and what to give instead, and the file is left as it was."""
+    path = tmp_path / "trail.db"
+    s = Scheduler.open(str(path), clock=clock, registry=registry)
+    s.submit("job", phase="a")
+    s.close()
+    before = folder_state(tmp_path)
+    location = uri.format(path)
+    ran = run(["snapshot", location, *(["--prune"] if prune else [])], capsys)
+    assert ran.code == 2
+    assert f"{location} opens the store read-only" in ran.err and "give the store's path" in ran.err
+    assert folder_state(tmp_path) == before

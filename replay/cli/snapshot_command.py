@@ -20,6 +20,7 @@ from typing import Any
 
 from tasktrail.domain import InvalidArgument, open_store
 from tasktrail.domain.store.files import is_sqlite_file, sqlite_tables
+from tasktrail.domain.store.location import parse_location
 from tasktrail.domain.tasks.describe import format_at
 
 from .common import EXIT_OK, STORE_HELP, emit, local_file, say, warn
@@ -177,6 +178,11 @@ def _prune(args: argparse.Namespace) -> int:
 def _check_is_store(location: str) -> None:
     """Refuse a local file that is missing or not a tasktrail store (a writable open
     would create one, or tables in it)."""
+    if parse_location(location).read_only:
+        raise InvalidArgument(
+            f"{location} opens the store read-only (mode=ro or immutable=1): snapshot "
+            "writes its snapshot table; give the store's path"
+        )
     path = local_file(location)
     if path is None:
         return  # a server's store: the read-only open refuses one that is not there
