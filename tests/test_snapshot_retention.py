@@ -1,17 +1,17 @@
-"""Snapshots kept: the table stays bounded however long a store runs (round nine).
+"""Snapshots kept: the table stays small however often a writer takes one (round nine).
 
 Each snapshot written drops, in its transaction, those it supersedes: snapshots of an
-earlier format below it, and of this format all but the newest two and a geometric
-spacing of older ones (``domain/history/retention.py``). These tests hold the table to
-that bound on both stores, hold replay as of an old position and ``verify`` to the
-fold after pruning, and hold every read (``verify`` first) to leaving the store as it
-was: only a write or ``tasktrail snapshot --prune`` drops a snapshot.
+earlier format below it, and the one before it where the writer's spacing does not need
+it (:func:`tasktrail.domain.history.redundant`), so snapshots stay about that spacing
+apart and ``replay --until`` any position starts at most that far back. These tests
+hold the rule, the table and replay to it on both stores, and every read (``verify``
+first) to leaving the store as it was: only a write or ``tasktrail snapshot --prune``
+drops a snapshot.
 """
 
 from __future__ import annotations
 
 import importlib
-import math
 import sqlite3
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, Store, open_store
-from tasktrail.domain.history import FORMAT, SnapshotTable, superseded
+from tasktrail.domain.history import FORMAT, SnapshotTable, redundant
 from tasktrail.domain.history.table import TABLE
 from tasktrail.replay import replay, verify
 
@@ -63,39 +63,55 @@ def busy_store(location: str, clock: ManualClock, registry: Registry, tasks: int
     s.close()
 
 
-@given(gaps=st.lists(st.integers(1, 50), min_size=1, max_size=120))
-def test_the_spacing_is_bounded_and_a_replay_folds_no_more_than_it_is_far_back(
-    gaps: list[int],
+@given(
+    gaps=st.lists(st.integers(1, 60), min_size=1, max_size=120),
+    spacing=st.integers(1, 100),
+)
+def test_the_spacing_rule_keeps_replays_short_and_the_table_small(
+    gaps: list[int], spacing: int
 ) -> None:
+    """However often a writer takes a snapshot, each write dropping the one before when
+    :func:`redundant` says so keeps the newest two, at most ``2 * head / spacing + 3``
+    snapshots, and a replay to any position starts at most
+    ``spacing`` events back (or one gap between two writes, when that is more)."""
     kept: list[int] = []
     position = 0
-    for gap in gaps:  # a writer's snapshots, each pruning what the last ones left
-        previous, position = position, position + gap
-        written = [*kept, position]
-        kept = sorted(set(written) - set(superseded(written)))
-        assert kept[-2:] == [previous, position][-len(kept) :]  # the newest two stay
-        assert len(kept) <= 2 * math.log2(position) + 3
+    for written, gap in enumerate(gaps, start=1):  # each write thins what the last left
+        position += gap
+        kept.append(position)
+        if len(kept) >= 3 and redundant(kept[-3], kept[-2], position, spacing):
+            del kept[-2]
+        assert kept[-1] == position and len(kept) >= min(2, written)  # the newest two
+        assert len(kept) <= 2 * position / spacing + 3
     head = kept[-1]
     for until in range(1, head + 1):
         start = max((p for p in kept if p <= until), default=0)
-        assert until - start <= max(head - until, max(gaps)), until
+        assert until - start <= max(spacing, max(gaps)), until
 
 
-def test_the_snapshot_table_stays_bounded_and_serves_replay_and_verify(
+def test_a_host_that_snapshots_at_every_close_keeps_few_and_replays_stay_short(
     store_url: str, clock: ManualClock, registry: Registry
 ) -> None:
-    busy_store(store_url, clock, registry, 200)
+    """A host that opens the store for each command takes a snapshot at every close: the
+    table keeps them about ``snapshot_every`` apart, each kept one equals the fold, and
+    ``replay --until`` any position starts at most that far back."""
+    every = 20
+    for _ in range(60):
+        s = Scheduler.open(store_url, clock=clock, registry=registry, snapshot_every=every)
+        task_id = s.submit("job", phase="a")
+        s.reserve(task_id)
+        s.close()  # a snapshot each time: the position moved
     with open_store(store_url, read_only=True) as store:
         kept = [position for position, _, _ in rows(store)]
         head = store.head()
         assert verify(store).ok  # each snapshot kept equals the fold at its position
-    # 61 snapshots were written (one every 10 events and one at close).
-    assert kept[-1] == head and len(kept) <= 2 * math.log2(head) + 3
-    for until in (3, 25, head // 3, head // 2, kept[-2] - 1, head - 5):
+    assert kept[-1] == head and len(kept) <= 2 * head / every + 3 < 60
+    for until in range(1, head + 1, 7):
         quick = replay(store_url, until=until)
-        start = max((p for p in kept if p <= until), default=None)
-        assert quick.snapshot == start and quick.position == until
-        assert quick == replay(store_url, until=until, snapshots=False), until
+        assert quick.snapshot is not None or until <= every
+        assert until - (quick.snapshot or 0) <= every, until
+    for until in (3, head // 3, head // 2, head - 5):
+        assert replay(store_url, until=until) == replay(store_url, until=until, snapshots=False)
 
 
 def test_an_earlier_format_snapshot_is_dropped_once_a_current_one_is_above_it(
@@ -137,7 +153,7 @@ def _unpruned_store(
     """A store whose table an earlier release filled: every snapshot kept, the first
     two of an earlier format. Returns its rows."""
     with monkeypatch.context() as patch:
-        patch.setattr(table_module, "superseded", lambda positions: [])
+        patch.setattr(table_module, "redundant", lambda *positions: False)
         busy_store(location, clock, registry, 40)
     with open_store(location) as store:
         for position, _, _ in rows(store)[:2]:
@@ -185,25 +201,25 @@ def test_snapshot_prune_drops_what_an_earlier_release_kept(
     answer = orjson.loads(ran.out)
     with open_store(store_url, read_only=True) as store:
         kept = [p for p, _, _ in rows(store)]
-        head = store.head()
         assert verify(store).ok and verify(store).notes == []
     dropped = sorted({p for p, _, _ in before} - set(kept))
-    assert answer == {"dropped": dropped, "kept": len(kept)} and dropped
-    assert kept[-1] == head and len(kept) <= 2 * math.log2(head) + 3
-    assert run(["snapshot", store_url, "--prune"], capsys).out.startswith("0 superseded")
+    assert answer == {"dropped": dropped, "kept": len(kept)}
+    assert dropped == [p for p, format_, _ in before if format_ < FORMAT]  # those alone
+    assert kept == [p for p, format_, _ in before if format_ == FORMAT]
+    assert run(["snapshot", store_url, "--prune"], capsys).out.startswith("0 snapshots")
 
 
 def test_a_prune_keeps_other_writers_off_while_it_decides_on_sqlite(
     sqlite_url: str, clock: ManualClock, registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A prune decides what to drop with the write lock held, as a write does: a writer
-    that commits a snapshot meanwhile waits for it, instead of the prune's delete
-    failing ("database is locked") on a view the other writer made stale."""
+    """A prune decides what to drop with the write lock held: a writer that commits a
+    snapshot meanwhile waits for it, instead of the prune's delete failing ("database is
+    locked") on a view the other writer made stale."""
     _unpruned_store(sqlite_url, clock, registry, monkeypatch)
-    decide = table_module.superseded
+    drop = table_module.SnapshotTable._drop_outdated
     meanwhile: list[str] = []
 
-    def another_writer_meanwhile(positions: list[int]) -> list[int]:
+    def another_writer_meanwhile(self: SnapshotTable, cursor: object, below: int) -> list[int]:
         other = sqlite3.connect(sqlite_url, timeout=0)
         try:
             other.execute(f"INSERT INTO {TABLE} VALUES (1000000, {FORMAT}, 0, x'00')")
@@ -213,9 +229,9 @@ def test_a_prune_keeps_other_writers_off_while_it_decides_on_sqlite(
             meanwhile.append(str(error))
         finally:
             other.close()
-        return decide(positions)
+        return drop(self, cursor, below)
 
-    monkeypatch.setattr(table_module, "superseded", another_writer_meanwhile)
+    monkeypatch.setattr(table_module.SnapshotTable, "_drop_outdated", another_writer_meanwhile)
     with open_store(sqlite_url) as store:
         dropped = SnapshotTable(store).prune()
     assert meanwhile == ["database is locked"] and dropped

@@ -8,7 +8,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument, StoreError
-from ..history import restore, stream_loader, take_snapshot
+from ..history import DEFAULT_EVERY, restore, stream_loader, take_snapshot
 from ..store.store import Store
 from ..world import World
 
@@ -39,7 +39,9 @@ class SnapshotCommands:
                     "a snapshot cannot be taken inside a batch: its events are not stored yet"
                 )
             self.refresh()
-            take_snapshot(self.store, self.world, self.position)
+            take_snapshot(
+                self.store, self.world, self.position, self.snapshot_every or DEFAULT_EVERY
+            )
             self.snapshot_at = self.position
             return self.position
 

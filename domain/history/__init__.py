@@ -2,11 +2,11 @@
 to a position or resuming a projector folds only the events after it.
 
 :mod:`.codec` turns a world into bytes and back, :mod:`.table` keeps them in the
-store's database, :mod:`.retention` says which it keeps (the newest two and a
-geometric spacing of older ones), :mod:`.restore` builds a world from the latest
-good snapshot and the events after it. A snapshot is derived data, never the
-truth: one that cannot be read is reported and passed over, and ``tasktrail
-verify`` checks each against the fold.
+store's database (about a writer's spacing apart, however often one is written; an
+earlier format's below one of this format is dropped), :mod:`.restore` builds a
+world from the latest good snapshot and the events after it. A snapshot is derived
+data, never the truth: one that cannot be read is reported and passed over, and
+``tasktrail verify`` checks each against the fold.
 """
 
 from .codec import SnapshotUnreadable, decode_world, encode_world
@@ -18,8 +18,7 @@ from .restore import (
     stream_loader,
     take_snapshot,
 )
-from .retention import superseded
-from .table import FORMAT, KeptSnapshot, SnapshotTable, StoredSnapshot
+from .table import FORMAT, KeptSnapshot, SnapshotTable, StoredSnapshot, redundant
 
 __all__ = [
     "DEFAULT_EVERY",
@@ -31,9 +30,9 @@ __all__ = [
     "StoredSnapshot",
     "decode_world",
     "encode_world",
+    "redundant",
     "restore",
     "snapshot_differs",
     "stream_loader",
-    "superseded",
     "take_snapshot",
 ]

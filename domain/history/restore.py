@@ -121,12 +121,16 @@ def _reported(restored: Restored, store: Store) -> Restored:
     return restored
 
 
-def take_snapshot(store: Store, world: World, position: int) -> list[int]:
+def take_snapshot(
+    store: Store, world: World, position: int, spacing: int = DEFAULT_EVERY
+) -> list[int]:
     """Compact ``world`` (it must be the fold of ``store`` up to ``position``) and save
     it as the snapshot at ``position``; returns the positions of the snapshots it
-    superseded, dropped in the same transaction (:mod:`.retention`)."""
+    superseded, dropped in the same transaction: the previous one where ``spacing``
+    (the writer's events between two) does not need it, and those of an earlier
+    format below it (:meth:`.table.SnapshotTable.write`)."""
     world.compact()
-    return SnapshotTable(store).write(position, encode_world(world))
+    return SnapshotTable(store).write(position, encode_world(world), spacing)
 
 
 def snapshot_differs(world: World, body: bytes) -> str | None:

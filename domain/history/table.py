@@ -6,8 +6,11 @@ opening a store folds only the events after it. It lives beside the log
 and is never the truth: :mod:`.restore` reports and ignores one that is
 missing, corrupt or of another format, and ``tasktrail verify`` checks each
 against the fold. A read-only open reads the table if it is there and creates
-nothing. The table stays bounded: each write drops, in its own transaction, the
-snapshots it supersedes (:mod:`.retention`); nothing that only reads ever does.
+nothing. Snapshots of this format are kept about a writer's spacing apart (``replay
+--until P`` starts from the nearest at or before ``P``, so it folds at most about that
+many events; :func:`redundant`), however often one is written; a write drops, in its own
+transaction, one that spacing does not need and those of an earlier format below it,
+which nothing reads any more. Nothing that only reads ever drops one.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
-from .retention import superseded
 
 if TYPE_CHECKING:
     from ..store.store import Store
@@ -71,6 +73,7 @@ class SnapshotTable:
         schema = getattr(self._datastore, "schema", "") if self._postgres else ""
         self._table = f'"{schema}".{TABLE}' if schema else TABLE
         self._created = False
+        self._indexed = False
 
     @contextmanager
     def _cursor(self, commit: bool) -> Iterator[Any]:
@@ -83,7 +86,7 @@ class SnapshotTable:
             raise StoreError(f"cannot use the snapshot table: {error}") from None
 
     def _ensure(self) -> None:
-        if self._created:
+        if self._created and self._indexed:
             return
         blob = "BYTEA" if self._postgres else "BLOB"
         with self._cursor(commit=True) as cursor:
@@ -92,7 +95,12 @@ class SnapshotTable:
                 "position BIGINT PRIMARY KEY, format INTEGER NOT NULL, "
                 f"written_at DOUBLE PRECISION NOT NULL, body {blob} NOT NULL)"
             )
-        self._created = True
+            # What a write drops is found by format (a table an earlier release made
+            # has no such index: made here, at its first write by this one).
+            cursor.execute(
+                f"CREATE INDEX IF NOT EXISTS {TABLE}_by_format ON {self._table} (format, position)"
+            )
+        self._created = self._indexed = True
 
     def _exists(self) -> bool:
         if self._created:
@@ -110,15 +118,16 @@ class SnapshotTable:
         self._created = found and not self._read_only
         return found
 
-    def write(self, position: int, body: bytes) -> list[int]:
+    def write(self, position: int, body: bytes, spacing: int | None = None) -> list[int]:
         """Save the world as of ``position`` (a snapshot of this format already there
         is kept: the fold to one position is one world; one of another format is
-        replaced), and drop, in the same transaction, the snapshots it supersedes
-        (:meth:`prune`); returns their positions."""
+        replaced), and drop, in the same transaction, the snapshots of an earlier
+        format below it (:meth:`prune`) and, given the writer's ``spacing`` (events
+        between two snapshots), the previous one where it is not needed to keep that
+        spacing (:func:`redundant`); returns the positions dropped."""
         self._ensure()
         m = self._mark
         with self._cursor(commit=True) as cursor:
-            self._lock(cursor)
             cursor.execute(
                 f"INSERT INTO {self._table} (position, format, written_at, body) "
                 f"VALUES ({m}, {m}, {m}, {m}) ON CONFLICT (position) DO UPDATE SET "
@@ -126,46 +135,63 @@ class SnapshotTable:
                 f"body = excluded.body WHERE {TABLE}.format <> excluded.format",
                 (position, FORMAT, time.time() * 1000.0, body),
             )
-            return self._drop_superseded(cursor)
+            dropped = self._drop_outdated(cursor, position)
+            if spacing is not None:
+                dropped += self._thin(cursor, position, spacing)
+            return sorted(dropped)
+
+    def _thin(self, cursor: Any, position: int, spacing: int) -> list[int]:
+        """Drop the newest snapshot of this format below ``position`` when the one
+        before it (or position 0) is within ``spacing`` of ``position``: two indexed
+        rows read, whatever the table holds."""
+        m = self._mark
+        cursor.execute(
+            f"SELECT position FROM {self._table} WHERE format = {m} AND position < {m} "
+            "ORDER BY position DESC LIMIT 2",
+            (FORMAT, position),
+        )
+        below = [_first(row) for row in cursor.fetchall()]
+        if len(below) < 2:
+            return []  # the newest two are kept: an open falls back on the one before
+        previous, before = below
+        if not redundant(before, previous, position, spacing):
+            return []
+        cursor.execute(f"DELETE FROM {self._table} WHERE position = {m}", (previous,))
+        return [previous]
 
     def prune(self) -> list[int]:
-        """Drop the snapshots the kept ones supersede, as a write does, and return
-        their positions: every one of an earlier format below the newest of this
-        format, and of this format those :func:`.retention.superseded` names (the
-        newest two and a geometric spacing of older ones stay). For a table an earlier
-        release filled; never called by a read (``verify`` opens read-only)."""
+        """Drop the snapshots of an earlier format below the newest of this format, as
+        a write does, and return their positions (for a table an earlier release
+        filled). Every snapshot of this format is kept: ``replay --until P`` starts
+        from the nearest at or before ``P``. Never called by a read (``verify`` opens
+        read-only)."""
         if not self._exists():
             return []
+        self._ensure()  # the index an earlier release's table lacks
+        m = self._mark
         with self._cursor(commit=True) as cursor:
-            self._lock(cursor)
-            return self._drop_superseded(cursor)
+            if not self._postgres:
+                # Take SQLite's write lock before reading (a write statement, though it
+                # deletes nothing): read first, the delete would fail ("database is
+                # locked") once another writer committed a snapshot meanwhile.
+                cursor.execute(f"DELETE FROM {self._table} WHERE position IS NULL")
+            cursor.execute(f"SELECT max(position) FROM {self._table} WHERE format = {m}", (FORMAT,))
+            newest = _first(cursor.fetchone(), default=0)
+            return self._drop_outdated(cursor, newest)
 
-    def _lock(self, cursor: Any) -> None:
-        """Take the table's write lock before reading what to drop: two writers pruning
-        at once must not each decide on a view without the other's snapshot."""
-        if self._postgres:
-            # Conflicts with itself, not with readers (ACCESS SHARE).
-            cursor.execute(f"LOCK TABLE {self._table} IN SHARE ROW EXCLUSIVE MODE")
-        else:
-            # SQLite: a write statement takes the database's write lock (waiting out
-            # another writer) though it deletes nothing. Read first, a prune's delete
-            # would fail ("database is locked") once a writer committed meanwhile.
-            cursor.execute(f"DELETE FROM {self._table} WHERE position IS NULL")
-
-    def _drop_superseded(self, cursor: Any) -> list[int]:
-        cursor.execute(f"SELECT position, format FROM {self._table}")
-        rows = [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in cursor.fetchall()]
-        current = [int(position) for position, format_ in rows if format_ == FORMAT]
-        # An earlier format's snapshot is passed over at open: once one of this format
-        # is kept above it, nothing reads it. (A later format's is left to its release.)
-        newest = max(current, default=0)
-        dropped = [int(p) for p, format_ in rows if format_ < FORMAT and p < newest]
-        dropped += superseded(current)
+    def _drop_outdated(self, cursor: Any, below: int) -> list[int]:
+        """Drop the snapshots of an earlier format below ``below`` (where one of this
+        format is): opening and replay pass over them, so once one of this format is
+        above them nothing reads them. A later format's is left to its release. Found
+        through the (format, position) index: the cost follows what is dropped, not
+        the snapshots kept."""
+        m = self._mark
+        where = f"WHERE format < {m} AND position < {m}"
+        cursor.execute(f"SELECT position FROM {self._table} {where}", (FORMAT, below))
+        dropped = sorted(_first(row) for row in cursor.fetchall())
         if dropped:
-            cursor.executemany(
-                f"DELETE FROM {self._table} WHERE position = {self._mark}", [(p,) for p in dropped]
-            )
-        return sorted(dropped)
+            cursor.execute(f"DELETE FROM {self._table} {where}", (FORMAT, below))
+        return dropped
 
     def positions(self) -> list[int]:
         """The positions of every snapshot kept, oldest first."""
@@ -208,9 +234,28 @@ class SnapshotTable:
         return _snapshot(row) if row is not None else None
 
 
-def _first(row: Any) -> int:
-    """A row's first column as an int (psycopg's rows are dicts, sqlite3's tuples)."""
-    return int(next(iter(row.values())) if isinstance(row, dict) else row[0])
+def redundant(before: int, previous: int, position: int, spacing: int) -> bool:
+    """Whether the snapshot at ``previous`` is not needed once one is written at
+    ``position``: the one kept below it (``before``) is within ``spacing`` events of
+    ``position``, so a replay to any position between them still folds at most
+    ``spacing`` events past the nearest snapshot it starts from.
+
+    Applied at every write, the rule keeps snapshots about ``spacing`` apart however
+    often a writer takes one (one at every close of a host that opens for each
+    command): any two kept ones that are not the newest two are more than ``spacing``
+    apart with the one between them, so a log of ``head`` events keeps at most
+    ``2 * head / spacing + 3``; and the newest two are always kept (an open passes over
+    the newest to the one before when it cannot be read)."""
+    return position - before <= spacing
+
+
+def _first(row: Any, default: int | None = None) -> int:
+    """A row's first column as an int (psycopg's rows are dicts, sqlite3's tuples);
+    ``default`` for a NULL (an aggregate over no rows)."""
+    value = next(iter(row.values())) if isinstance(row, dict) else row[0]
+    if value is None and default is not None:
+        return default
+    return int(value)
 
 
 def _snapshot(row: Any) -> StoredSnapshot:

@@ -1,5 +1,5 @@
 """``tasktrail snapshot STORE``: take a snapshot of a store now, ``--list`` those kept, or
-``--prune`` those the kept ones supersede.
+``--prune`` those of an earlier format.
 
 A snapshot is the world of live work as of one log position, kept beside the log
 (see :mod:`tasktrail.domain.history`): opening the store, ``tasks``, ``replay
@@ -8,8 +8,8 @@ events after it. A scheduler takes one every so many events and at close; this
 command takes one for a store written before snapshots existed, or after a long
 tail. It folds the store from its latest good snapshot (no scheduler is opened:
 nothing is recovered, no event is appended) and writes the snapshot at the
-position it folded to. Each snapshot written drops, in its transaction, the ones it
-supersedes (:mod:`tasktrail.domain.history.retention`); ``--prune`` drops them without
+position it folded to. Each snapshot written drops, in its transaction, those of an
+earlier format below it, which nothing reads any more; ``--prune`` drops them without
 taking one (a table an earlier release filled). ``--list`` only reads.
 """
 
@@ -39,19 +39,17 @@ The store must exist; it is written only in its snapshot table.
 would have (from the latest good snapshot on): for a store written before
 snapshots existed, so that replay --until an earlier position starts near one.
 
-Snapshots kept: each one written drops, in the same transaction, those it
-supersedes, so the table stays small however long the store runs. Kept are the
-newest two, and older ones at a geometric spacing back from the newest (where
-one was dropped, the next older one kept is at most twice as far back as the
-next newer one): replay --until a position D events before the newest snapshot
-folds at most D events past the one it starts from (or one interval between
-snapshots, when that is more), and a few more than log2(events / 20,000)
-snapshots are kept (15 after a thousand taken evenly, 22 after a hundred
-thousand). A snapshot of an earlier format (an earlier release's) is dropped
-once one of this format is kept above it.
+Snapshots kept: about one every 20,000 events (or every N with --every), however
+often one is taken: each one written drops, in the same transaction, the one before
+it when the one before that is within that many events, so replay --until any
+position starts from a snapshot at most about that far back, and a million events
+keep about 50 snapshots (each the size of the live work it holds) even for a host
+that takes one at every close. A snapshot of an earlier format (an earlier
+release's) is passed over when the store is opened or replayed; once one of this
+format is kept above it, the next snapshot written drops it.
 
---prune drops the snapshots the kept ones supersede now, without taking one (a
-table an earlier release filled), and prints how many.
+--prune drops those earlier-format snapshots now, without taking one (a table an
+earlier release filled), and prints how many it dropped and kept.
 
 --list prints the snapshots kept (position, format, written at, size in bytes)
 and only reads, as replay, tasks and verify do: verify checks each snapshot kept
@@ -75,7 +73,7 @@ def add_snapshot(commands: Any) -> None:
     which.add_argument(
         "--prune",
         action="store_true",
-        help="drop the snapshots the kept ones supersede, take none",
+        help="drop the snapshots of an earlier format (below one of this format), take none",
     )
     which.add_argument(
         "--every",
@@ -87,7 +85,13 @@ def add_snapshot(commands: Any) -> None:
 
 
 def do_snapshot(args: argparse.Namespace) -> int:
-    from tasktrail.domain.history import Restored, SnapshotTable, restore, take_snapshot
+    from tasktrail.domain.history import (
+        DEFAULT_EVERY,
+        Restored,
+        SnapshotTable,
+        restore,
+        take_snapshot,
+    )
 
     if args.prune:
         return _prune(args)
@@ -123,7 +127,7 @@ def do_snapshot(args: argparse.Namespace) -> int:
             # The world is the fold up to here: save it as a writer would have.
             position = restored.position
             if restored.folded % args.every == 0 and position not in taken:
-                dropped.update(take_snapshot(store, restored.world, position))
+                dropped.update(take_snapshot(store, restored.world, position, args.every))
                 along.append(position)
 
         restored = restore(store, on_event=on_the_way if args.every else None)
@@ -131,8 +135,11 @@ def do_snapshot(args: argparse.Namespace) -> int:
             warn(f"{problem}; passed over")
         position = restored.position
         already = position in taken or position in along
-        # Taken or not, what the newest supersedes goes (an earlier release kept all).
-        dropped.update(table.prune() if already else take_snapshot(store, restored.world, position))
+        # Taken or not, an earlier release's snapshots below the newest go.
+        spacing = args.every or DEFAULT_EVERY
+        dropped.update(
+            table.prune() if already else take_snapshot(store, restored.world, position, spacing)
+        )
     live = sum(1 for task in restored.world.tasks.values() if task.status != "terminal")
     if along and not args.json:
         say(f"{len(along)} snapshots taken along the log, every {args.every} events")
@@ -171,7 +178,10 @@ def _prune(args: argparse.Namespace) -> int:
     if args.json:
         emit({"dropped": dropped, "kept": len(kept) - len(dropped)})
     else:
-        say(f"{len(dropped)} superseded snapshots dropped, {len(kept) - len(dropped)} kept")
+        say(
+            f"{len(dropped)} snapshots of an earlier format dropped, "
+            f"{len(kept) - len(dropped)} kept"
+        )
     return EXIT_OK
 
 
