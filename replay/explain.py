@@ -64,9 +64,8 @@ def explain(source: SchedulerState | str | os.PathLike[str] | Store, task_id: st
             continue
         step = _step(row)
         marked = marked or row["event_type"] == "AbortMarked"
-        restarts = _detail(row).get("restarts")
-        recovered = row["event_type"] == "TaskRecovered" and isinstance(restarts, int)
-        if recovered and not marked and restarts >= limit:
+        restarts = _detail(row).get("restarts") if row["event_type"] == "TaskRecovered" else None
+        if isinstance(restarts, int) and not marked and restarts >= limit:
             # 9. Parked by the limit the log recorded by then, as the scheduler was.
             why = f"{step.why}; restarts {restarts} >= restart_limit {limit}: parked"
             step = replace(step, why=why)
