@@ -33,6 +33,7 @@ from ..tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked
 from ..tasks.events import TaskEvent
 from ..tasks.invocation import Invocation
 from ..tasks.restart_limit import DEFAULT_RESTART_LIMIT as DEFAULT_RESTART_LIMIT
+from ..tasks.restart_limit import restart_limit_of
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
@@ -258,8 +259,9 @@ class Scheduler(
 
     def blocked_reason(self, task_id: str) -> BlockedReason | None:
         """Rule 13: why the task cannot run here, or ``None``."""
+        task = self.task(task_id)  # folds what other writers appended, the limit too
         return blocked_reason(
-            self.task(task_id), self.registry, self.restart_limit, self._failed_migrations
+            task, self.registry, restart_limit_of(self.world), self._failed_migrations
         )
 
     def wake(self) -> dict[str, Any]:

@@ -37,12 +37,16 @@ class TaskCommands:
     if TYPE_CHECKING:
         worker: str
         world: World
+        _batch: Any
+        _closed: bool
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
         def _is_running(self, task_id: str) -> bool: ...
 
         def task(self, task_id: str) -> TaskState: ...
+
+        def refresh(self) -> int: ...
 
         def now(self) -> float: ...
 
@@ -212,10 +216,14 @@ class TaskCommands:
     @property
     def restart_limit(self) -> int:
         """The restart limit in force (rules 9 and 12): the last recorded by any writer
-        of the store (:meth:`configure_restarts`, or an open given ``restart_limit``), as
-        of the last refresh; else :data:`~..tasks.restart_limit.DEFAULT_RESTART_LIMIT`.
-        Setting it is :meth:`configure_restarts`."""
-        return restart_limit_of(self.world)
+        of the store (:meth:`configure_restarts`, or an open given ``restart_limit``;
+        what other writers appended is folded in first, as for :meth:`task`), else
+        :data:`~..tasks.restart_limit.DEFAULT_RESTART_LIMIT`. Setting it is
+        :meth:`configure_restarts`."""
+        with self._lock:
+            if self._batch is None and not self._closed:
+                self.refresh()
+            return restart_limit_of(self.world)
 
     @restart_limit.setter
     def restart_limit(self, limit: int) -> None:
