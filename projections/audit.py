@@ -30,6 +30,7 @@ _COMMANDS = {
     "RestartsCleared": "retry",
     "TurnSettingsChanged": "configure_turns",
     "RunSettingsChanged": "configure_runs",
+    "RestartLimitChanged": "configure_restarts",
 }
 _BY_RULE = {5: "release", 6: "cascade", 9: "open", 10: "close", 12: "reserve", 13: "reserve"}
 _FAULT_REASONS = {"threw", "no_outcome", "no_decision", "unknown_phase", "step_limit"}

@@ -1,9 +1,10 @@
 """The live mirror: every non-terminal task, the waiters index, the sleeping set,
-the active Turns.
+the active Turns, and the restart limit in force.
 
 One row per live task in ``live_tasks`` (a terminal task's row is deleted),
 ``waiters`` (who waits on whom, and how), ``sleeping`` (when each sleep is
-due), ``active_turns`` (each role's open Turn). The ownership tree is
+due), ``active_turns`` (each role's open Turn), ``restart_limit`` (the limit the
+log recorded last, one row; none: the default, 3). The ownership tree is
 ``live_tasks.owner_id``, indexed.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 import orjson
 
 from tasktrail.domain import TaskEvent, TaskState, World
+from tasktrail.domain.tasks.restart_limit import RESTART_LIMIT_STREAM, RestartLimitChanged
 
 from .base import Changes, Projection, TableSpec
 
@@ -117,6 +119,12 @@ class LiveMirror(Projection):
             indexes=[("until",)],
             times=("until",),
         ),
+        TableSpec(
+            "restart_limit",
+            {"stream": str, "restart_limit": int, "changed_at": float},
+            pk="stream",
+            times=("changed_at",),
+        ),
     )
 
     def apply(
@@ -128,6 +136,14 @@ class LiveMirror(Projection):
         after: Any,
         world: World,
     ) -> None:
+        if isinstance(event, RestartLimitChanged):
+            # The limit in force (one row): what "parked" is measured against.
+            changes.upsert(
+                "restart_limit",
+                RESTART_LIMIT_STREAM,
+                {"stream": RESTART_LIMIT_STREAM, "restart_limit": after, "changed_at": event.at},
+            )
+            return
         if not isinstance(after, TaskState):
             return
         if isinstance(before, TaskState) and before.status == "waiting":

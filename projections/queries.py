@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tasktrail.domain import Registry, TaskState, blocked_reason
+from tasktrail.domain.tasks.definitions import parked_now
+from tasktrail.domain.tasks.restart_limit import DEFAULT_RESTART_LIMIT
 from tasktrail.domain.tasks.state import Checkpoint
 from tasktrail.domain.turns.wakeups import choose_deadline
 
@@ -87,27 +89,32 @@ class ReadModel:
         rows = self._rows(sql + " ORDER BY until, task_id LIMIT 1", params)
         return rows[0] if rows else None
 
+    def restart_limit(self) -> int:
+        """The restart limit in force as of the read model's position: the last one the
+        log recorded, else 3 (the default of a log that never recorded one)."""
+        if not self.db.table("restart_limit").exists():
+            return DEFAULT_RESTART_LIMIT  # a read-model file an earlier release wrote
+        row = self.db.execute("SELECT restart_limit FROM restart_limit").fetchone()
+        return DEFAULT_RESTART_LIMIT if row is None else int(row[0])
+
     def blocked(
-        self, registry: Registry | None = None, restart_limit: int = 3
+        self, registry: Registry | None = None, restart_limit: int | None = None
     ) -> list[dict[str, Any]]:
         """Live tasks that cannot run, with the reason (rule 13), computed now.
 
         Without a registry only the restart limit is known; with one, the
         definition reasons too (``missing_definition``, ``version_too_old``,
-        ``migration_failed``).
+        ``migration_failed``). ``restart_limit`` (``None``: :meth:`restart_limit`,
+        the one the log recorded) is what ``restart_limit`` is measured against.
         """
+        limit = self.restart_limit() if restart_limit is None else restart_limit
         out = []
         for row in self.live_tasks():
             task = task_from_row(row)
             if registry is None:
-                parked = (
-                    task.status not in ("running", "completing")
-                    and not task.abort_requested
-                    and task.restarts >= restart_limit
-                )
-                reason = "restart_limit" if parked else None
+                reason = "restart_limit" if parked_now(task, limit) else None
             else:
-                reason = blocked_reason(task, registry, restart_limit)
+                reason = blocked_reason(task, registry, limit)
             if reason is not None:
                 out.append({"task_id": task.id, "kind": task.kind, "reason": reason})
         return out

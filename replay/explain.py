@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tasktrail.domain import Store, UnknownTask
 from tasktrail.domain.tasks.describe import format_at, printable
+from tasktrail.domain.tasks.restart_limit import DEFAULT_RESTART_LIMIT, RestartLimitChanged
 
 from .state import SchedulerState, Until, fold, replay
+
+_LIMIT = RestartLimitChanged.__name__
 
 _RULE_WORDS = {
     2: "the scheduler was closing",
@@ -52,10 +55,24 @@ class Step:
 def explain(source: SchedulerState | str | os.PathLike[str] | Store, task_id: str) -> list[Step]:
     """Every event of ``task_id``, oldest first, with the command or rule behind it."""
     state = source if isinstance(source, SchedulerState) else replay(source)
-    rows = [r for r in state.audit if r["task_id"] == task_id]
-    if not rows:
+    rows = [r for r in state.audit if r["task_id"] == task_id or r["event_type"] == _LIMIT]
+    steps: list[Step] = []
+    limit, marked = DEFAULT_RESTART_LIMIT, False
+    for row in rows:
+        if row["event_type"] == _LIMIT:
+            limit = _detail(row).get("limit", limit)  # in force from here on
+            continue
+        step = _step(row)
+        marked = marked or row["event_type"] == "AbortMarked"
+        restarts = _detail(row).get("restarts") if row["event_type"] == "TaskRecovered" else None
+        if isinstance(restarts, int) and not marked and restarts >= limit:
+            # 9. Parked by the limit the log recorded by then, as the scheduler was.
+            why = f"{step.why}; restarts {restarts} >= restart_limit {limit}: parked"
+            step = replace(step, why=why)
+        steps.append(step)
+    if not steps:
         raise UnknownTask(task_id)
-    return [_step(row) for row in rows]
+    return steps
 
 
 def story(
@@ -77,13 +94,18 @@ def story(
     return explain(state, task_id)
 
 
-def _step(row: dict[str, Any]) -> Step:
-    rule = row["rule"]
+def _detail(row: dict[str, Any]) -> dict[str, Any]:
     detail = row.get("detail") or {}
     if isinstance(detail, str):
         import orjson
 
         detail = orjson.loads(detail)
+    return dict(detail)
+
+
+def _step(row: dict[str, Any]) -> Step:
+    rule = row["rule"]
+    detail = _detail(row)
     if rule == 5 and row["event_type"] == "OutcomeHeld":
         why = f"finish(status={detail.get('status')}): held while it owns live tasks (rule 5)"
     elif rule == 5 and row["event_type"] == "TaskEnded":

@@ -24,6 +24,8 @@ import orjson
 from tasktrail.domain import CorruptEvent, Store, TaskState, World, open_store
 from tasktrail.domain.history import restore, stream_loader
 from tasktrail.domain.store.store import Recorded
+from tasktrail.domain.tasks.definitions import parked_now
+from tasktrail.domain.tasks.restart_limit import restart_limit_of
 from tasktrail.projections import Changes, Projection, default_projections
 from tasktrail.projections.base import Coalescer
 
@@ -93,6 +95,19 @@ class SchedulerState:
         """Every task that is not terminal, in submission order."""
         tasks = self.held.tasks
         return {tid: tasks[tid] for tid in tasks if tid in self.held.live}
+
+    @property
+    def restart_limit(self) -> int:
+        """The restart limit in force at :attr:`position`: the last one the log recorded
+        by then (``RestartLimitChanged``), else 3, as the scheduler decided with it."""
+        return restart_limit_of(self.held)
+
+    @property
+    def parked(self) -> list[str]:
+        """The live tasks parked at :attr:`restart_limit` (rule 9, blocked reason
+        ``restart_limit``), in submission order: only the live work is looked at."""
+        limit = self.restart_limit
+        return [tid for tid, task in self.live.items() if parked_now(task, limit)]
 
     def table(self, name: str) -> list[dict[str, Any]]:
         """The rows of one read-model table, in key order."""

@@ -83,8 +83,11 @@ def test_a_tree_report_reads_the_tree_streams_not_the_log(
     data = gather(demo, "batch-0002")
     assert len(tree) == 6
     assert {row.task_id for row in data.timeline.rows} == tree
-    owners = {s.split(":", 1)[-1].split("|", 1)[0] for s in asked if not s.startswith("pass:")}
-    assert owners == tree  # only the tree's own streams (and the passes they name)
+    # Only the tree's own streams, the passes they name and the restart limit's stream.
+    assert "settings:restarts" in asked
+    own = [s for s in asked if not s.startswith("pass:") and s != "settings:restarts"]
+    owners = {s.split(":", 1)[-1].split("|", 1)[0] for s in own}
+    assert owners == tree
     assert data.state.events < 100 and len(set(asked)) < len(streams) / 4
 
 

@@ -210,10 +210,11 @@ def test_pi_durable_lowered_limit_parks_without_an_event_and_retry_clears_only_p
     head = s.store.head()
     assert s.retry(task) is False  # below the limit: not parked, so its count stays
     assert s.task(task).restarts == 1 and s.store.head() == head
-    s.restart_limit = 1
+    s.restart_limit = 1  # the limit is recorded (one event); parking itself is not
+    assert s.store.head() == head + 1
     assert s.blocked_reason(task) == "restart_limit"
     assert s.wake() == {"active": False, "at": None}
-    assert s.run_pass().reserved == [] and s.store.head() == head  # parked, nothing written
+    assert s.run_pass().reserved == [] and s.store.head() == head + 1  # parked, unwritten
     assert s.retry(task) is True
     assert s.task(task).restarts == 0 and s.blocked_reason(task) is None
     s.run_until_idle()

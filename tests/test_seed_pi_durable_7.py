@@ -338,10 +338,11 @@ def test_pi_durable_wake_follows_the_restart_limit_in_force(
     task = _running(s)
     crash(s)
     s = reopen(sqlite_url, clock, registry, limit=3)
+    s.restart_limit = 1  # recorded (a RestartLimitChanged); wake itself appends nothing
     head = s.store.head()
-    s.restart_limit = 1
-    assert s.wake() == {"active": False, "at": None}
+    assert s.wake() == {"active": False, "at": None} and s.store.head() == head
     s.restart_limit = 2
+    head = s.store.head()
     assert s.wake() == {"active": True, "at": None} and s.store.head() == head
     assert s.reserve(task) == "run"
     registry.unregister("job")

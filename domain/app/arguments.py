@@ -8,16 +8,17 @@ from typing import Any
 from ..errors import InvalidArgument
 from ..tasks.definitions import Registry
 from ..tasks.fields import MAX_TIME_MS, finite_number
+from ..tasks.restart_limit import check_restart_limit
 
 
 def check_open_arguments(
     clock: Any, registry: Any, restart_limit: Any, snapshot_every: Any
 ) -> None:
-    """Refuse a ``restart_limit`` that is not an int >= 1, a ``clock`` that is not
+    """Refuse a ``restart_limit`` that is neither ``None`` nor an int >= 1, a ``clock`` that is not
     callable, a ``registry`` that is not a :class:`Registry`, or a ``snapshot_every``
     that is neither ``None`` nor an int >= 1."""
-    if isinstance(restart_limit, bool) or not isinstance(restart_limit, int) or restart_limit < 1:
-        raise InvalidArgument(f"restart_limit must be an int >= 1, not {restart_limit!r}")
+    if restart_limit is not None:
+        check_restart_limit(restart_limit)
     if not callable(clock):
         raise InvalidArgument(f"clock must be a function returning ms, not {clock!r}")
     if registry is not None and not isinstance(registry, Registry):

@@ -17,6 +17,7 @@ from ..errors import ClockConflict, ConflictError, RuleViolation, UnknownTask
 from ..store.store import Store
 from ..tasks import decide
 from ..tasks.events import TaskEvent
+from ..tasks.restart_limit import restart_limit_of
 from ..telemetry import live as telemetry
 from ..world import Draft, World
 from .arguments import checked_reading
@@ -36,7 +37,6 @@ class DecisionCycle:
     position: int
     events_written: int
     conflicts: int
-    restart_limit: int
     closing: bool
     worker: str
     _closed: bool
@@ -59,6 +59,9 @@ class DecisionCycle:
         # Decision times never run backwards within a store: a reading behind the
         # latest time the store holds is moved up to it (Store.stamp counts it).
         now = self.store.stamp(self._reading())
+        # Rules 9 and 12 decide with the limit the world recorded (any writer's), never
+        # a per-process option: every worker parks the same tasks at the same position.
+        limit = restart_limit_of(self.world)
         last = self._last_context
         if (
             last is not None
@@ -66,12 +69,12 @@ class DecisionCycle:
             # recorded apart (an event's ``at`` is ``now``).
             and (last.now is now or (last.now.__class__ is now.__class__ and last.now == now != 0))
             and last.closing is self.closing
-            and last.restart_limit == self.restart_limit
+            and last.restart_limit == limit
             and last.worker == self.worker
         ):
             return last  # immutable: the one made for the same reading serves again
         self._last_context = context = decide.Context(
-            now=now, restart_limit=self.restart_limit, closing=self.closing, worker=self.worker
+            now=now, restart_limit=limit, closing=self.closing, worker=self.worker
         )
         return context
 

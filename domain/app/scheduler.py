@@ -32,6 +32,8 @@ from ..tasks import decide
 from ..tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
 from ..tasks.events import TaskEvent
 from ..tasks.invocation import Invocation
+from ..tasks.restart_limit import DEFAULT_RESTART_LIMIT as DEFAULT_RESTART_LIMIT
+from ..tasks.restart_limit import restart_limit_of
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
@@ -46,7 +48,6 @@ from .task_commands import TaskCommands, _task_id
 from .turn_commands import TurnCommands
 
 T = TypeVar("T")
-DEFAULT_RESTART_LIMIT = 3
 
 
 class Scheduler(
@@ -72,7 +73,6 @@ class Scheduler(
         *,
         clock: Clock = system_clock,
         registry: Registry | None = None,
-        restart_limit: int = DEFAULT_RESTART_LIMIT,
         worker: str | None = None,
         lease: float = DEFAULT_LEASE_MS,
         snapshot_every: int | None = DEFAULT_EVERY,
@@ -84,7 +84,6 @@ class Scheduler(
         self.store = store
         self.clock = clock
         self.registry = registry if registry is not None else Registry()
-        self.restart_limit = restart_limit
         self.world = World()
         self.world.loader = stream_loader(store, lambda: self.position)
         self.position = 0
@@ -120,7 +119,7 @@ class Scheduler(
         *,
         clock: Clock = system_clock,
         registry: Registry | None = None,
-        restart_limit: int = DEFAULT_RESTART_LIMIT,
+        restart_limit: int | None = None,
         durability: Durability = "full",
         worker: str | None = None,
         lease: float = DEFAULT_LEASE_MS,
@@ -129,9 +128,13 @@ class Scheduler(
         """Open the store at a SQLite path or ``postgresql://`` URL, load it, recover.
 
         Recovery (rule 9) puts every task a crash left ``running`` back to
-        ``pending``, counting a restart; a task at ``restart_limit`` restarts
+        ``pending``, counting a restart; a task at the restart limit
         without an abort mark is parked (listed in :attr:`parked`) until
-        :meth:`retry`. In a fleet it recovers only the running tasks of this
+        :meth:`retry` or a raised limit. The limit is the store's, recorded: by
+        default (``restart_limit=None``) the last one any writer recorded, else 3;
+        a ``restart_limit`` that differs from it is recorded first (as
+        :meth:`configure_restarts` does), and every worker decides with it from then
+        on. In a fleet it recovers only the running tasks of this
         ``worker`` name (default ``$TASKTRAIL_WORKER``, else a fresh unique name)
         and of workers whose ``lease`` (ms of the scheduler clock) expired; a task
         another live worker holds is left alone.
@@ -150,7 +153,6 @@ class Scheduler(
                 store,
                 clock=clock,
                 registry=registry,
-                restart_limit=restart_limit,
                 worker=worker,
                 lease=lease,
                 snapshot_every=snapshot_every,
@@ -163,6 +165,9 @@ class Scheduler(
             scheduler._renew_lease(force=True)
             scheduler._beat_at = scheduler._renewed_at  # open looks for lost workers too
             scheduler._lease_optional = scheduler._renewed_at is None
+            if restart_limit is not None:
+                # Before recovery, which parks by it: recorded only when it differs.
+                scheduler.configure_restarts(restart_limit)
             scheduler.parked = scheduler._recover_lost(at_open=True).parked
             ensure_event_view(store)  # a writer's open: the store's readable view of its log
         except BaseException:
@@ -254,8 +259,9 @@ class Scheduler(
 
     def blocked_reason(self, task_id: str) -> BlockedReason | None:
         """Rule 13: why the task cannot run here, or ``None``."""
+        task = self.task(task_id)  # folds what other writers appended, the limit too
         return blocked_reason(
-            self.task(task_id), self.registry, self.restart_limit, self._failed_migrations
+            task, self.registry, restart_limit_of(self.world), self._failed_migrations
         )
 
     def wake(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from ..tasks import decide
 from ..tasks.definitions import Registry, TaskDefinition, definition_fit
 from ..tasks.events import Mode, OutcomeStatus, Policy
 from ..tasks.invocation import _MISSING, Invocation
+from ..tasks.restart_limit import change_restart_limit, check_restart_limit, restart_limit_of
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
@@ -36,12 +37,16 @@ class TaskCommands:
     if TYPE_CHECKING:
         worker: str
         world: World
+        _batch: Any
+        _closed: bool
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
         def _is_running(self, task_id: str) -> bool: ...
 
         def task(self, task_id: str) -> TaskState: ...
+
+        def refresh(self) -> int: ...
 
         def now(self) -> float: ...
 
@@ -207,6 +212,37 @@ class TaskCommands:
         self._failed_migrations.pop(_task_id(task_id), None)
         parked: bool = self._decide(decide.retry, task_id)
         return parked
+
+    @property
+    def restart_limit(self) -> int:
+        """The restart limit in force (rules 9 and 12): the last recorded by any writer
+        of the store (:meth:`configure_restarts`, or an open given ``restart_limit``;
+        what other writers appended is folded in first, as for :meth:`task`), else
+        :data:`~..tasks.restart_limit.DEFAULT_RESTART_LIMIT`. Setting it is
+        :meth:`configure_restarts`."""
+        with self._lock:
+            if self._batch is None and not self._closed:
+                self.refresh()
+            return restart_limit_of(self.world)
+
+    @restart_limit.setter
+    def restart_limit(self, limit: int) -> None:
+        self.configure_restarts(limit)
+
+    def configure_restarts(self, limit: int) -> int:
+        """Set the restart limit: a task cut off ``limit`` times without progress is
+        parked (rule 9), an abort handler cut off that often ends faulted (rule 12).
+        Returns the limit now in force.
+
+        It decides, so it is recorded (a ``RestartLimitChanged`` event, only when it
+        differs from the one in force): every worker of a fleet on the store decides
+        with it from then on, and a replay as of any position knows which tasks were
+        parked. A raised limit unparks at the next pass, for every worker. A limit that
+        is not an int >= 1 raises :class:`~..errors.InvalidArgument`, appending nothing.
+        """
+        check_restart_limit(limit)
+        recorded: int = self._decide(change_restart_limit, limit)
+        return recorded
 
     def _migrate_if_needed(self, task_id: str) -> str | None:
         task = self.task(task_id)

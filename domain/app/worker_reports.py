@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..tasks.definitions import blocked_reason
+from ..tasks.restart_limit import restart_limit_of
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -60,11 +61,12 @@ class WorkerReports:
         now: dict[str, str] = {}
         failed = s.failed_migrations
         with s._lock:  # the heartbeat thread may fold events meanwhile
+            limit = restart_limit_of(s.world)  # the limit the world folded records
             for task_id in s.world.live:
                 task = s.world.get(task_id)
                 if task is None:
                     continue
-                reason = blocked_reason(task, s.registry, s.restart_limit, failed)
+                reason = blocked_reason(task, s.registry, limit, failed)
                 if reason is not None:
                     now[task_id] = reason
         for task_id, why in now.items():

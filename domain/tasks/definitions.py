@@ -93,6 +93,13 @@ def parked(task: TaskState, restart_limit: int) -> bool:
     return not task.abort_requested and task.restarts >= restart_limit
 
 
+def parked_now(task: TaskState, restart_limit: int) -> bool:
+    """Rule 13 as far as the restart limit goes (what a reader without the definitions
+    can tell): a live task parked at ``restart_limit``; a running, completing or
+    ended task never is."""
+    return task.status not in ("running", "completing", "terminal") and parked(task, restart_limit)
+
+
 def migration_failed(
     task_id: str, definition: TaskDefinition, failed_migrations: Iterable[str]
 ) -> bool:

@@ -129,6 +129,8 @@ def do_replay(args: argparse.Namespace) -> int:
         emit(
             {
                 **state.summary(),
+                "restart_limit": state.restart_limit,
+                "parked": state.parked,
                 "live": [t.to_dict() for t in state.live.values()],
                 "pending_wakeups": state.pending_wakeups,
                 "skipped": [s.__dict__ for s in state.skipped],
@@ -142,8 +144,12 @@ def do_replay(args: argparse.Namespace) -> int:
     say(f"  {counts}")
     if state.live:
         say(f"live tasks ({len(state.live)}):")
+        parked = set(state.parked)
         for task in state.live.values():
-            say(f"  {task.id:<24} {task.kind:<12} {task.status:<10} {_where(task)}")
+            where = _where(task)
+            if task.id in parked:
+                where += f" parked (restart_limit {state.restart_limit})"
+            say(f"  {task.id:<24} {task.kind:<12} {task.status:<10} {where.strip()}")
     return EXIT_OK
 
 

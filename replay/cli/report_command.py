@@ -48,9 +48,10 @@ def add_report(commands: Any) -> None:
     report.add_argument(
         "--restart-limit",
         type=int,
-        default=3,
+        default=None,
         metavar="N",
-        help="the scheduler's restart_limit, to show parked tasks (default 3)",
+        help="measure parked tasks against N restarts "
+        "(default: the restart limit the log recorded, else 3)",
     )
     report.add_argument(
         "--registry",

@@ -90,7 +90,8 @@ def add_tasks(commands: Any) -> None:
             "follows the live work, not the history. --all lists every task ever "
             "submitted, ended ones too, and --status terminal the ended ones: both fold "
             "the whole log from position 0 (the snapshots hold only live work). "
-            "The store is only read."
+            "A task parked at the restart limit the log recorded (rule 9) is shown "
+            'parked (JSON: "blocked": "restart_limit"). The store is only read.'
         ),
     )
     tasks.add_argument("store", help=STORE_HELP)
@@ -197,23 +198,28 @@ def do_history(args: argparse.Namespace) -> int:
 
 def do_tasks(args: argparse.Namespace) -> int:
     from tasktrail.domain.history import restore
+    from tasktrail.domain.tasks.definitions import parked_now
+    from tasktrail.domain.tasks.restart_limit import restart_limit_of
 
     # Ended tasks are only in the whole log (a snapshot holds live work): fold it from
     # 0 when they are asked for; else the latest snapshot and the tail suffice.
     ended = args.all or args.status == "terminal"
     with open_store(args.store, read_only=True) as store:
         world = restore(store, snapshots=not ended).world  # read only: nothing appended
+        limit = restart_limit_of(world)  # the one the log recorded, as the workers decide
         for task in world.tasks.values():
             if args.status is not None and task.status != args.status:
                 continue
             if not ended and task.status == "terminal":
                 continue  # ended in the tail, not yet dropped by a snapshot
+            parked = parked_now(task, limit)
             if args.json:
-                emit(task.to_dict())
+                emit({**task.to_dict(), "blocked": "restart_limit"} if parked else task.to_dict())
             else:
                 outcome = task.outcome.status if task.outcome else ""
                 phase = task.checkpoint.phase if task.checkpoint else ""
-                say(f"{task.id:<36} {task.kind:<12} {task.status:<10} {outcome or phase}")
+                where = f"{phase} parked (restart_limit {limit})" if parked else outcome or phase
+                say(f"{task.id:<36} {task.kind:<12} {task.status:<10} {where.strip()}")
     return EXIT_OK
 
 

@@ -51,7 +51,8 @@ class WorkerSetup:
     runtime: Runtime | None = None
     executor: Executor | None = None
     run_settings: RunSettings | None = None
-    restart_limit: int = 3
+    restart_limit: int | None = None
+    """A restart limit to record at open; ``None``: the one the store recorded."""
 
 
 def add_worker(commands: Any) -> None:

@@ -26,7 +26,7 @@ from tasktrail.domain import InvalidArgument, Registry, Store
 
 from ..log import is_jsonl
 from ..state import Until
-from .gather import DEFAULT_LIMIT, DEFAULT_RESTART_LIMIT, ReportData, gather
+from .gather import DEFAULT_LIMIT, ReportData, gather
 from .page import render
 
 _COMPANIONS = ("", "-wal", "-shm", "-journal")
@@ -40,7 +40,7 @@ def write_report(
     *,
     until: int | float | str | datetime | Until | None = None,
     limit: int = DEFAULT_LIMIT,
-    restart_limit: int = DEFAULT_RESTART_LIMIT,
+    restart_limit: int | None = None,
     registry: Registry | None = None,
 ) -> ReportData:
     """Write the report of ``task_id`` (or of the whole log) to ``out``; returns what it

@@ -20,7 +20,8 @@ from typing import Any
 
 from tasktrail.domain import Registry, Store, StoreError, TaskState, UnknownTask, open_store
 from tasktrail.domain.store.location import parse_location
-from tasktrail.domain.tasks.definitions import blocked_reason, parked
+from tasktrail.domain.tasks.definitions import blocked_reason, parked_now
+from tasktrail.domain.tasks.restart_limit import DEFAULT_RESTART_LIMIT, restart_limit_of
 from tasktrail.projections import default_projections
 
 from ..explain import Step, explain
@@ -34,8 +35,6 @@ from .tree import read_tree as _read_tree
 
 DEFAULT_LIMIT = 200
 """Rows a report of a whole store draws unless told otherwise."""
-DEFAULT_RESTART_LIMIT = 3
-"""The scheduler's default restart limit (rule 9): what "parked" is measured against."""
 
 
 @dataclass
@@ -57,6 +56,8 @@ class ReportData:
     scope: str
     """What was read, in words."""
     restart_limit: int
+    """What "parked" was measured against: the limit given, else the one the log
+    recorded by the report's position (else 3)."""
     registry_used: bool = False
     """Whether blocked reasons were judged with the definitions (else only the restart
     limit is)."""
@@ -81,14 +82,18 @@ def gather(
     *,
     until: int | float | str | datetime | Until | None = None,
     limit: int = DEFAULT_LIMIT,
-    restart_limit: int = DEFAULT_RESTART_LIMIT,
+    restart_limit: int | None = None,
     registry: Registry | None = None,
 ) -> ReportData:
-    """Read and fold what a report of ``task_id`` (or of the whole log) needs."""
+    """Read and fold what a report of ``task_id`` (or of the whole log) needs.
+    ``restart_limit`` (``None``: the one the log recorded at each position, as the
+    scheduler decided with it) is what "parked" is measured against."""
     stop = Until.parse(until)
     if limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
-    if isinstance(restart_limit, bool) or not isinstance(restart_limit, int) or restart_limit < 1:
+    if restart_limit is not None and (
+        isinstance(restart_limit, bool) or not isinstance(restart_limit, int) or restart_limit < 1
+    ):
         raise ValueError(f"restart_limit must be an integer >= 1, not {restart_limit!r}")
     name = _name(source)
     opened: Store | None = None
@@ -142,10 +147,11 @@ def gather(
     finally:
         if opened is not None:
             opened.close()
+    limit = restart_limit if restart_limit is not None else restart_limit_of(state.held)
     blocked = {
         tid: reason
         for tid, task in state.world.tasks.items()
-        if (reason := _blocked(task, registry, restart_limit)) is not None
+        if (reason := _blocked(task, registry, limit)) is not None
     }
     return ReportData(
         source=name,
@@ -158,7 +164,7 @@ def gather(
         steps=steps,
         blocked=blocked,
         scope=scope,
-        restart_limit=restart_limit,
+        restart_limit=limit,
         registry_used=registry is not None,
         tree=tree,
     )
@@ -182,9 +188,7 @@ def _blocked(task: TaskState, registry: Registry | None, restart_limit: int) -> 
     if registry is not None:
         return blocked_reason(task, registry, restart_limit)
     # Without the definitions only the restart limit can be judged (rule 13).
-    if task.status in ("running", "completing", "terminal") or task.request_marked:
-        return None
-    return "restart_limit" if parked(task, restart_limit) else None
+    return "restart_limit" if parked_now(task, restart_limit) else None
 
 
 def _existing(location: str | os.PathLike[str]) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from tasktrail.domain import TaskEvent, TaskState, World
 from tasktrail.domain.tasks.definitions import parked
 from tasktrail.domain.tasks.describe import format_at
+from tasktrail.domain.tasks.restart_limit import restart_limit_of
 from tasktrail.projections import Changes, Projection
 from tasktrail.projections.audit import is_refusal
 
@@ -91,9 +92,11 @@ class TimelineBuilder(Projection):
 
     name = "timeline"
 
-    def __init__(self, accept: Callable[[str], bool], restart_limit: int) -> None:
+    def __init__(self, accept: Callable[[str], bool], restart_limit: int | None) -> None:
         self.accept = accept
         self.restart_limit = restart_limit
+        """What "parked" is measured against; ``None``: the limit the log recorded as of
+        each event, as the scheduler decided with it."""
         self.rows: dict[str, Row] = {}
         self.arrows: list[Arrow] = []
         self.hidden = 0
@@ -134,7 +137,8 @@ class TimelineBuilder(Projection):
         elif name.startswith("Run") or name == "ScheduleSet":
             self._run(row, name, position, event)
         elif isinstance(after, TaskState) and type(event).task_stream:
-            self._task(row, name, position, event, after)
+            limit = self.restart_limit
+            self._task(row, name, position, event, after, limit or restart_limit_of(world))
         elif name in ("PassTaskBlocked", "PassTaskDeferred", "PassTaskFailed") or (
             name.startswith("TaskPassRetry")
         ):
@@ -144,7 +148,9 @@ class TimelineBuilder(Projection):
 
     # ─── the task lane: stays and the moments between them ──────────────────
 
-    def _task(self, row: Row, name: str, position: int, event: Any, after: TaskState) -> None:
+    def _task(
+        self, row: Row, name: str, position: int, event: Any, after: TaskState, limit: int
+    ) -> None:
         task_id = row.task_id
         row.kind = after.kind
         if name == "TaskRecovered":
@@ -152,9 +158,9 @@ class TimelineBuilder(Projection):
             worker = f" of worker {event.worker}" if event.worker else ""
             label = f"crash{worker}: recovered, restarts={event.restarts} (rule 9)"
             self._mark(row, TASK_LANE, "crash", label, position, event)
-            if parked(after, self.restart_limit):
-                limit = f"parked: restarts {after.restarts} >= restart_limit {self.restart_limit}"
-                self._mark(row, TASK_LANE, "parked", limit, position, event)
+            if parked(after, limit):
+                label = f"parked: restarts {after.restarts} >= restart_limit {limit}"
+                self._mark(row, TASK_LANE, "parked", label, position, event)
         elif name == "TaskStopped":
             self._end_stay(task_id, event.at, "stopped")
             self._mark(row, TASK_LANE, "stop", "closed: pending again (rule 10)", position, event)
@@ -187,7 +193,7 @@ class TimelineBuilder(Projection):
             current[1].details.append(("event", brief(event)))
             return
         self._end_stay(task_id, event.at)
-        bar = stay_bar(after, event, position, parked(after, self.restart_limit))
+        bar = stay_bar(after, event, position, parked(after, limit))
         row.bars.append(bar)
         self._stays[task_id] = (key, bar)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from tasktrail.domain import Store, open_store
 from tasktrail.domain.runs.identity import schedule_stream_id
 from tasktrail.domain.store.store import Recorded
+from tasktrail.domain.tasks.restart_limit import RESTART_LIMIT_STREAM
 from tasktrail.domain.turns.events import cleanup_stream_id, wakeup_stream_id
 from tasktrail.domain.turns.pass_events import PASS_STREAM_PREFIX, TASK_PASS_STREAM_PREFIX
 
@@ -81,7 +82,9 @@ def read_tree(streams: Streams, task_id: str, *, whole: bool = False) -> Tree:
     tree = [*reversed(owners), *subtree]
     runs = streams.runs(tree)
     wanted = [sid for tid in tree for sid in streams_of(tid, runs.get(tid, []))]
-    records = streams.read(wanted)
+    # With the restart limit's own stream (an event a change, not counted as the tree's):
+    # parked is measured against the limit recorded by each position, as live did.
+    records = streams.read([*wanted, RESTART_LIMIT_STREAM])
     members = set(tree)
     awaited: list[str] = []
     passes: list[str] = []
