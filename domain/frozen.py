@@ -100,12 +100,16 @@ def frozen(value: Any) -> Any:
     """A JSON value made read-only all the way down: each ``dict`` a
     :class:`FrozenDict`, each ``list`` a :class:`FrozenList` (scalars as they are; a
     value frozen already is returned as it is)."""
-    kind = type(value)
+    kind = value.__class__
+    # A fold freezes each memo it folds: scalars, most of a value, skip the call.
     if kind is dict:
-        return FrozenDict({k: frozen(v) for k, v in value.items()})
+        return FrozenDict({k: frozen(v) if v.__class__ in _NESTED else v for k, v in value.items()})
     if kind is list:
-        return FrozenList([frozen(v) for v in value])
+        return FrozenList([frozen(v) if v.__class__ in _NESTED else v for v in value])
     return value
+
+
+_NESTED = frozenset({dict, list})
 
 
 def thawed(value: Any) -> Any:
