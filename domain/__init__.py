@@ -23,6 +23,7 @@ from .errors import (
     UnknownEventTopic,
     UnknownTask,
 )
+from .frozen import FrozenDict, FrozenList
 from .runs.admission import AdmissionRefused
 from .runs.executor import CancelResult, Executor, JobSnapshot, SubmitRequest
 from .runs.gate import DispatchGate, OpenGate, SwitchedGate
@@ -76,6 +77,8 @@ __all__ = [
     "DispatchReport",
     "Draft",
     "Executor",
+    "FrozenDict",
+    "FrozenList",
     "HeartbeatReport",
     "InMemoryExecutor",
     "InvalidArgument",

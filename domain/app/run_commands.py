@@ -158,8 +158,10 @@ class RunCommands(RunSubmits, RunTicks):
 
     @property
     def ledger(self) -> Ledger:
-        """The run ledger folded from the store (runs, per-day counters, live runs)."""
-        return ledger_of(self.world)
+        """The run ledger folded from the store (runs, per-day counters, live runs): a
+        copy, the caller's to change (the world keeps its own current in place, and a
+        change to it would be one no event made). The runs it holds are frozen."""
+        return ledger_of(self.world).copy()
 
     def run(self, run_id: str) -> RunState:
         """The current state of one run (its id is ``task|day|attempt``)."""
@@ -176,7 +178,7 @@ class RunCommands(RunSubmits, RunTicks):
         self.task(task_id)
         return [
             run
-            for run in self.ledger.runs.values()
+            for run in ledger_of(self.world).runs.values()
             if run.task_id == task_id and (day is None or run.day == day)
         ]
 
@@ -187,7 +189,7 @@ class RunCommands(RunSubmits, RunTicks):
         if where is not None and not isinstance(where, Mapping):
             raise InvalidArgument(f"where must be a mapping of payload keys, not {where!r}")
         self.refresh()
-        return self.ledger.live_reservations(where)
+        return ledger_of(self.world).live_reservations(where)
 
     def run_history(self, run_id: str) -> list[TaskEvent]:
         """Every event of one run, oldest first, as stored."""

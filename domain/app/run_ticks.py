@@ -19,6 +19,7 @@ from ..errors import ConflictError
 from ..runs.admission import AdmissionRefused, dispatch_blocked, due_tasks
 from ..runs.events import Trigger
 from ..runs.executor import Executor
+from ..runs.ledger import ledger_of
 from ..runs.reconcile import (
     reconcile_dispatching,
     reconcile_running,
@@ -30,7 +31,6 @@ from ..world import Draft, World
 from .executor_calls import cancel, quietly
 
 if TYPE_CHECKING:
-    from ..runs.ledger import Ledger
     from ..runs.settings import RunSettings
     from ..tasks.context import Context
     from .run_commands import RunRuntime
@@ -98,8 +98,6 @@ class RunTicks:
             self, *, reconcile: bool = False, before_drain: Callable[[], None] | None = None
         ) -> Callable[[], None]: ...
         def run(self, run_id: str) -> RunState: ...
-        @property
-        def ledger(self) -> Ledger: ...
         @property
         def run_settings(self) -> RunSettings: ...
 
@@ -211,7 +209,7 @@ class RunTicks:
     def _reconcile(self, report: ReconcileReport) -> None:
         runtime = self._runs_runtime()
         settings = self.run_settings
-        live = list(self.ledger.live)
+        live = list(ledger_of(self.world).live)  # the world's own: no copy (see ledger)
         start = runtime.reconcile_cursor % len(live) if live else 0
         ordered = live[start:] + live[:start]
         wall = settings.reconcile_wall_s

@@ -11,9 +11,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import orjson
-
 from ..errors import InvalidArgument, LeaseLost, Refused, RuleViolation
+from ..frozen import thawed
 from ..tasks import decide
 from ..tasks.definitions import Registry, TaskDefinition, definition_fit
 from ..tasks.events import Mode, OutcomeStatus, Policy
@@ -149,10 +148,8 @@ class TaskCommands:
         if value is _MISSING:
             if not isinstance(name, str):
                 raise InvalidArgument(f"a memo name is a string, not {name!r}", task_id=task_id)
-            kept = self.task(task_id).memos.get(name)
-            # A copy: a phase that changes what it read must not change the live state,
-            # which would then differ from the log (and from the phase run after a restart).
-            return kept if kept is None or isinstance(kept, str | int | float) else _copy(kept)
+            # A plain copy of the read-only value (..frozen), the phase's to change.
+            return thawed(self.task(task_id).memos.get(name))
         self._invocation_decision(task_id, decide.memo, name, value)
         return value
 
@@ -309,11 +306,6 @@ def _task_id(task_id: object) -> str:
     if not isinstance(task_id, str) or not task_id:
         raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
     return task_id
-
-
-def _copy(value: Any) -> Any:
-    """A JSON value's own copy (memos hold JSON only)."""
-    return orjson.loads(orjson.dumps(value))
 
 
 def _message(error: BaseException) -> str:

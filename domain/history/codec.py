@@ -1,7 +1,8 @@
 """A world to bytes and back: the body of a snapshot.
 
-A world holds frozen dataclasses (task, turn, run states...), tuples, sets and
-dicts keyed by tuples, none of which JSON keeps apart. Each value is written as
+A world holds frozen dataclasses (task, turn, run states...), tuples, sets,
+dicts keyed by tuples and the read-only dicts and lists of states
+(:mod:`..frozen`), none of which JSON keeps apart. Each value is written as
 JSON with a one-letter tag where JSON would lose its type, and read back
 through an allowlist of tasktrail's own state classes: a snapshot names no
 code to run, and one that names a class tasktrail does not know is refused as
@@ -16,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from ..frozen import FrozenDict, FrozenList
 from ..world import World
 
 
@@ -66,8 +68,11 @@ class _Encoder:
             return [self(v) for v in value]
         if kind is tuple:
             return {"t": [self(v) for v in value]}
-        if kind is dict:
-            return {"d": [[self(k), self(v)] for k, v in value.items()]}
+        if kind is dict or kind is FrozenDict:
+            tag = "d" if kind is dict else "m"
+            return {tag: [[self(k), self(v)] for k, v in value.items()]}
+        if kind is FrozenList:
+            return {"l": [self(v) for v in value]}
         if kind is set or kind is frozenset:
             return {"s" if kind is set else "f": sorted((self(v) for v in value), key=repr)}
         if dataclasses.is_dataclass(value):
@@ -129,6 +134,10 @@ class _Decoder:
             return tuple(self(v) for v in value["t"])
         if "d" in value:
             return {self(k): self(v) for k, v in value["d"]}
+        if "m" in value:  # read back read-only, as the fold made it
+            return FrozenDict({self(k): self(v) for k, v in value["m"]})
+        if "l" in value:
+            return FrozenList([self(v) for v in value["l"]])
         if "s" in value:
             return {self(v) for v in value["s"]}
         if "f" in value:

@@ -43,7 +43,8 @@ class SubmitRequest:
     tz: str
     generation: int = GENERATION
     payload: Any = None
-    """The host's per-run data recorded on the run (opaque JSON)."""
+    """The host's per-run data recorded on the run (opaque JSON; read-only, as the run's
+    :attr:`~.state.RunState.payload` is)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,21 @@ class Ledger:
             )
         ]
 
+    def copy(self) -> Ledger:
+        """A copy to change apart from this ledger, counters and lists included (the
+        runs are frozen states, shared)."""
+        return Ledger(
+            runs=dict(self.runs),
+            by_task_day={key: list(ids) for key, ids in self.by_task_day.items()},
+            per_day={
+                day: DayCounts(c.runs, c.manual, c.scheduled, dict(c.ended))
+                for day, c in self.per_day.items()
+            },
+            live=dict(self.live),
+            schedules=dict(self.schedules),
+            markers=dict(self.markers),
+        )
+
     def rows(self) -> list[dict[str, Any]]:
         """Every run as plain data, ledger order."""
         return [run.to_dict() for run in self.runs.values()]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from ..frozen import frozen, thawed
 from ..tasks.copies import copier, maker
 from ..tasks.evolve import InvalidTransition, evolves_stream
 from .events import (
@@ -74,7 +75,9 @@ class RunState:
     events: int = 0
     """How many events made this state: the stream version."""
     payload: Any = None
-    """The host's per-run data (opaque JSON), handed to the executor with each submit."""
+    """The host's per-run data (opaque JSON), handed to the executor with each submit;
+    read-only all the way down (:func:`~..frozen.frozen`: its dicts and lists refuse
+    every change), as every container of a state is. :meth:`to_dict` gives a plain copy."""
     catch_up: bool = False
     """A scheduled run fired after its scheduled time (a catch-up)."""
 
@@ -105,7 +108,7 @@ class RunState:
             "job_id": self.job_id,
             "last_known_status": self.last_known_status,
             "completed_at": self.completed_at,
-            "payload": self.payload,
+            "payload": thawed(self.payload),
             "catch_up": True if self.catch_up else None,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
@@ -157,7 +160,7 @@ def evolve_run(state: RunState | None, event: RunEvent) -> RunState:
             scheduled_for=event.scheduled_for,
             updated_at=event.at,
             events=1,
-            payload=event.payload,
+            payload=frozen(event.payload),
             catch_up=event.catch_up,
         )
     return _apply(_require(state, event, *LIVE_RUN_STATUSES), event)

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..frozen import EMPTY, FrozenDict, frozen
 from .copies import copier, maker
 from .events import (
     OUTCOME_STATUSES,
@@ -137,10 +138,11 @@ def evolve(state: TaskState | None, event: TaskEvent) -> TaskState:
     return _replace(next_state, updated_at=event.at, events=state.events + 1)
 
 
-# A big log holds a state per task: values many states share are kept once
-# (states are frozen and their dicts are never changed in place, only replaced).
-_NO_MEMOS: dict[str, Any] = {}
-_NO_ROLES: dict[str, Any] = {}
+# A big log holds a state per task: values many states share are kept once. They, and
+# every container a state holds, are read-only (..frozen): a caller that changed one in
+# place would change every task sharing it, and a state no event made.
+_NO_MEMOS: FrozenDict[str, Any] = EMPTY
+_NO_ROLES: FrozenDict[str, Any] = EMPTY
 _PLAIN_OUTCOMES = {status: Outcome(status) for status in OUTCOME_STATUSES}
 
 
@@ -156,7 +158,7 @@ def _submitted(event: TaskSubmitted) -> TaskState:
         owner_id=event.owner_id,
         conversation_id=event.conversation_id,
         project_ids=event.project_ids,
-        trace=event.trace,
+        trace=FrozenDict(event.trace) if event.trace is not None else None,
         abandon_on_restart=event.abandon_on_restart,
         submitted_at=event.at,
         updated_at=event.at,
@@ -203,7 +205,8 @@ def _checkpoint(state: TaskState, event: CheckpointCommitted) -> TaskState:
 @evolves(MemoRecorded)
 def _memo(state: TaskState, event: MemoRecorded) -> TaskState:
     _require(state, event, "running")
-    return step(state, event, memos={**state.memos, event.name: event.value})
+    # The value read-only too: a phase that changed what it read would change the state.
+    return step(state, event, memos=FrozenDict({**state.memos, event.name: frozen(event.value)}))
 
 
 @evolves(WaitStarted)
@@ -242,7 +245,7 @@ def _outcome(event: OutcomeHeld | TaskEnded) -> Outcome:
         plain = _PLAIN_OUTCOMES.get(event.status)
         if plain is not None:
             return plain
-    return Outcome(event.status, event.message, event.detail, event.reason)
+    return Outcome(event.status, event.message, frozen(event.detail), event.reason)
 
 
 @evolves(OutcomeHeld)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..frozen import EMPTY, thawed
 from ..turns.state import RoleState
 from .events import Mode, OutcomeStatus, Policy
 
@@ -24,7 +26,8 @@ class Checkpoint:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """How a task ended (or will end, while ``completing``)."""
+    """How a task ended (or will end, while ``completing``). A ``detail`` the fold
+    made is read-only (:func:`~..frozen.frozen`); :meth:`to_dict` gives a plain copy."""
 
     status: OutcomeStatus
     message: str | None = None
@@ -35,7 +38,7 @@ class Outcome:
         """The outcome as plain data, leaving out what is unset."""
         out: dict[str, Any] = {"status": self.status}
         if self.message is not None or self.detail is not None:
-            out["error"] = {"message": self.message, "detail": self.detail}
+            out["error"] = {"message": self.message, "detail": thawed(self.detail)}
         if self.reason is not None:
             out["reason"] = self.reason
         return out
@@ -47,6 +50,13 @@ class TaskState:
 
     ``version`` counts the task's events; it is the aggregate version the
     next event must follow (optimistic concurrency).
+
+    The fold hands out no container to change: ``memos``, ``roles`` and ``trace`` are
+    read-only mappings (:class:`~..frozen.FrozenDict`, a ``dict`` that refuses every
+    change with :class:`TypeError`) and each memo value is read-only all the way down
+    (its lists :class:`~..frozen.FrozenList`); a change to a state is an event, or it
+    would not be in the log, a replay or another process. :meth:`to_dict` and
+    ``Scheduler.memo`` give plain copies, to change freely.
     """
 
     id: str
@@ -63,17 +73,17 @@ class TaskState:
     policy: Policy | None = None
     until: float | None = None
     outcome: Outcome | None = None
-    memos: dict[str, Any] = field(default_factory=dict)
+    memos: Mapping[str, Any] = EMPTY
     restarts: int = 0
     abort_requested: bool = False
     abort_reason: str | None = None
-    trace: dict[str, str] | None = None
+    trace: Mapping[str, str] | None = None
     abandon_on_restart: bool = False
     submitted_at: float = 0
     updated_at: float = 0
     events: int = 0
     """How many events made this state: the aggregate version."""
-    roles: dict[str, RoleState] = field(default_factory=dict)
+    roles: Mapping[str, RoleState] = EMPTY
     """The task's roles (``leader`` and named others) and their Turns (SPEC.md section 2)."""
     worker: str | None = None
     """The worker holding the task while it is ``running`` (SPEC section 8), else ``None``."""
@@ -132,7 +142,7 @@ class TaskState:
         if self.outcome is not None:
             out["outcome"] = self.outcome.to_dict()
         if self.memos:
-            out["memos"] = dict(self.memos)
+            out["memos"] = thawed(self.memos)
         if self.restarts:
             out["restarts"] = self.restarts
         if self.abort_requested:

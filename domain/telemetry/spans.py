@@ -19,7 +19,7 @@ clock or touches OpenTelemetry's providers.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
@@ -142,7 +142,7 @@ def span_id_for(task: TaskState, version: int) -> int:
     return _hash_id(64, "tasktrail.phase", task.id, str(to_ns(task.submitted_at)), str(version))
 
 
-def carrier_context(carrier: dict[str, str] | None) -> SpanContext | None:
+def carrier_context(carrier: Mapping[str, str] | None) -> SpanContext | None:
     """The span a W3C ``traceparent`` carrier names, or ``None`` if it names none."""
     if not carrier:
         return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..frozen import FrozenDict
 from ..tasks.copies import copier, maker
 from ..tasks.evolve import InvalidTransition, evolves_stream
 from .events import (
@@ -51,4 +52,5 @@ def fold_cleanup(state: CleanupState | None, event: Any) -> CleanupState:
         )
     else:
         obligation = _copy_obligation(obligation, settled_at=event.at)
-    return _new_cleanup(current.task_id, {**current.obligations, event.role: obligation})
+    obligations = FrozenDict({**current.obligations, event.role: obligation})  # read-only
+    return _new_cleanup(current.task_id, obligations)

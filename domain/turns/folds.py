@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from ..frozen import FrozenDict
 from ..tasks.copies import copier, maker
 from ..tasks.events import TaskEvent
 from ..tasks.evolve import InvalidTransition, evolves, evolves_stream
@@ -82,7 +83,8 @@ def _role(state: TaskState, event: TurnEvent) -> RoleState:
 
 
 def _with_role(state: TaskState, role: RoleState, event: TurnEvent) -> TaskState:
-    return _with_roles(state, event, roles={**state.roles, role.name: role})  # stamped: one copy
+    # Read-only (..frozen), as every container a state holds; stamped: one copy.
+    return _with_roles(state, event, roles=FrozenDict({**state.roles, role.name: role}))
 
 
 def _active(state: TaskState, event: TurnEvent) -> tuple[RoleState, TurnState]:
@@ -293,11 +295,12 @@ def _pass(state: PassState | None, event: Any) -> PassState:
     if state is None or state.finished_at is not None:
         raise InvalidTransition(f"pass {event.pass_id}: {type(event).__name__} outside the pass")
     if isinstance(event, PassTaskBlocked):
-        return _copy_pass(state, blocked={**state.blocked, event.task_id: event.error})
+        return _copy_pass(state, blocked=FrozenDict({**state.blocked, event.task_id: event.error}))
     if isinstance(event, PassTaskDeferred):
-        return _copy_pass(state, deferred={**state.deferred, event.task_id: event.project_ids})
+        deferred = FrozenDict({**state.deferred, event.task_id: event.project_ids})
+        return _copy_pass(state, deferred=deferred)
     if isinstance(event, PassTaskFailed):
-        return _copy_pass(state, failed={**state.failed, event.task_id: event.error})
+        return _copy_pass(state, failed=FrozenDict({**state.failed, event.task_id: event.error}))
     return _copy_pass(state, done=event.done, finished_at=event.at)
 
 

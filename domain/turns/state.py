@@ -8,8 +8,11 @@ must import nothing of ``tasks``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
+
+from ..frozen import EMPTY
 
 # ─── vocabulary ─────────────────────────────────────────────────────────────
 
@@ -199,10 +202,11 @@ class Obligation:
 
 @dataclass(frozen=True, slots=True)
 class CleanupState:
-    """The runtime-cleanup obligations of a task's roles, by role."""
+    """The runtime-cleanup obligations of a task's roles, by role (a read-only mapping:
+    see :class:`~..frozen.FrozenDict`)."""
 
     task_id: str
-    obligations: dict[str, Obligation] = field(default_factory=dict)
+    obligations: Mapping[str, Obligation] = EMPTY
 
     def open_roles(self) -> list[str]:
         """Roles whose runtime still waits for cleanup, in the order they were required."""
@@ -214,7 +218,8 @@ class CleanupState:
 
 @dataclass(frozen=True, slots=True)
 class PassState:
-    """One controller pass, as its events recorded it."""
+    """One controller pass, as its events recorded it (``blocked``, ``deferred`` and
+    ``failed`` are read-only mappings: see :class:`~..frozen.FrozenDict`)."""
 
     pass_id: str
     scope: str
@@ -223,9 +228,9 @@ class PassState:
     concurrency: int
     started_at: float
     retried: tuple[str, ...] = ()
-    blocked: dict[str, str] = field(default_factory=dict)
-    deferred: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    failed: dict[str, str] = field(default_factory=dict)
+    blocked: Mapping[str, str] = EMPTY
+    deferred: Mapping[str, tuple[str, ...]] = EMPTY
+    failed: Mapping[str, str] = EMPTY
     done: tuple[str, ...] = ()
     finished_at: float | None = None
 
