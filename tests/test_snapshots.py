@@ -195,6 +195,27 @@ def test_snapshots_are_taken_every_n_events_and_at_close(
 
 
 @kinds
+def test_a_writer_that_decides_in_batches_takes_its_snapshots_too(
+    kind: str, clock: ManualClock, registry: Registry
+) -> None:
+    """Inside a batch no snapshot is due (its events are not stored yet): one is taken
+    when the batch is appended, so a writer that only ever decides in batches (bulk
+    submission) does not leave an open, or ``replay --until``, all it wrote to fold."""
+    with fresh(kind) as location:
+        s = Scheduler.open(location, clock=clock, registry=registry, snapshot_every=10)
+        for _ in range(5):
+            with s.batch():
+                for _ in range(8):
+                    s.submit("job", phase="a")
+        taken = SnapshotTable(s.store).positions()
+        head = s.store.head()
+        s.store.close()  # no close snapshot: what the batches took alone
+        assert len(taken) >= 2 and head - taken[-1] < 10, (taken, head)
+        with open_store(location, read_only=True) as store:
+            assert verify(store).ok
+
+
+@kinds
 def test_a_corrupt_snapshot_is_reported_and_ignored(
     kind: str, clock: ManualClock, registry: Registry, caplog: pytest.LogCaptureFixture
 ) -> None:

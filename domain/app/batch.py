@@ -98,6 +98,7 @@ class BatchCommands:
 
         def _is_running(self, task_id: str) -> bool: ...
         def _restore(self, in_place: bool = False) -> None: ...
+        def _snapshot_due(self) -> None: ...
 
     @contextmanager
     def batch(self) -> Iterator[Batch]:
@@ -127,6 +128,10 @@ class BatchCommands:
             batch.depth -= 1
             if batch.depth == 0:
                 self._flush_batch()
+                # A writer that decides in batches only takes its periodic snapshot here
+                # (inside a batch none is due): else an open, and replay --until, would
+                # fold all it wrote since its last close.
+                self._snapshot_due()
 
     def _flush_batch(self) -> None:
         """Append the open batch's events in one transaction (a no-op without a batch)."""
