@@ -14,7 +14,14 @@ import pytest
 from conftest import crash
 from fixtures.make_first_release import STORE
 
-from tasktrail.domain import InvalidArgument, ManualClock, Registry, RuleViolation, Scheduler
+from tasktrail.domain import (
+    ConflictError,
+    InvalidArgument,
+    ManualClock,
+    Registry,
+    RuleViolation,
+    Scheduler,
+)
 from tasktrail.domain.tasks.restart_limit import RestartLimitChanged
 from tasktrail.projections import Projector, ReadModel
 from tasktrail.replay import explain, replay
@@ -221,3 +228,68 @@ def test_a_recorded_limit_a_tasktrail_would_not_record_is_a_corrupt_event() -> N
     world.apply_stored(1, RestartLimitChanged(task_id="", at=0, limit=4), 1)
     with pytest.raises(CorruptEvent, match="position 2"):
         world.apply_stored(2, RestartLimitChanged(task_id="", at=0, limit=0), 2)
+
+
+def stale(s: Scheduler, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``s`` decides without folding what others append: the window between a
+    decision's refresh and its append, which no turn closes on PostgreSQL."""
+    monkeypatch.setattr(s, "refresh", lambda: 0)
+
+
+def test_a_reservation_on_a_limit_another_writer_lowered_meanwhile_is_refused(
+    store_url: str, clock: ManualClock, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w, task = crashed_twice(store_url, clock, registry)
+    other = opened(store_url, clock, registry, "other")
+    try:
+        assert other.restart_limit == 3
+        stale(other, monkeypatch)
+        w.configure_restarts(2)  # parks the task
+        with pytest.raises(ConflictError):
+            other.reserve(task)  # decided with 3: it would run a parked task
+        monkeypatch.undo()
+        with pytest.raises(RuleViolation) as refused:
+            other.reserve(task)
+        assert refused.value.rule == 9 and other.task(task).status == "pending"
+    finally:
+        other.close()
+        w.close()
+
+
+def test_a_retry_on_a_limit_another_writer_raised_meanwhile_is_refused(
+    store_url: str, clock: ManualClock, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w, task = crashed_twice(store_url, clock, registry, restart_limit=2)
+    other = opened(store_url, clock, registry, "other")
+    try:
+        stale(other, monkeypatch)
+        w.configure_restarts(5)  # unparks the task: a retry has nothing to clear
+        with pytest.raises(ConflictError):
+            other.retry(task)
+        monkeypatch.undo()
+        assert other.retry(task) is False and other.task(task).restarts == 2
+    finally:
+        other.close()
+        w.close()
+
+
+def test_rule_12_on_a_limit_another_writer_raised_meanwhile_is_refused(
+    store_url: str, clock: ManualClock, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w, task = crashed_twice(store_url, clock, registry, restart_limit=5)
+    w.abort(task)
+    w.reserve(task)
+    crash(w)
+    w = opened(store_url, clock, registry, "w", restart_limit=1)
+    other = opened(store_url, clock, registry, "other")
+    try:
+        assert other.task(task).restarts == 1 and other.restart_limit == 1
+        stale(other, monkeypatch)
+        w.configure_restarts(5)  # the handler may run again
+        with pytest.raises(ConflictError):
+            other.reserve(task)  # decided with 1: it would end the task faulted
+        monkeypatch.undo()
+        assert other.reserve(task) == "abort" and other.task(task).outcome is None
+    finally:
+        other.close()
+        w.close()
