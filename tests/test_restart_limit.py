@@ -230,10 +230,23 @@ def test_a_recorded_limit_a_tasktrail_would_not_record_is_a_corrupt_event() -> N
         world.apply_stored(2, RestartLimitChanged(task_id="", at=0, limit=0), 2)
 
 
-def stale(s: Scheduler, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``s`` decides without folding what others append: the window between a
-    decision's refresh and its append, which no turn closes on PostgreSQL."""
-    monkeypatch.setattr(s, "refresh", lambda: 0)
+def refused_on_a_stale_limit(
+    w: Scheduler,
+    other: Scheduler,
+    limit: int,
+    command: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``other`` runs ``command`` on the limit it folded while ``w`` records ``limit`` (the
+    window between a decision's refresh and its append, which no turn closes on
+    PostgreSQL): refused, nothing appended; then ``other`` folds again as usual."""
+    monkeypatch.setattr(other, "refresh", lambda: 0)
+    w.configure_restarts(limit)
+    head = w.store.head()
+    with pytest.raises(ConflictError):
+        command()
+    assert w.store.head() == head
+    monkeypatch.undo()
 
 
 def test_a_reservation_on_a_limit_another_writer_lowered_meanwhile_is_refused(
@@ -243,11 +256,8 @@ def test_a_reservation_on_a_limit_another_writer_lowered_meanwhile_is_refused(
     other = opened(store_url, clock, registry, "other")
     try:
         assert other.restart_limit == 3
-        stale(other, monkeypatch)
-        w.configure_restarts(2)  # parks the task
-        with pytest.raises(ConflictError):
-            other.reserve(task)  # decided with 3: it would run a parked task
-        monkeypatch.undo()
+        # Lowered to 2, the task is parked: decided with 3, it would run.
+        refused_on_a_stale_limit(w, other, 2, lambda: other.reserve(task), monkeypatch)
         with pytest.raises(RuleViolation) as refused:
             other.reserve(task)
         assert refused.value.rule == 9 and other.task(task).status == "pending"
@@ -262,11 +272,8 @@ def test_a_retry_on_a_limit_another_writer_raised_meanwhile_is_refused(
     w, task = crashed_twice(store_url, clock, registry, restart_limit=2)
     other = opened(store_url, clock, registry, "other")
     try:
-        stale(other, monkeypatch)
-        w.configure_restarts(5)  # unparks the task: a retry has nothing to clear
-        with pytest.raises(ConflictError):
-            other.retry(task)
-        monkeypatch.undo()
+        # Raised to 5, the task is not parked: a retry has nothing to clear.
+        refused_on_a_stale_limit(w, other, 5, lambda: other.retry(task), monkeypatch)
         assert other.retry(task) is False and other.task(task).restarts == 2
     finally:
         other.close()
@@ -284,11 +291,8 @@ def test_rule_12_on_a_limit_another_writer_raised_meanwhile_is_refused(
     other = opened(store_url, clock, registry, "other")
     try:
         assert other.task(task).restarts == 1 and other.restart_limit == 1
-        stale(other, monkeypatch)
-        w.configure_restarts(5)  # the handler may run again
-        with pytest.raises(ConflictError):
-            other.reserve(task)  # decided with 1: it would end the task faulted
-        monkeypatch.undo()
+        # Raised to 5, the handler may run again: decided with 1, it would end faulted.
+        refused_on_a_stale_limit(w, other, 5, lambda: other.reserve(task), monkeypatch)
         assert other.reserve(task) == "abort" and other.task(task).outcome is None
     finally:
         other.close()
