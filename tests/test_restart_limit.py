@@ -297,3 +297,21 @@ def test_rule_12_on_a_limit_another_writer_raised_meanwhile_is_refused(
     finally:
         other.close()
         w.close()
+
+
+def test_explain_does_not_call_an_abandoned_task_parked(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = opened(sqlite_url, clock, registry, "w", restart_limit=1)
+    task = s.submit("job", abandon_on_restart=True)
+    s.reserve(task)
+    crash(s)
+    s = opened(sqlite_url, clock, registry, "w")
+    try:
+        # Recovered at the limit (restarts 1), but abandoned (abort-marked): not parked.
+        assert s.parked == [] and s.task(task).abort_requested
+    finally:
+        s.close()
+    steps = explain(sqlite_url, task)
+    assert [step for step in steps if step.why.endswith("parked")] == []
+    assert replay(sqlite_url).parked == []
