@@ -292,6 +292,13 @@ class Draft:
             return self.changed_streams[stream_id]
         return self.world.stream(stream_id)
 
+    def guard_stream(self, stream_id: str) -> None:
+        """Note that this decision went by a non-task stream it does not write (the
+        restart limit): the store refuses it if another writer appended to that stream
+        since the world folded it, as for a task it read (:meth:`guards`)."""
+        if stream_id not in self.changed_streams:
+            self.read[stream_id] = self.world.held_version(stream_id, task_stream=False)
+
     def emit_stream(self, event: TaskEvent) -> Any:
         """Add an event of a non-task stream; returns that stream's state after it."""
         stream_id = event.stream_id()

@@ -63,7 +63,11 @@ def explain(source: SchedulerState | str | os.PathLike[str] | Store, task_id: st
             limit = _detail(row).get("limit", limit)  # in force from here on
             continue
         step = _step(row)
+        # An abort mark (or abandon_on_restart, marked by the same recovery) is never
+        # parked: rule 12 decides it, as recovery's own parked list says.
         marked = marked or row["event_type"] == "AbortMarked"
+        if row["event_type"] == "TaskSubmitted" and _detail(row).get("abandon_on_restart"):
+            marked = True
         restarts = _detail(row).get("restarts") if row["event_type"] == "TaskRecovered" else None
         if isinstance(restarts, int) and not marked and restarts >= limit:
             # 9. Parked by the limit the log recorded by then, as the scheduler was.

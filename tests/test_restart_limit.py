@@ -14,7 +14,14 @@ import pytest
 from conftest import crash
 from fixtures.make_first_release import STORE
 
-from tasktrail.domain import InvalidArgument, ManualClock, Registry, RuleViolation, Scheduler
+from tasktrail.domain import (
+    ConflictError,
+    InvalidArgument,
+    ManualClock,
+    Registry,
+    RuleViolation,
+    Scheduler,
+)
 from tasktrail.domain.tasks.restart_limit import RestartLimitChanged
 from tasktrail.projections import Projector, ReadModel
 from tasktrail.replay import explain, replay
@@ -221,3 +228,90 @@ def test_a_recorded_limit_a_tasktrail_would_not_record_is_a_corrupt_event() -> N
     world.apply_stored(1, RestartLimitChanged(task_id="", at=0, limit=4), 1)
     with pytest.raises(CorruptEvent, match="position 2"):
         world.apply_stored(2, RestartLimitChanged(task_id="", at=0, limit=0), 2)
+
+
+def refused_on_a_stale_limit(
+    w: Scheduler,
+    other: Scheduler,
+    limit: int,
+    command: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``other`` runs ``command`` on the limit it folded while ``w`` records ``limit`` (the
+    window between a decision's refresh and its append, which no turn closes on
+    PostgreSQL): refused, nothing appended; then ``other`` folds again as usual."""
+    monkeypatch.setattr(other, "refresh", lambda: 0)
+    w.configure_restarts(limit)
+    head = w.store.head()
+    with pytest.raises(ConflictError):
+        command()
+    assert w.store.head() == head
+    monkeypatch.undo()
+
+
+def test_a_reservation_on_a_limit_another_writer_lowered_meanwhile_is_refused(
+    store_url: str, clock: ManualClock, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w, task = crashed_twice(store_url, clock, registry)
+    other = opened(store_url, clock, registry, "other")
+    try:
+        assert other.restart_limit == 3
+        # Lowered to 2, the task is parked: decided with 3, it would run.
+        refused_on_a_stale_limit(w, other, 2, lambda: other.reserve(task), monkeypatch)
+        with pytest.raises(RuleViolation) as refused:
+            other.reserve(task)
+        assert refused.value.rule == 9 and other.task(task).status == "pending"
+    finally:
+        other.close()
+        w.close()
+
+
+def test_a_retry_on_a_limit_another_writer_raised_meanwhile_is_refused(
+    store_url: str, clock: ManualClock, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w, task = crashed_twice(store_url, clock, registry, restart_limit=2)
+    other = opened(store_url, clock, registry, "other")
+    try:
+        # Raised to 5, the task is not parked: a retry has nothing to clear.
+        refused_on_a_stale_limit(w, other, 5, lambda: other.retry(task), monkeypatch)
+        assert other.retry(task) is False and other.task(task).restarts == 2
+    finally:
+        other.close()
+        w.close()
+
+
+def test_rule_12_on_a_limit_another_writer_raised_meanwhile_is_refused(
+    store_url: str, clock: ManualClock, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w, task = crashed_twice(store_url, clock, registry, restart_limit=5)
+    w.abort(task)
+    w.reserve(task)
+    crash(w)
+    w = opened(store_url, clock, registry, "w", restart_limit=1)
+    other = opened(store_url, clock, registry, "other")
+    try:
+        assert other.task(task).restarts == 1 and other.restart_limit == 1
+        # Raised to 5, the handler may run again: decided with 1, it would end faulted.
+        refused_on_a_stale_limit(w, other, 5, lambda: other.reserve(task), monkeypatch)
+        assert other.reserve(task) == "abort" and other.task(task).outcome is None
+    finally:
+        other.close()
+        w.close()
+
+
+def test_explain_does_not_call_an_abandoned_task_parked(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = opened(sqlite_url, clock, registry, "w", restart_limit=1)
+    task = s.submit("job", abandon_on_restart=True)
+    s.reserve(task)
+    crash(s)
+    s = opened(sqlite_url, clock, registry, "w")
+    try:
+        # Recovered at the limit (restarts 1), but abandoned (abort-marked): not parked.
+        assert s.parked == [] and s.task(task).abort_requested
+    finally:
+        s.close()
+    steps = explain(sqlite_url, task)
+    assert [step for step in steps if step.why.endswith("parked")] == []
+    assert replay(sqlite_url).parked == []

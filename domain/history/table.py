@@ -142,8 +142,9 @@ class SnapshotTable:
 
     def _thin(self, cursor: Any, position: int, spacing: int) -> list[int]:
         """Drop the newest snapshot of this format below ``position`` when the one
-        before it (or position 0) is within ``spacing`` of ``position``: two indexed
-        rows read, whatever the table holds."""
+        before it is within ``spacing`` of ``position`` (with no snapshot before it,
+        none is dropped: the newest two stay): two indexed rows read, whatever the
+        table holds."""
         m = self._mark
         cursor.execute(
             f"SELECT position FROM {self._table} WHERE format = {m} AND position < {m} "

@@ -19,6 +19,7 @@ from .context import Context
 from .events import TaskEvent, register_event
 from .evolve import InvalidTransition, evolves_stream
 from .guards import not_closing
+from .state import TaskState
 
 DEFAULT_RESTART_LIMIT = 3
 """The limit in force in a log that never recorded one (pi-durable's)."""
@@ -66,6 +67,17 @@ def restart_limit_of(source: World | Draft) -> int:
     else:
         state = source.streams.get(RESTART_LIMIT_STREAM)
     return state if isinstance(state, int) else DEFAULT_RESTART_LIMIT
+
+
+def limit_deciding(draft: Draft, ctx: Context, task: TaskState) -> int:
+    """``ctx.restart_limit``, for a decision whose events it decides about ``task``
+    (rule 9's reservation or retry, rule 12's cut-off handler): the decision is guarded
+    on the limit's stream, so a writer that decided on a limit another had changed
+    meanwhile is refused (on PostgreSQL no turn orders the writers). A task never cut
+    off is not parked under any limit: no guard."""
+    if task.restarts:
+        draft.guard_stream(RESTART_LIMIT_STREAM)
+    return ctx.restart_limit
 
 
 def change_restart_limit(draft: Draft, ctx: Context, limit: int) -> int:

@@ -20,6 +20,7 @@ from .definitions import parked
 from .ending import cascade, release_owner
 from .events import AbortMarked, RestartsCleared, TaskRecovered, TaskStopped
 from .guards import not_closing
+from .restart_limit import limit_deciding
 from .validation import require_task
 
 
@@ -111,7 +112,9 @@ def retry(draft: Draft, ctx: Context, task_id: str) -> bool:
     not_closing(ctx, task_id)
     task = require_task(draft, task_id)
     # 9. retry of a non-parked task does nothing.
-    if task.status in ("terminal", "completing", "running") or not parked(task, ctx.restart_limit):
+    if task.status in ("terminal", "completing", "running") or not parked(
+        task, limit_deciding(draft, ctx, task)
+    ):
         return False
     draft.emit(RestartsCleared(task_id=task_id, at=ctx.now))
     return True

@@ -23,6 +23,7 @@ from .definitions import Registry, definition_fit, parked
 from .ending import cancelling_ancestor, end
 from .events import AbortMarked, Mode, TaskMigrated, TaskReserved, TaskSubmitted
 from .guards import held_elsewhere, not_closing
+from .restart_limit import limit_deciding
 from .state import Outcome, TaskState
 from .validation import phase_name, require_task
 from .waits import wait_satisfied
@@ -155,7 +156,7 @@ def reserve(
     if task.status == "sleeping" and task.until is not None and ctx.now < task.until:
         raise RuleViolation(8, f"sleeping until {task.until}, now {ctx.now}", task_id=task_id)
     # 9. Cut off restart_limit times without progress: parked until retry().
-    if parked(task, ctx.restart_limit):
+    if parked(task, limit_deciding(draft, ctx, task)):
         raise RuleViolation(
             9,
             f"parked after {task.restarts} restarts without progress (limit "
@@ -199,7 +200,7 @@ def _reserve_abort(
 ) -> Mode | None:
     # 12. An abort handler cut off restart_limit times ends faulted, at once: its owned
     #     work, marked already (rule 6), need not end first; the outcome is held (rule 5).
-    if task.restarts >= ctx.restart_limit:
+    if task.restarts >= limit_deciding(draft, ctx, task):
         end(
             draft,
             ctx,
