@@ -163,9 +163,9 @@ class SnapshotTable:
     def prune(self) -> list[int]:
         """Drop the snapshots of an earlier format below the newest of this format, as
         a write does, and return their positions (for a table an earlier release
-        filled). Every snapshot of this format is kept: ``replay --until P`` starts
-        from the nearest at or before ``P``. Never called by a read (``verify`` opens
-        read-only)."""
+        filled). It drops none of this format (each write keeps those at its spacing,
+        which ``replay --until P`` starts near). Never called by a read (``verify``
+        opens read-only)."""
         if not self._exists():
             return []
         self._ensure()  # the index an earlier release's table lacks
