@@ -225,8 +225,7 @@ class Scheduler(
     def task(self, task_id: str) -> TaskState:
         """The current state of one task (with what other writers appended folded in)."""
         _task_id(task_id)
-        if self._batch is None and not self._closed:
-            self.refresh()
+        self._catch_up()
         state = self.world.get(task_id)
         if state is None:
             raise UnknownTask(task_id)
@@ -272,8 +271,7 @@ class Scheduler(
         writers appended is folded in first, as for :meth:`task`.
         """
         with self._lock:  # the world may be folded from a heartbeat thread
-            if self._batch is None and not self._closed:
-                self.refresh()
+            self._catch_up()
             ctx = self._context()
             draft = Draft(self.world)
             active = bool(self._invocations)
@@ -288,6 +286,13 @@ class Scheduler(
                 elif state in ("ready", "running"):
                     active = True
         return {"active": active, "at": at}
+
+    def _catch_up(self) -> None:
+        """:meth:`refresh` for a read or a plan, which must see the log as it stands;
+        not inside a batch (other writers' events would fold under its unappended
+        ones) nor once closed."""
+        if self._batch is None and not self._closed:
+            self.refresh()
 
     def refresh(self) -> int:
         """Fold in events other writers appended since the last read; returns how many."""

@@ -36,8 +36,6 @@ class TaskCommands:
     if TYPE_CHECKING:
         worker: str
         world: World
-        _batch: Any
-        _closed: bool
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
@@ -45,7 +43,7 @@ class TaskCommands:
 
         def task(self, task_id: str) -> TaskState: ...
 
-        def refresh(self) -> int: ...
+        def _catch_up(self) -> None: ...
 
         def now(self) -> float: ...
 
@@ -218,8 +216,7 @@ class TaskCommands:
         :data:`~..tasks.restart_limit.DEFAULT_RESTART_LIMIT`. Setting it is
         :meth:`configure_restarts`."""
         with self._lock:
-            if self._batch is None and not self._closed:
-                self.refresh()
+            self._catch_up()
             return restart_limit_of(self.world)
 
     @restart_limit.setter

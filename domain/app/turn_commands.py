@@ -62,7 +62,6 @@ class TurnCommands(CleanupCommands):
     clock: Clock
     closing: bool
     _lock: Any  # the scheduler's RLock: decisions are serialized under it
-    _batch: Any  # the open batch (app/batch.py), if any
 
     if TYPE_CHECKING:
 
@@ -73,6 +72,8 @@ class TurnCommands(CleanupCommands):
         def task(self, task_id: str) -> TaskState: ...
 
         def refresh(self) -> int: ...
+
+        def _catch_up(self) -> None: ...
 
     # ─── settings ───────────────────────────────────────────────────────────
 

@@ -57,8 +57,7 @@ def run_pass(
     with host._lock:
         # The plan reads the log as it stands: work another writer created since this
         # process last folded is in this pass, not the next (start_pass folds too late).
-        if host._batch is None:
-            host.refresh()
+        host._catch_up()
         the_plan = plan(host.world, scope, host.clock())
         if runtime is not None and not host.cleanup_attempts.empty():
             # What this process remembers of obligations settled elsewhere (another
@@ -144,8 +143,7 @@ def run_cleanups(
     with host._lock:
         # Which are due is read from the log as it stands (yui reads each role's mailbox
         # from its store): one another writer settled is not the runtime's to do again.
-        if host._batch is None:
-            host.refresh()
+        host._catch_up()
         due = due_cleanups(host.world, host.cleanup_attempts, host.clock())
     settings = host.turn_settings
     attempts = host.cleanup_attempts

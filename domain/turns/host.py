@@ -59,10 +59,10 @@ class PassHost(Protocol):
         """Fold in what other writers appended since the last read; returns how many."""
         ...
 
-    @property
-    def _batch(self) -> object | None:
-        """The open batch, if any: a pass inside one plans on the world as it stands
-        (a refresh would fold other writers' events under the batch's own)."""
+    def _catch_up(self) -> None:
+        """:meth:`refresh` unless a batch is open (a pass inside one plans on the world
+        as it stands: other writers' events would fold under the batch's own) or the
+        scheduler is closed."""
         ...
 
     @property
