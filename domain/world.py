@@ -364,3 +364,12 @@ class Draft:
                 guarded = True
             if state is not None:
                 yield state
+
+
+def stream_in_view(source: World | Draft, stream_id: str) -> Any:
+    """A non-task stream's state as ``source`` sees it: a decision's view (its own
+    events included, a dropped stream read back) or what the world holds (``None``
+    for a stream it does not hold)."""
+    if isinstance(source, Draft):
+        return source.get_stream(stream_id)
+    return source.streams.get(stream_id)

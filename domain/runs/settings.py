@@ -16,7 +16,7 @@ from ..errors import InvalidArgument
 from ..tasks.context import Context
 from ..tasks.fields import finite_number
 from ..tasks.guards import not_closing
-from ..world import Draft, World
+from ..world import Draft, World, stream_in_view
 from .events import RUN_SETTINGS_STREAM, RunSettingsChanged
 
 
@@ -90,10 +90,7 @@ DEFAULT_RUN_SETTINGS = RunSettings()
 def run_settings_of(source: World | Draft) -> RunSettings:
     """The run settings in force in a world (or a decision's view of one): the last
     recorded ones, else :data:`DEFAULT_RUN_SETTINGS`."""
-    if isinstance(source, Draft):
-        state = source.get_stream(RUN_SETTINGS_STREAM)
-    else:
-        state = source.streams.get(RUN_SETTINGS_STREAM)
+    state = stream_in_view(source, RUN_SETTINGS_STREAM)
     return state if isinstance(state, RunSettings) else DEFAULT_RUN_SETTINGS
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..errors import InvalidArgument
-from ..world import Draft, World
+from ..world import Draft, World, stream_in_view
 from .context import Context
 from .events import TaskEvent, register_event
 from .evolve import InvalidTransition, evolves_stream
@@ -62,10 +62,7 @@ def _restart_limit(state: int | None, event: RestartLimitChanged) -> int:
 def restart_limit_of(source: World | Draft) -> int:
     """The restart limit in force in a world (or a decision's view of one): the last
     recorded, else :data:`DEFAULT_RESTART_LIMIT`."""
-    if isinstance(source, Draft):
-        state = source.get_stream(RESTART_LIMIT_STREAM)
-    else:
-        state = source.streams.get(RESTART_LIMIT_STREAM)
+    state = stream_in_view(source, RESTART_LIMIT_STREAM)
     return state if isinstance(state, int) else DEFAULT_RESTART_LIMIT
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import InvalidArgument
 from ..tasks.context import Context
 from ..tasks.guards import not_closing
-from ..world import Draft, World
+from ..world import Draft, World, stream_in_view
 from .events import TURN_SETTINGS_STREAM, TurnSettingsChanged
 
 MAX_TASK_CONCURRENCY = 32
@@ -121,10 +121,7 @@ DEFAULT_TURN_SETTINGS = TurnSettings()
 def turn_settings_of(source: World | Draft) -> TurnSettings:
     """The Turn settings in force in a world (or a decision's view of one): the last
     recorded ones, else :data:`DEFAULT_TURN_SETTINGS`."""
-    if isinstance(source, Draft):
-        state = source.get_stream(TURN_SETTINGS_STREAM)
-    else:
-        state = source.streams.get(TURN_SETTINGS_STREAM)
+    state = stream_in_view(source, TURN_SETTINGS_STREAM)
     return state if isinstance(state, TurnSettings) else DEFAULT_TURN_SETTINGS
 
 

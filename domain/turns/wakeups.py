@@ -18,7 +18,7 @@ from ..tasks.context import Context
 from ..tasks.guards import not_closing as _open
 from ..tasks.state import TaskState
 from ..tasks.validation import require_task as _task
-from ..world import Draft, World
+from ..world import Draft, World, stream_in_view
 from .checks import active_turn
 from .events import (
     TurnStarted,
@@ -66,10 +66,7 @@ def outcome_decided(task: TaskState) -> bool:
 def pending_wakeup(source: Draft | World, task_id: str) -> WakeupState | None:
     """The task's pending Leader wakeup, or ``None``."""
     stream_id = wakeup_stream_id(task_id)
-    if isinstance(source, Draft):
-        state: WakeupState | None = source.get_stream(stream_id)
-    else:
-        state = source.streams.get(stream_id)
+    state: WakeupState | None = stream_in_view(source, stream_id)
     return state
 
 
