@@ -114,7 +114,7 @@ class SnapshotTable:
                     (TABLE,),
                 )
             row = cursor.fetchone()
-        found = bool(next(iter(row.values())) if isinstance(row, dict) else row[0])
+        found = bool(_first(row))
         self._created = found and not self._read_only
         return found
 
