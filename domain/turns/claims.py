@@ -30,7 +30,7 @@ from ..errors import ConflictError
 from ..tasks.context import Context
 from ..tasks.guards import not_closing as _open
 from ..world import Draft
-from .cleanup import cleanup_state
+from .cleanup import NO_OBLIGATION, open_obligation
 from .events import RuntimeCleanupClaimed
 from .host import PassHost
 from .refusals import TurnRuleViolation
@@ -38,7 +38,6 @@ from .settings import TurnSettings
 
 CLAIMED = "cleanup.claimed"
 """The rule that refuses a claim another live worker holds."""
-NO_OBLIGATION = "cleanup.no_obligation"
 CLAIM_ATTEMPTS = 5
 """How often a claim that lost the append race is decided again (each sees more)."""
 
@@ -88,14 +87,7 @@ def claim_cleanup(
     ``cleanup.claimed`` while another worker whose lease is current (``alive``) holds
     it, ``cleanup.no_obligation`` once that obligation is no longer open."""
     _open(ctx, task_id)
-    state = cleanup_state(draft, task_id)
-    obligation = state.obligations.get(role) if state is not None else None
-    if obligation is None or not obligation.open or obligation.number != number:
-        raise TurnRuleViolation(
-            NO_OBLIGATION,
-            f"role {role!r} has no open runtime-cleanup obligation {number}",
-            task_id=task_id,
-        )
+    obligation = open_obligation(draft, task_id, role, number)
     worker = ctx.worker or ""
     holder = obligation.claimed_by
     if holder == worker and held:

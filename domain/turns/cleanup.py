@@ -205,14 +205,7 @@ def settle_cleanup(
     _open(ctx, task_id)
     _task(draft, task_id)
     check_role(role, task_id)
-    state = cleanup_state(draft, task_id)
-    obligation = state.obligations.get(role) if state is not None else None
-    if obligation is None or not obligation.open:
-        raise TurnRuleViolation(
-            "cleanup.no_obligation",
-            f"role {role!r} has no open runtime-cleanup obligation",
-            task_id=task_id,
-        )
+    open_obligation(draft, task_id, role)
     if error is not None:
         draft.emit_stream(
             RuntimeCleanupFailed(
@@ -224,3 +217,26 @@ def settle_cleanup(
         RuntimeCleanupSettled(task_id=task_id, at=ctx.now, role=role, pass_id=pass_id)
     )
     return "settled"
+
+
+NO_OBLIGATION = "cleanup.no_obligation"
+"""The rule that refuses to settle, fail or claim an obligation that is not open."""
+
+
+def open_obligation(draft: Draft, task_id: str, role: str, number: int | None = None) -> Obligation:
+    """The role's open runtime-cleanup obligation (obligation ``number``, if given);
+    refused (``cleanup.no_obligation``) without one."""
+    state = cleanup_state(draft, task_id)
+    obligation = state.obligations.get(role) if state is not None else None
+    if (
+        obligation is None
+        or not obligation.open
+        or (number is not None and obligation.number != number)
+    ):
+        which = "" if number is None else f" {number}"
+        raise TurnRuleViolation(
+            NO_OBLIGATION,
+            f"role {role!r} has no open runtime-cleanup obligation{which}",
+            task_id=task_id,
+        )
+    return obligation
