@@ -109,7 +109,10 @@ def test_three_workers_one_killed_every_task_ends_once(
             if ended == submitted:
                 break
             time.sleep(0.5)
-        assert ended == submitted == ROOTS * 6, f"{ended} of {submitted} tasks ended"
+        assert ended == submitted, f"{ended} of {submitted} tasks ended"
+        # A phase the kill cut off after it submitted children runs again on another
+        # worker and submits its own: their first children still run, owned and ended.
+        assert submitted >= ROOTS * 6, submitted
 
         for name in ("w0", "w2"):
             workers[name].send_signal(signal.SIGTERM)

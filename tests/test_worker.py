@@ -158,15 +158,15 @@ def test_a_tick_the_store_failed_is_tried_again_after_a_backoff(
     the waits doubling from ``poll_ms``; the work still in the log is done after."""
     s = Scheduler.open(sqlite_url, clock=clock, registry=sleeper_registry(), worker="w")
     task = s.submit("job")
-    real_run_pass = s.run_pass
+    real_runnable = s.runnable
     failures = [StoreError("cannot write to store: database is locked")] * 2
 
-    def flaky_run_pass(**options: Any) -> Any:
+    def flaky_runnable(**options: Any) -> Any:
         if failures:
             raise failures.pop()
-        return real_run_pass(**options)
+        return real_runnable(**options)
 
-    s.run_pass = flaky_run_pass  # type: ignore[method-assign]
+    s.runnable = flaky_runnable  # type: ignore[method-assign]
     worker = Worker(s, poll_ms=1)
     with caplog.at_level(logging.WARNING, logger="tasktrail.worker"):
         worker.run(max_ticks=3)
@@ -186,7 +186,7 @@ def test_a_corrupt_event_ends_the_run_and_closes_the_scheduler(
     def corrupt(**_: Any) -> Any:
         raise CorruptEvent(7, "damaged")
 
-    s.run_pass = corrupt  # type: ignore[method-assign]
+    s.runnable = corrupt  # type: ignore[method-assign]
     with pytest.raises(CorruptEvent):
         Worker(s, poll_ms=1).run(max_ticks=5)
     with pytest.raises(Exception, match="rule 2"):

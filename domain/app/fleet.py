@@ -7,10 +7,15 @@ renews it on every command cycle (at most every quarter lease, so that renewals
 cost no more than a write every few seconds) and on :meth:`FleetCommands.heartbeat`.
 
 Rule 9 for a fleet: opening recovers the running tasks of this worker's own name
-(a restart of the same worker) and of workers whose lease expired; a heartbeat
-recovers those of expired workers. A task a live worker holds is never touched.
-Two workers recovering at once recover each task once: both decide on the
-store's current state, and the loser of the append race decides again.
+(a restart of the same worker) and of workers whose lease expired or whose process
+is gone; a heartbeat recovers those too. Each writer holds a lock for its process's
+life (:mod:`..store.liveness`: a ``flock`` beside a SQLite file, a session advisory
+lock on PostgreSQL), which the system lets go when the process dies, so a dead
+worker's tasks come back at once (:meth:`FleetCommands.recover_gone`, asked every
+second by a running :class:`~.worker.Worker`), while a live but silent one (stopped,
+hung, cut off) keeps its tasks until its lease lapses. A task a live worker holds is
+never touched. Two workers recovering at once recover each task once: both decide on
+the store's current state, and the loser of the append race decides again.
 """
 
 from __future__ import annotations
@@ -26,10 +31,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConflictError, InvalidArgument, StoreError
 from ..store.leases import Leases
+from ..store.liveness import Liveness, liveness_for
 from ..tasks import decide
 from ..tasks.context import Context
 from ..tasks.events import TaskRecovered
-from ..turns.runtime import Runtime
 from ..world import Draft
 
 if TYPE_CHECKING:
@@ -43,6 +48,9 @@ DEFAULT_LEASE_MS = 30_000.0
 WORKER_ENV = "TASKTRAIL_WORKER"
 MAX_WORKER_NAME = 200
 RECOVERY_ATTEMPTS = 8
+GONE_FOR_MS = 86_400_000.0
+"""Lease rows of workers whose lease ran out more than this long ago are dropped."""
+PRUNE_EVERY_MS = 3_600_000.0
 
 
 def worker_name(worker: str | None) -> str:
@@ -96,6 +104,9 @@ class FleetCommands:
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
     _leases: Leases | None = None
+    _liveness: Liveness | None = None
+    _liveness_key: str | None = None
+    _pruned_at: float | None = None
     _renewed_at: float | None = None
     _beat_at: float | None = None
     _lease_optional = False
@@ -116,15 +127,51 @@ class FleetCommands:
             self._beat_at = self._renewed_at
             return self._recover_lost(at_open=False)
 
-    def serve(self, *, runtime: Runtime | None = None, poll_ms: float = 100.0) -> None:
-        """Run this scheduler as a fleet worker until SIGTERM or SIGINT, then close it:
-        a :class:`~.worker.Worker` with signal handlers (call from the main thread).
-        For host callbacks or a stop from another thread, make a ``Worker`` yourself."""
-        from .worker import Worker  # the loop drives the scheduler: imported when served
+    def recover_gone(self) -> HeartbeatReport:
+        """Recover, at once, the running tasks of workers whose process is gone (their
+        liveness lock is free) though their lease still runs. Reads the lease table
+        only while another worker holds a running task here: its cost follows the live
+        work. A :class:`~.worker.Worker` asks every second."""
+        with self._lock:
+            holders = {
+                task.worker
+                for task_id in self.world.live
+                if (task := self.world.get(task_id)) is not None
+                and task.status == "running"
+                and task.worker not in (None, self.worker)
+            }
+        if not holders:
+            return HeartbeatReport()
+        keys = {
+            worker: lease.liveness
+            for worker, lease in self.leases.all().items()
+            if worker in holders and lease.liveness
+        }
+        if not keys or not self._liveness_of().gone(keys):
+            return HeartbeatReport()
+        with self._lock:
+            return self._recover_lost(at_open=False)
 
-        worker = Worker(self, runtime=runtime, poll_ms=poll_ms)  # type: ignore[arg-type]
-        worker.install_signal_handlers()
-        worker.run()
+    def _liveness_of(self) -> Liveness:
+        if self._liveness is None:
+            location = self.store.location
+            self._liveness = liveness_for(location.kind, location.path, location.env)
+        return self._liveness
+
+    def _hold_liveness(self) -> None:
+        """Take this worker's liveness lock (a writer's open): peers read its key from
+        the lease row, so it is taken before the first renewal."""
+        if self.store.read_only:
+            return
+        liveness = self._liveness_of()
+        if liveness.hold(self.worker):
+            self._liveness_key = liveness.key(self.worker)
+        else:
+            log.info(
+                "worker %s: holds no liveness lock; peers recover its tasks when its lease "
+                "lapses, not at once",
+                self.worker,
+            )
 
     def live_workers(self) -> frozenset[str]:
         """The workers whose lease is current now (this one's too, once renewed), read
@@ -149,20 +196,43 @@ class FleetCommands:
         if not force and renewed is not None and now - renewed < self.lease_ms / 4:
             return
         try:
-            self.leases.renew(self.worker, now, self.lease_ms)
+            self.leases.renew(self.worker, now, self.lease_ms, self._liveness_key)
         except StoreError:
             if not self._lease_optional:
                 raise
             return  # a store opened read-only: its commands are refused on their own
         self._renewed_at = now
+        if force and (self._pruned_at is None or now - self._pruned_at >= PRUNE_EVERY_MS):
+            self._pruned_at = now
+            self._drop_long_gone(now)
+
+    def _drop_long_gone(self, now: float) -> None:
+        """Drop the lease rows (and lock files) of workers gone for more than a day."""
+        try:
+            dropped = self.leases.drop_expired(now - GONE_FOR_MS)
+        except StoreError as error:
+            log.info("worker %s: old lease rows not dropped: %s", self.worker, error)
+            return
+        keys = {worker: key for worker, key in dropped.items() if key}
+        if keys:
+            self._liveness_of().forget(keys)
 
     def _lost(self, *, at_open: bool) -> Callable[[str | None], bool]:
-        """Which workers' running tasks are recovered now."""
+        """Which workers' running tasks are recovered now: those whose lease expired,
+        and those whose process is gone (their liveness lock is free)."""
         now = self._reading()
         try:
-            alive = self.leases.alive(now)
+            leases = self.leases.all()
         except StoreError:
-            alive = set()  # a read-only store: no lease can be read, as before fleets
+            leases = {}  # a read-only store: no lease can be read, as before fleets
+        alive = {worker for worker, lease in leases.items() if not lease.expired(now)}
+        keys = {
+            worker: lease.liveness
+            for worker, lease in leases.items()
+            if worker in alive and worker != self.worker and lease.liveness
+        }
+        if keys and self._holds_tasks(set(keys)):
+            alive -= self._liveness_of().gone(keys)
         self.peers = frozenset(alive - {self.worker})
 
         def lost(worker: str | None) -> bool:
@@ -171,6 +241,15 @@ class FleetCommands:
             return worker is None or worker not in alive
 
         return lost
+
+    def _holds_tasks(self, workers: set[str]) -> bool:
+        """Whether any of ``workers`` holds a running task (only then is liveness asked)."""
+        return any(
+            (task := self.world.get(task_id)) is not None
+            and task.status == "running"
+            and task.worker in workers
+            for task_id in self.world.live
+        )
 
     def _recover_lost(self, *, at_open: bool) -> HeartbeatReport:
         report = HeartbeatReport()
@@ -219,9 +298,13 @@ class FleetCommands:
 
     def _release_lease(self) -> None:
         """Drop the lease at a clean close: this worker holds no task any more."""
-        if self._renewed_at is not None:
-            self.leases.release(self.worker)
-            self._renewed_at = None
+        try:
+            if self._renewed_at is not None:
+                self.leases.release(self.worker)
+                self._renewed_at = None
+        finally:
+            if self._liveness is not None:
+                self._liveness.release()
 
 
 def _recover(

@@ -23,6 +23,7 @@ from ..tasks.live_index import live_in_order
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
+from .phase_calls import AwaitableRunner, call_handler, run_awaitable
 from .task_commands import _message
 
 T = TypeVar("T")
@@ -61,6 +62,9 @@ class PhaseCommands:
     world: World
     registry: Registry
     closing: bool
+    draining = False
+    """Set when a worker stops: no invocation starts, and a running one ends after its
+    current phase's decision (the close that follows returns its task: rule 10)."""
     _invocations: dict[str, Invocation]
     _resumed: set[str]
 
@@ -96,15 +100,31 @@ class PhaseCommands:
     # ─── running phases ─────────────────────────────────────────────────────
 
     def run_pass(self) -> PassReport:
-        """Reserve every task that can run now and run its registered phases.
+        """Reserve every task that can run now and run its registered phases, one
+        invocation after another (a :class:`~.worker.Worker` runs several at once).
 
         A phase that raises ends the task ``faulted`` (reason ``threw``); an
         abort handler that returns without an outcome ends it ``faulted``
-        (reason ``no_outcome``).
+        (reason ``no_outcome``). An ``async def`` handler is run to its end on an
+        event loop of this thread's own (:mod:`.phase_calls`).
         """
         report = PassReport()
-        if self.closing:
-            return report
+        for task_id in self.runnable():
+            mode = self.start_invocation(task_id, report)
+            if mode is None:
+                continue
+            self.run_invocation(task_id, mode, report)
+            self._heartbeat_if_due()  # a long pass still recovers lost workers in time
+            if self.closing or self.draining:
+                break
+        return report
+
+    def runnable(self) -> list[str]:
+        """The tasks that can run now and no invocation here runs, in this worker's
+        order (with peers, its own: rendezvous hashing, so they rarely race for one).
+        Folds what other writers appended first; empty once closing or draining."""
+        if self.closing or self.draining:
+            return []
         with self._lock:  # a heartbeat thread may fold events meanwhile
             self.refresh()
             ctx = self._context()
@@ -112,38 +132,55 @@ class PhaseCommands:
             candidates = [
                 task_id
                 for task_id in live_in_order(self.world)
-                if self._readiness(draft, ctx, self._task_now(task_id)) == "ready"
+                if task_id not in self._invocations
+                and self._readiness(draft, ctx, self._task_now(task_id)) == "ready"
             ]
         if self.peers:
-            # Other live workers pass over the same tasks: each takes them in an order of
-            # its own (rendezvous hashing), so they rarely race for the same one.
             candidates.sort(key=lambda task_id: _rank(self.worker, task_id))
-        for task_id in candidates:
+        return candidates
+
+    def start_invocation(self, task_id: str, report: PassReport) -> Mode | None:
+        """Reserve ``task_id`` for an invocation here; returns its mode (``run`` or
+        ``abort``), or ``None`` when none started: another worker reserved it first,
+        a rule refused it (``report.blocked``), or a rule ended it instead
+        (``report.ended``, and ``report.faulted`` for rule 12)."""
+        if self.closing or self.draining:
+            return None
+        with self._lock:
             task = self._task_now(task_id)
             if not task.live or task_id in self._invocations:
-                continue
+                return None
             try:
                 mode = self.reserve(task_id)
             except ConflictError:
-                continue  # another worker reserved it first; this one moves on
+                return None  # another worker reserved it first; this one moves on
             except Refused as refusal:
                 if not self._held_elsewhere(task_id):
                     report.blocked[task_id] = refusal.reason
-                continue
+                return None
             if mode is None:
                 report.ended.append(task_id)
                 outcome = self._task_now(task_id).outcome
                 if outcome is not None and outcome.status == "faulted":
                     report.faulted[task_id] = outcome.reason or "faulted"  # rule 12
-                continue
+                return None
             report.reserved.append(task_id)
-            self._run(task_id, mode, report)
-            if not self._task_now(task_id).live:
-                report.ended.append(task_id)
-            self._heartbeat_if_due()  # a long pass still recovers lost workers in time
-            if self.closing:
-                break
-        return report
+            return mode
+
+    def run_invocation(
+        self,
+        task_id: str,
+        mode: Mode,
+        report: PassReport,
+        run_awaitable: AwaitableRunner = run_awaitable,
+    ) -> None:
+        """Run the invocation :meth:`start_invocation` started, to its end: its phases
+        (or abort handler) until the task stops running here, the scheduler closes or
+        drains, or a phase faults it. Safe to run in a thread of its own, one thread
+        an invocation; ``run_awaitable`` runs what an ``async`` handler returns."""
+        self._run(task_id, mode, report, run_awaitable)
+        if not self._task_now(task_id).live:
+            report.ended.append(task_id)
 
     def _stranded(self) -> list[str]:
         """Tasks held running here that no invocation here runs any more: an invocation
@@ -179,27 +216,31 @@ class PhaseCommands:
                 break
         return reports
 
-    def _run(self, task_id: str, mode: Mode, report: PassReport) -> None:
+    def _run(self, task_id: str, mode: Mode, report: PassReport, run: AwaitableRunner) -> None:
         invocation = self._invocations[task_id]
         task = self._task_now(task_id)
         definition = self.registry.get(task.kind)
         try:
             if mode == "abort":
-                self._run_abort(invocation, definition, report)
+                self._run_abort(invocation, definition, report, run)
             else:
-                self._run_phases(invocation, definition, report)
+                self._run_phases(invocation, definition, report, run)
         finally:
             invocation.ended = True
-            if self._invocations.get(task_id) is invocation:
-                del self._invocations[task_id]
+            with self._lock:
+                if self._invocations.get(task_id) is invocation:
+                    del self._invocations[task_id]
 
-    def _run_phases(self, invocation: Invocation, definition: Any, report: PassReport) -> None:
+    def _run_phases(
+        self, invocation: Invocation, definition: Any, report: PassReport, run: AwaitableRunner
+    ) -> None:
         task_id = invocation.task_id
         noticed = definition
         for _ in range(MAX_PHASE_STEPS):
             task = self._task_now(task_id)
-            # 1. Not running, 2. closing, 3. abort-marked: the invocation ends.
-            if task.status != "running" or self.closing or task.abort_requested:
+            # 1. Not running, 2. closing (or draining: a worker that stops starts no
+            # further phase; its close returns the task), 3. abort-marked: it ends.
+            if task.status != "running" or self.closing or self.draining or task.abort_requested:
                 return
             # An invocation keeps the definition it started with; a registry change
             # meanwhile is reported once per definition it changed to (pi-durable).
@@ -221,7 +262,7 @@ class PhaseCommands:
             before = task.events
             try:
                 with telemetry.phase_context(self, task_id):
-                    result = handler(invocation)
+                    result = call_handler(handler, invocation, run)
                 if isinstance(result, str):
                     invocation.checkpoint(result)
             except RuleViolation as refusal:
@@ -247,7 +288,9 @@ class PhaseCommands:
             task_id, f"more than {MAX_PHASE_STEPS} checkpoints in one pass", "step_limit", report
         )
 
-    def _run_abort(self, invocation: Invocation, definition: Any, report: PassReport) -> None:
+    def _run_abort(
+        self, invocation: Invocation, definition: Any, report: PassReport, run: AwaitableRunner
+    ) -> None:
         task_id = invocation.task_id
         task = self._task_now(task_id)
         if definition is None or definition.abort is None:
@@ -255,7 +298,7 @@ class PhaseCommands:
             return
         try:
             with telemetry.phase_context(self, task_id):
-                definition.abort(invocation)
+                call_handler(definition.abort, invocation, run)
         except RuleViolation as refusal:
             ended = refusal.rule in (1, 2) or isinstance(refusal, LeaseLost)
             if not (refusal.task_id == task_id and ended):

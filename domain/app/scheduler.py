@@ -148,6 +148,7 @@ class Scheduler(
         store = (
             location if isinstance(location, Store) else open_store(location, durability=durability)
         )
+        scheduler: Scheduler | None = None
         try:
             scheduler = cls(
                 store,
@@ -162,6 +163,7 @@ class Scheduler(
             scheduler._warn_if_name_is_live()
             telemetry.opened(scheduler)  # the live tasks it loaded count as active
             scheduler._lease_optional = True  # a read-only store still opens for reading
+            scheduler._hold_liveness()  # before the lease row that names its key
             scheduler._renew_lease(force=True)
             scheduler._beat_at = scheduler._renewed_at  # open looks for lost workers too
             scheduler._lease_optional = scheduler._renewed_at is None
@@ -171,6 +173,8 @@ class Scheduler(
             scheduler.parked = scheduler._recover_lost(at_open=True).parked
             ensure_event_view(store)  # a writer's open: the store's readable view of its log
         except BaseException:
+            if scheduler is not None and scheduler._liveness is not None:
+                scheduler._liveness.release()
             if not isinstance(location, Store):
                 store.close()
             raise

@@ -2,15 +2,16 @@
 
 A :class:`Worker` drives a :class:`~.scheduler.Scheduler` the way a host would:
 each tick renews its lease and recovers the tasks of lost workers
-(:meth:`~.scheduler.Scheduler.heartbeat`), runs the phases of runnable tasks
-(``run_pass``), the controller passes a host requested (``request_pass``), a full
-controller pass when Turn work is due and the runtime cleanups due for an attempt when
-a Turn runtime is configured, and ``dispatch_due`` / ``reconcile`` when a run executor
-is. Between ticks it sleeps until the earliest deadline it knows (a sleep falling due,
-a Turn or wakeup deadline, a cleanup attempt, its next heartbeat), until another writer
-appends (it polls the store's head) or until a pass is requested. :meth:`Worker.stop` —
-which SIGTERM and SIGINT call — ends the loop within a poll interval, and the scheduler
-closes (rule 10 for this worker).
+(:meth:`~.scheduler.Scheduler.heartbeat`), starts invocations on runnable tasks (up to
+``concurrency`` in flight, each in a thread of its own, ``async`` phases on the
+worker's event loop: :mod:`.invocations`), runs the controller passes a host requested
+(``request_pass``), a full controller pass when Turn work is due and the runtime
+cleanups due for an attempt when a Turn runtime is configured, and ``dispatch_due`` /
+``reconcile`` when a run executor is. Between ticks it sleeps until the earliest
+deadline it knows (a sleep falling due, a Turn or wakeup deadline, a cleanup attempt,
+its next heartbeat), until an invocation ends (its slot is filled at once), until
+another writer appends (it polls the store's head) or until a pass is requested. The
+loop itself, and stopping with a grace period, are :mod:`.worker_loop`'s.
 
 Every decision a tick takes is logged at INFO on the ``tasktrail.worker`` logger.
 """
@@ -19,31 +20,25 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConflictError, CorruptEvent, StoreError
 from ..turns.engine import Maintenance
 from ..turns.report import ControllerPassReport
 from ..turns.runtime import Runtime, cleans_up
 from ..turns.settings import retry_delay_ms
 from .fleet import HeartbeatReport
+from .invocations import DEFAULT_CONCURRENCY, Invocations
+from .phases import PassReport
+from .worker_loop import DEFAULT_GRACE_S, DEFAULT_POLL_MS, WorkerLoop, check_grace
 from .worker_reports import TaskCallback, WakeCallback, WorkerReports
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
 
 log = logging.getLogger("tasktrail.worker")
-
-DEFAULT_POLL_MS = 100.0
-"""How often an idle worker looks for events other writers appended."""
-STORE_RETRY_MAX_MS = 30_000.0
-"""The longest a :meth:`Worker.run` waits before trying a tick again after the store
-failed (the wait doubles from ``poll_ms`` with each failure in a row)."""
 
 
 @dataclass
@@ -58,15 +53,27 @@ class TickReport:
     passed: int = 0
     cleanups: dict[str, dict[str, str]] = field(default_factory=dict)
     """The runtime cleanups attempted outside a pass: task -> role -> what came of it."""
+    finished: int = 0
+    """Invocations that ended with their task still live (it waits, sleeps, or was
+    handed back), collected in this tick."""
 
     @property
     def progressed(self) -> bool:
         """Whether the tick changed anything (then the next one runs at once)."""
-        return bool(self.recovered or self.reserved or self.ended or self.dispatched)
+        return bool(
+            self.recovered or self.reserved or self.ended or self.dispatched or self.finished
+        )
 
 
-class Worker(WorkerReports):
+class Worker(WorkerLoop, WorkerReports):
     """Runs one scheduler as a fleet member until :meth:`stop`.
+
+    Up to ``concurrency`` invocations run at once (default 16), each on its own
+    reserved task; a phase or abort handler may be ``async def`` (it runs on the
+    worker's event loop) or sync (it runs in the invocation's thread). A stop (SIGTERM,
+    SIGINT, :meth:`stop`) reserves nothing more and gives the running invocations
+    ``grace_s`` seconds (default 10) to reach their next decision before the close
+    returns their tasks (rule 10); a second stop closes at once.
 
     ``on_wake({active, at})`` is called when :meth:`~.Scheduler.wake` changes (a wake
     it raised on is offered again at the next tick);
@@ -106,10 +113,15 @@ class Worker(WorkerReports):
         on_pass_error: TaskCallback | None = None,
         maintenance: Maintenance = (),
         on_deferred: Callable[[str, tuple[str, ...]], None] | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
         if not poll_ms > 0:
             raise ValueError(f"poll_ms must be > 0, not {poll_ms!r}")
         self.scheduler = scheduler
+        self.invocations = Invocations(scheduler, concurrency)
+        """The invocations in flight (``concurrency`` at most)."""
+        self.grace_s = check_grace(grace_s)
         self.runtime = runtime
         # Runtime's own cleanup answers "not done" for good: a runtime that does not
         # implement one has nothing the Worker could settle outside a pass, and asking
@@ -128,6 +140,7 @@ class Worker(WorkerReports):
         self.on_deferred = on_deferred
         self.ticks = 0
         self._stop = threading.Event()
+        self._stop_now = threading.Event()
         self._last_wake: dict[str, Any] | None = None
         self._blocked: dict[str, str] = {}
         self._parked_reported = 0
@@ -144,7 +157,13 @@ class Worker(WorkerReports):
     # ─── one cycle ──────────────────────────────────────────────────────────
 
     def tick(self) -> TickReport:
-        """One cycle of work: heartbeat, phases, controller pass, dispatch, reconcile."""
+        """One cycle of work: heartbeat, phases, controller pass, dispatch, reconcile.
+        The invocations it starts run at once (``concurrency`` of them) and it returns
+        once they all ended, as :meth:`~.Scheduler.run_pass` does; :meth:`run` does
+        not wait for them (a slot that frees is filled at once)."""
+        return self._tick(wait=True)
+
+    def _tick(self, *, wait: bool) -> TickReport:
         s = self.scheduler
         report = TickReport()
         # Due a third of a lease after the last one: a busy worker's ticks do not each
@@ -153,20 +172,9 @@ class Worker(WorkerReports):
         report.recovered = beat.recovered
         for task_id in beat.recovered:
             log.info("recovered %s from lost worker %s", task_id, beat.lost.get(task_id))
-        phases = s.run_pass()
-        report.reserved, report.ended = phases.reserved, phases.ended
-        for task_id in phases.reserved:
-            task = s.world.get(task_id)
-            log.info("ran %s (%s)", task_id, task.status if task is not None else "unknown")
-        for task_id in phases.ended:
-            log.info("ended %s", task_id)
+        self._start_invocations(report, wait=wait)
+        self._collect(report)
         self._report_blocked()
-        for task_id, reason in phases.outdated.items():
-            log.info("%s keeps running under its old definition (%s)", task_id, reason)
-            self._call(self.on_outdated, task_id, reason)
-        for task_id, reason in phases.faulted.items():
-            log.info("faulted %s (%s)", task_id, reason)
-            self._call(self.on_faulted, task_id, reason)
         if self._pass_requested():
             # passes.requested (yui pumps a pass as it is requested): the dirty keys a host
             # marked, or a full pass it asked for, run now, coalesced as the queue keeps them.
@@ -197,6 +205,52 @@ class Worker(WorkerReports):
         self._report_wake()
         self.ticks += 1
         return report
+
+    def _start_invocations(self, report: TickReport, *, wait: bool) -> None:
+        """Start invocations on the tasks that can run now, as slots allow; ``wait``:
+        go through every one of them, each as a slot frees, and wait for all to end."""
+        s, invocations = self.scheduler, self.invocations
+        if self._stop.is_set() or (invocations.free == 0 and not wait):
+            return
+        candidates = s.runnable()
+        settled = PassReport()  # what reservations decided without an invocation
+        while candidates and not self._stop.is_set():
+            if invocations.free == 0:
+                if not wait:
+                    break
+                invocations.changed.wait(0.05)
+                self._collect(report)
+                continue
+            task_id = candidates.pop(0)
+            started = PassReport()
+            mode = s.start_invocation(task_id, started)
+            if mode is None:
+                _merge(settled, started)
+                continue
+            log.info("started %s (%s)", task_id, mode)
+            report.reserved.append(task_id)
+            invocations.start(task_id, mode, started)
+        if wait:
+            invocations.wait(math.inf)
+        self._heard_from_phases(settled, report)
+
+    def _collect(self, report: TickReport) -> None:
+        """Take in what the invocations that ended since the last look reported."""
+        for finished in self.invocations.finished():
+            self._heard_from_phases(finished, report)
+
+    def _heard_from_phases(self, phases: PassReport, report: TickReport) -> None:
+        for task_id in phases.ended:
+            log.info("ended %s", task_id)
+            report.ended.append(task_id)
+        for task_id, reason in phases.outdated.items():
+            log.info("%s keeps running under its old definition (%s)", task_id, reason)
+            self._call(self.on_outdated, task_id, reason)
+        for task_id, reason in phases.faulted.items():
+            log.info("faulted %s (%s)", task_id, reason)
+            self._call(self.on_faulted, task_id, reason)
+        if phases.reserved and not phases.ended:
+            report.finished += len(phases.reserved)
 
     def next_deadline(self) -> float | None:
         """The earliest scheduler-clock time something falls due: a sleep, a Turn or
@@ -269,98 +323,10 @@ class Worker(WorkerReports):
             self._turn_retry_at = -math.inf
             self._turn_stuck = 0
 
-    # ─── the loop ───────────────────────────────────────────────────────────
 
-    def run(self, *, max_ticks: int | None = None) -> None:
-        """Tick until :meth:`stop` (or ``max_ticks``), then close the scheduler.
-
-        Idle, it sleeps until :meth:`next_deadline` on the scheduler clock, waking
-        every ``poll_ms`` to look for events other writers appended. A tick the store
-        failed (:class:`StoreError`, or a :class:`ConflictError` past its retries) is
-        logged and tried again after a backoff doubling from ``poll_ms`` up to 30 s,
-        unless it left a task running here that no invocation runs any more (its last
-        decision was not written); that one, a :class:`CorruptEvent` and any other error
-        end the run (the task is recovered as after a crash).
-        """
-        s = self.scheduler
-        log.info("worker %s started on %s", s.worker, s.store.location)
-        beating = threading.Thread(target=self._beat, name=f"heartbeat-{s.worker}", daemon=True)
-        beating.start()
-        failures = 0
-        try:
-            while not self._stop.is_set():
-                if max_ticks is not None and self.ticks >= max_ticks:
-                    break
-                ticked = self.ticks
-                try:
-                    report = self.tick()
-                    failures = 0
-                    if report.progressed:
-                        continue
-                    self._idle()
-                except CorruptEvent:
-                    raise  # the log itself: trying again reads the same event
-                except (StoreError, ConflictError) as error:
-                    # A store away a while (locked, a server restarting) or a race lost too
-                    # often: the work stays in the log for a later tick. Not a task left
-                    # running here with no invocation: pi-durable fails its session then.
-                    if s._stranded():
-                        raise
-                    failures += 1
-                    delay_ms = min(self.poll_ms * 2 ** min(failures - 1, 16), STORE_RETRY_MAX_MS)
-                    message = "worker %s: tick failed (%s, %d in a row); trying again in %.0f ms"
-                    log.warning(message, s.worker, error, failures, delay_ms)
-                    self.ticks = ticked + 1  # a failed tick counts (max_ticks)
-                    self._stop.wait(delay_ms / 1000)
-        finally:
-            self._stop.set()
-            beating.join(timeout=5)
-            s.close()
-            log.info(
-                "worker %s closed: %d events written, %d conflicts, %d ticks",
-                s.worker,
-                s.events_written,
-                s.conflicts,
-                self.ticks,
-            )
-
-    def _beat(self) -> None:
-        """Heartbeats on their own thread, a third of a lease apart (wall time): a long
-        phase neither lets this worker's lease lapse nor delays recovering a lost one."""
-        s = self.scheduler
-        while not self._stop.wait(s.lease_ms / 3 / 1000):
-            try:
-                for task_id, worker in s.heartbeat().lost.items():
-                    log.info("recovered %s from lost worker %s", task_id, worker)
-            except Exception:  # a store hiccup: the next beat, or the next tick, tries again
-                log.exception("heartbeat of worker %s failed", s.worker)
-
-    def _idle(self) -> None:
-        s = self.scheduler
-        deadline = self.next_deadline()
-        seen = s.store.head()
-        while not self._stop.is_set():
-            now = s.now()
-            if deadline is not None and now >= deadline:
-                return
-            wait_ms = self.poll_ms if deadline is None else min(self.poll_ms, deadline - now)
-            if self._stop.wait(max(wait_ms, 1.0) / 1000):
-                return
-            if s.store.head() != seen:
-                return  # another writer appended: its events may make work here
-            if self._pass_requested():
-                return  # a host asked for a pass (marked keys dirty)
-
-    def stop(self, *_: Any) -> None:
-        """End :meth:`run` at its next check (thread- and signal-safe)."""
-        self._stop.set()
-
-    def install_signal_handlers(self) -> None:
-        """Stop on SIGTERM and SIGINT (call from the main thread)."""
-
-        def handle(signum: int, frame: FrameType | None) -> None:
-            log.info("signal %s: closing", signal.Signals(signum).name)
-            self.stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+def _merge(into: PassReport, report: PassReport) -> None:
+    into.reserved += report.reserved
+    into.ended += report.ended
+    into.blocked.update(report.blocked)
+    into.outdated.update(report.outdated)
+    into.faulted.update(report.faulted)

@@ -17,6 +17,7 @@ them: workers of one fleet must share a clock (the system clock, or in tests one
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,6 +39,9 @@ class Lease:
     expires_at: float
     renewed_at: float
     started_at: float
+    liveness: str | None = None
+    """The key of the lock the worker holds for its process's life (:mod:`.liveness`),
+    or ``None`` for one that holds none (an earlier release)."""
 
     def expired(self, now: float) -> bool:
         """Whether the lease ran out before ``now``."""
@@ -74,22 +78,51 @@ class Leases:
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._table} ("
                 "worker TEXT PRIMARY KEY, expires_at DOUBLE PRECISION NOT NULL, "
-                "renewed_at DOUBLE PRECISION NOT NULL, started_at DOUBLE PRECISION NOT NULL)"
+                "renewed_at DOUBLE PRECISION NOT NULL, started_at DOUBLE PRECISION NOT NULL, "
+                "liveness TEXT)"
             )
+        if not self._has_liveness_column():
+            # A table an earlier release made: its rows read as holding no lock. Two
+            # processes may add it at once: the loser's "duplicate column" is no error.
+            with contextlib.suppress(StoreError), self._cursor() as cursor:
+                cursor.execute(f"ALTER TABLE {self._table} ADD COLUMN liveness TEXT")
         self._created = True
 
-    def renew(self, worker: str, now: float, lease_ms: float) -> Lease:
-        """Hold ``worker``'s lease until ``now + lease_ms`` (created on first renewal)."""
+    def _has_liveness_column(self) -> bool:
+        try:
+            with self._cursor() as cursor:
+                cursor.execute(f"SELECT liveness FROM {self._table} LIMIT 0")
+        except StoreError:
+            return False
+        return True
+
+    def renew(self, worker: str, now: float, lease_ms: float, liveness: str | None = None) -> Lease:
+        """Hold ``worker``'s lease until ``now + lease_ms`` (created on first renewal),
+        recording the key of the liveness lock it holds, if any."""
         self._ensure()
         m = self._mark
         with self._cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {self._table} (worker, expires_at, renewed_at, started_at) "
-                f"VALUES ({m}, {m}, {m}, {m}) ON CONFLICT (worker) DO UPDATE SET "
-                "expires_at = excluded.expires_at, renewed_at = excluded.renewed_at",
-                (worker, now + lease_ms, now, now),
+                f"INSERT INTO {self._table} (worker, expires_at, renewed_at, started_at, "
+                f"liveness) VALUES ({m}, {m}, {m}, {m}, {m}) ON CONFLICT (worker) DO UPDATE SET "
+                "expires_at = excluded.expires_at, renewed_at = excluded.renewed_at, "
+                "liveness = excluded.liveness",
+                (worker, now + lease_ms, now, now, liveness),
             )
-        return Lease(worker, now + lease_ms, now, now)
+        return Lease(worker, now + lease_ms, now, now, liveness)
+
+    def drop_expired(self, before: float) -> dict[str, str | None]:
+        """Drop the rows of workers whose lease ran out before ``before`` (gone long
+        ago); returns them with their liveness keys."""
+        self._ensure()
+        m = self._mark
+        with self._cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {self._table} WHERE expires_at < {m} RETURNING worker, liveness",
+                (before,),
+            )
+            rows = cursor.fetchall()
+        return dict(_values(row) for row in rows)
 
     def release(self, worker: str) -> None:
         """Drop ``worker``'s lease: it closed cleanly and holds no task."""
@@ -101,15 +134,21 @@ class Leases:
         """Every lease held now, by worker."""
         self._ensure()
         with self._cursor() as cursor:
-            cursor.execute(f"SELECT worker, expires_at, renewed_at, started_at FROM {self._table}")
+            cursor.execute(
+                f"SELECT worker, expires_at, renewed_at, started_at, liveness FROM {self._table}"
+            )
             rows = cursor.fetchall()
         leases = {}
         for row in rows:
-            values = tuple(row.values()) if isinstance(row, dict) else tuple(row)
-            worker, expires_at, renewed_at, started_at = values
-            leases[worker] = Lease(worker, expires_at, renewed_at, started_at)
+            worker, expires_at, renewed_at, started_at, liveness = _values(row)
+            leases[worker] = Lease(worker, expires_at, renewed_at, started_at, liveness)
         return leases
 
     def alive(self, now: float) -> set[str]:
         """The workers whose lease has not expired at ``now``."""
         return {w for w, lease in self.all().items() if not lease.expired(now)}
+
+
+def _values(row: Any) -> tuple[Any, ...]:
+    """A row's values: psycopg's dict rows and sqlite3's rows alike."""
+    return tuple(row.values()) if isinstance(row, dict) else tuple(row)

@@ -1,0 +1,85 @@
+"""Calling a phase or abort handler, sync or ``async def``.
+
+A handler gets its :class:`~..tasks.invocation.Invocation` and may be a plain function
+or a coroutine function (or return any awaitable); one definition may mix both. How an
+awaitable is run depends on who runs the invocation:
+
+- :meth:`~.scheduler.Scheduler.run_pass` (tests, simple hosts) runs it to its end on an
+  event loop of the calling thread's own (:func:`run_awaitable`): the pass waits for
+  it, as it waits for a sync phase.
+- A :class:`~.worker.Worker` runs it on the worker's event loop, while the thread that
+  drives the invocation waits (:class:`~.invocations.Invocations`), so async phases of
+  many invocations wait together on one loop and sync phases run in threads: neither
+  blocks the other.
+
+An async phase that is cancelled (the worker's stop, past its grace) is handled as a
+sync phase that raised: :class:`PhaseCancelled`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+AwaitableRunner = Callable[[Awaitable[Any]], Any]
+"""Runs an awaitable a handler returned to its end and gives its result (or raises)."""
+
+
+class PhaseCancelled(Exception):
+    """An ``async`` phase was cancelled before it decided (the worker stopped)."""
+
+    def __init__(self) -> None:
+        super().__init__("the phase was cancelled before it decided (the worker stopped)")
+
+
+def call_handler(handler: Callable[[Any], Any], invocation: Any, run: AwaitableRunner) -> Any:
+    """Call ``handler(invocation)``; an awaitable it returns is run by ``run``."""
+    result = handler(invocation)
+    if inspect.isawaitable(result):
+        return run(result)
+    return result
+
+
+def run_awaitable(awaitable: Awaitable[Any]) -> Any:
+    """Run ``awaitable`` to its end from synchronous code: on a fresh event loop in this
+    thread, or, when this thread already runs a loop (a host calling ``run_pass`` from
+    ``async`` code), on a loop in a thread of its own while this one waits."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run_here(awaitable)
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = _run_here(awaitable)
+        except BaseException as error:  # handed to the waiting thread as it is
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="tasktrail-phase-loop", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def _run_here(awaitable: Awaitable[Any]) -> Any:
+    try:
+        return asyncio.run(_as_coroutine(awaitable))
+    except asyncio.CancelledError:
+        raise PhaseCancelled() from None
+
+
+async def _as_coroutine(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def as_coroutine(awaitable: Awaitable[Any]) -> Coroutine[Any, Any, Any]:
+    """A coroutine awaiting ``awaitable`` (what ``run_coroutine_threadsafe`` takes)."""
+    if inspect.iscoroutine(awaitable):
+        return awaitable
+    return _as_coroutine(awaitable)

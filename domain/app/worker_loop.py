@@ -1,0 +1,221 @@
+"""The worker's loop, its heartbeat thread, and stopping (a mixin of the Worker).
+
+:meth:`WorkerLoop.run` ticks until stopped. Idle, it sleeps until the worker's next
+deadline, waking when an invocation ends, when another writer appends (it polls the
+store's head), when a pass is requested, or when it is stopped. A thread of its own
+renews the lease a third of a lease apart and, every second, asks whether a worker
+that holds running tasks is gone (:meth:`~.fleet.FleetCommands.recover_gone`), so a
+dead peer's tasks come back within about a second.
+
+Stopping (SIGTERM, SIGINT, :meth:`WorkerLoop.stop`): from that moment nothing more is
+reserved; the invocations in flight get the grace period to reach their next decision
+(they start no further phase); then the scheduler closes, which returns the tasks
+still running here to ``pending`` with no restart counted (rule 10), and async phases
+still awaited are cancelled. A second stop closes at once. The loop returns within
+the grace period and a moment, whatever the phases do: a sync phase still running
+then goes on in its daemon thread, and its decisions are refused (the scheduler is
+closed).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import threading
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConflictError, CorruptEvent, StoreError
+
+if TYPE_CHECKING:
+    from .invocations import Invocations
+    from .scheduler import Scheduler
+
+log = logging.getLogger("tasktrail.worker")
+
+DEFAULT_POLL_MS = 100.0
+"""How often an idle worker looks for events other writers appended."""
+DEFAULT_GRACE_S = 10.0
+"""How long a stopping worker waits for its invocations to reach their next decision."""
+LIVENESS_EVERY_S = 1.0
+"""How often the heartbeat thread asks whether a peer holding tasks is gone."""
+STORE_RETRY_MAX_MS = 30_000.0
+"""The longest a :meth:`WorkerLoop.run` waits before trying a tick again after the
+store failed (the wait doubles from ``poll_ms`` with each failure in a row)."""
+
+
+def check_grace(grace_s: object) -> float:
+    """A grace period, checked: a number of seconds, 0 or more."""
+    if isinstance(grace_s, bool) or not isinstance(grace_s, int | float) or not grace_s >= 0:
+        raise ValueError(f"grace_s must be a number of seconds >= 0, not {grace_s!r}")
+    if math.isinf(grace_s):
+        raise ValueError("grace_s must be finite: a stop must end")
+    return float(grace_s)
+
+
+class WorkerLoop:
+    """:meth:`run`, :meth:`stop` and the heartbeat thread, mixed into the Worker."""
+
+    if TYPE_CHECKING:
+        scheduler: Scheduler
+        invocations: Invocations
+        poll_ms: float
+        grace_s: float
+        ticks: int
+        _stop: threading.Event
+        _stop_now: threading.Event
+
+        def _tick(self, *, wait: bool) -> Any: ...
+        def next_deadline(self) -> float | None: ...
+        def _pass_requested(self) -> bool: ...
+
+    def run(self, *, max_ticks: int | None = None) -> None:
+        """Tick until :meth:`stop` (or ``max_ticks``), then stop as the module says and
+        close the scheduler.
+
+        A tick the store failed (:class:`StoreError`, or a :class:`ConflictError` past
+        its retries) is logged and tried again after a backoff doubling from
+        ``poll_ms`` up to 30 s, unless it left a task running here that no invocation
+        runs any more (its last decision was not written); that one, a
+        :class:`CorruptEvent` and any other error end the run (the task is recovered
+        as after a crash).
+        """
+        s = self.scheduler
+        log.info(
+            "worker %s started on %s (concurrency %d)",
+            s.worker,
+            s.store.location,
+            self.invocations.concurrency,
+        )
+        beating = threading.Thread(target=self._beat, name=f"heartbeat-{s.worker}", daemon=True)
+        beating.start()
+        failures = 0
+        try:
+            while not self._stop.is_set():
+                if max_ticks is not None and self.ticks >= max_ticks:
+                    break
+                ticked = self.ticks
+                try:
+                    report = self._tick(wait=False)
+                    failures = 0
+                    if report.progressed:
+                        continue
+                    self._idle()
+                except CorruptEvent:
+                    raise  # the log itself: trying again reads the same event
+                except (StoreError, ConflictError) as error:
+                    # A store away a while (locked, a server restarting) or a race lost too
+                    # often: the work stays in the log for a later tick. Not a task left
+                    # running here with no invocation: pi-durable fails its session then.
+                    if s._stranded():
+                        raise
+                    failures += 1
+                    delay_ms = min(self.poll_ms * 2 ** min(failures - 1, 16), STORE_RETRY_MAX_MS)
+                    message = "worker %s: tick failed (%s, %d in a row); trying again in %.0f ms"
+                    log.warning(message, s.worker, error, failures, delay_ms)
+                    self.ticks = ticked + 1  # a failed tick counts (max_ticks)
+                    self._stop.wait(delay_ms / 1000)
+        finally:
+            self._stop.set()
+            self._wind_down()
+            beating.join(timeout=1)
+            log.info(
+                "worker %s closed: %d events written, %d conflicts, %d ticks",
+                s.worker,
+                s.events_written,
+                s.conflicts,
+                self.ticks,
+            )
+
+    def _wind_down(self) -> None:
+        """Reserve nothing more, give the invocations in flight the grace period, then
+        close (rule 10 for what still runs here) and cancel the async phases left."""
+        s, invocations = self.scheduler, self.invocations
+        s.draining = True
+        if invocations.in_flight:
+            log.info(
+                "worker %s stopping: %d invocations in flight, %.1f s of grace",
+                s.worker,
+                invocations.in_flight,
+                self.grace_s,
+            )
+            if not invocations.wait(self.grace_s, interrupted=self._stop_now):
+                log.warning(
+                    "worker %s: %d invocations still running after the grace period; "
+                    "closing returns their tasks",
+                    s.worker,
+                    invocations.in_flight,
+                )
+        try:
+            s.close()
+        finally:
+            invocations.cancel()  # after the close: a cancelled phase then records nothing
+
+    def _beat(self) -> None:
+        """Heartbeats on their own thread, a third of a lease apart (wall time): a long
+        phase neither lets this worker's lease lapse nor delays recovering a lost one.
+        Every second in between, a peer that holds running tasks and whose process is
+        gone has them recovered."""
+        s = self.scheduler
+        beat_every = s.lease_ms / 3 / 1000
+        waited = 0.0
+        while True:
+            step = min(LIVENESS_EVERY_S, beat_every)
+            if self._stop.wait(step):
+                return
+            waited += step
+            try:
+                if waited >= beat_every:
+                    waited = 0.0
+                    report = s.heartbeat()
+                else:
+                    report = s.recover_gone()
+                for task_id, worker in report.lost.items():
+                    log.info("recovered %s from lost worker %s", task_id, worker)
+                if report.recovered:
+                    self.invocations.changed.set()  # the loop runs them at once
+            except Exception as error:  # a store hiccup: the next beat or tick tries again
+                if self._stop.is_set():
+                    return  # closing meanwhile: nothing to renew
+                log.warning("heartbeat of worker %s failed: %s", s.worker, error)
+
+    def _idle(self) -> None:
+        s = self.scheduler
+        deadline = self.next_deadline()
+        seen = s.store.head()
+        changed = self.invocations.changed
+        while not self._stop.is_set():
+            now = s.now()
+            if deadline is not None and now >= deadline:
+                return
+            wait_ms = self.poll_ms if deadline is None else min(self.poll_ms, deadline - now)
+            if changed.wait(max(wait_ms, 1.0) / 1000):
+                return  # an invocation ended (a slot is free), or a stop
+            if s.store.head() != seen:
+                return  # another writer appended: its events may make work here
+            if self._pass_requested():
+                return  # a host asked for a pass (marked keys dirty)
+
+    def stop(self, *_: Any) -> None:
+        """Stop :meth:`run` (thread- and signal-safe): nothing more is reserved and the
+        invocations in flight get the grace period; a second call closes at once."""
+        if self._stop.is_set():
+            self._stop_now.set()
+        self._stop.set()
+        self.invocations.changed.set()
+
+    def install_signal_handlers(self) -> None:
+        """Stop on SIGTERM and SIGINT (call from the main thread); a second signal
+        closes at once."""
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            name = signal.Signals(signum).name
+            if self._stop.is_set():
+                log.info("signal %s again: closing now", name)
+            else:
+                log.info("signal %s: closing after at most %.1f s of grace", name, self.grace_s)
+            self.stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)

@@ -1,0 +1,249 @@
+"""Process liveness: a lock a worker holds for its life, which the operating system
+(SQLite) or the server (PostgreSQL) lets go the moment the process dies.
+
+A lease says a worker renewed recently; it cannot say that a worker's process is gone
+until the lease runs out (30 s by default). So each writing scheduler also holds a
+lock of its own for as long as it is open:
+
+- SQLite: an advisory ``flock`` on a file named for the store and the worker, in a
+  folder beside the database (``trail.db.workers/``). The kernel releases it when the
+  process exits, however it exits.
+- PostgreSQL: a session advisory lock, keyed by the schema and the worker, held on a
+  connection of its own. The server releases it when the session ends (the process
+  died, or its connection was cut).
+
+Another process asks :meth:`Liveness.gone` for the workers that hold running tasks:
+a worker whose lock is free is gone, and its tasks are recovered at once (rule 9). A
+worker whose lock is held is alive, even when its lease lapsed; the lease still
+decides for it (a stopped or hung process holds its lock), so fencing is unchanged. A
+worker that never held such a lock (an earlier release) is never called gone here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("tasktrail.worker")
+FOLDER_SUFFIX = ".workers"
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class Liveness:
+    """What every kind of store's liveness offers (a store with none: nothing is gone)."""
+
+    def key(self, worker: str) -> str | None:
+        """The key recorded on ``worker``'s lease row, telling readers it holds a lock."""
+        return None
+
+    def hold(self, worker: str) -> bool:
+        """Take ``worker``'s lock for this process's life; ``False`` when another live
+        process holds it (a second process under the same name)."""
+        return False
+
+    def release(self) -> None:
+        """Let go of the lock held here (a clean close)."""
+
+    def gone(self, keys: Mapping[str, str]) -> set[str]:
+        """Of ``{worker: key}``, the workers whose process is gone (lock free)."""
+        return set()
+
+    def forget(self, keys: Mapping[str, str]) -> None:
+        """Remove what long-gone workers left (their lock files)."""
+
+
+class FileLiveness(Liveness):
+    """``flock`` on ``<database>.workers/<digest of worker>.lock`` (SQLite)."""
+
+    def __init__(self, database: str) -> None:
+        self.folder = Path(database + FOLDER_SUFFIX)
+        self._fd: int | None = None
+        self._path: Path | None = None
+
+    def key(self, worker: str) -> str:
+        return _digest(worker).hex() + ".lock"
+
+    def hold(self, worker: str) -> bool:
+        path = self.folder / self.key(worker)
+        try:
+            self.folder.mkdir(exist_ok=True)
+            for _ in range(10):
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+                try:
+                    # A peer checking this file holds it for microseconds: wait for it.
+                    # A live process under the same name holds it for good: give up.
+                    if not _lock(fd, wait_s=1.0):
+                        os.close(fd)
+                        return False
+                    # A peer may have removed the file while we waited (it was stale):
+                    # hold the file the path names, not an orphan.
+                    if os.fstat(fd).st_ino != os.stat(path).st_ino:
+                        raise FileNotFoundError(path)
+                except FileNotFoundError:
+                    os.close(fd)
+                    continue
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{worker}\n{os.getpid()}\n".encode("utf-8", "surrogatepass"))
+                self._fd, self._path = fd, path
+                return True
+        except OSError as error:  # a folder that cannot be written: the lease alone decides
+            log.info("worker %s: no liveness lock beside the store (%s)", worker, error)
+        return False
+
+    def release(self) -> None:
+        fd, path = self._fd, self._path
+        self._fd = self._path = None
+        if fd is None or path is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # while held: a peer that opened it finds it free, as it is
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+    def gone(self, keys: Mapping[str, str]) -> set[str]:
+        gone = set()
+        for worker, key in keys.items():
+            if self._free(key, remove=False):
+                gone.add(worker)
+        return gone
+
+    def forget(self, keys: Mapping[str, str]) -> None:
+        for key in keys.values():
+            self._free(key, remove=True)
+
+    def _free(self, key: str, *, remove: bool) -> bool:
+        if os.sep in key or key.startswith("."):
+            return False  # not a key this class wrote
+        path = self.folder / key
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            return False  # no file: a worker that closed, or holds none; the lease decides
+        try:
+            if not _lock(fd, wait_s=0):
+                return False
+            if remove:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            return True
+        finally:
+            os.close(fd)  # closing lets go of the lock
+
+
+def _lock(fd: int, *, wait_s: float) -> bool:
+    """Take an exclusive ``flock`` on ``fd``, waiting up to ``wait_s``."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+
+
+class AdvisoryLiveness(Liveness):
+    """A session advisory lock on a connection of its own (PostgreSQL)."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = dict(env)
+        self.schema = env.get("POSTGRES_SCHEMA", "") or "public"
+        self._connection: Any = None
+
+    def _lock_key(self, worker: str) -> int:
+        digest = _digest(f"tasktrail-worker\x00{self.schema}\x00{worker}")
+        return int.from_bytes(digest[:8], "big", signed=True)
+
+    def key(self, worker: str) -> str:
+        return str(self._lock_key(worker))
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        env = self.env
+        return psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"],
+            host=env.get("POSTGRES_HOST", "127.0.0.1"),
+            port=env.get("POSTGRES_PORT", "5432"),
+            user=env.get("POSTGRES_USER", "postgres"),
+            password=env.get("POSTGRES_PASSWORD", ""),
+            connect_timeout=int(float(env.get("POSTGRES_CONNECT_TIMEOUT", "5"))),
+            application_name="tasktrail-liveness",
+            autocommit=True,
+        )
+
+    def hold(self, worker: str) -> bool:
+        try:
+            connection = self._connect()
+            row = connection.execute(
+                "SELECT pg_try_advisory_lock(%s)", (self._lock_key(worker),)
+            ).fetchone()
+        except Exception as error:  # a server refusing one more connection: lease alone
+            log.info("worker %s: no liveness lock on the server (%s)", worker, error)
+            return False
+        if not row or not row[0]:
+            connection.close()
+            return False
+        self._connection = connection
+        return True
+
+    def release(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                connection.close()  # ends the session, and with it the lock
+
+    def gone(self, keys: Mapping[str, str]) -> set[str]:
+        wanted = {}
+        for worker, key in keys.items():
+            with contextlib.suppress(ValueError):
+                wanted[worker] = int(key)
+        if not wanted:
+            return set()
+        held = self._held()
+        return {worker for worker, key in wanted.items() if key not in held}
+
+    def _held(self) -> set[int]:
+        """The advisory keys any session of this database holds now."""
+        connection = self._connection
+        fresh = connection is None or connection.closed
+        if fresh:
+            connection = self._connect()
+        try:
+            rows = connection.execute(
+                "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
+                "WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            ).fetchall()
+        finally:
+            if fresh:
+                connection.close()
+        # pg_locks splits a bigint key into two unsigned halves: back to signed.
+        return {value - (1 << 64) if value >= 1 << 63 else value for (value,) in rows}
+
+
+def liveness_for(kind: str, path: str | None, env: Mapping[str, str]) -> Liveness:
+    """The liveness of a store: by ``flock`` beside a SQLite file, by advisory lock on
+    PostgreSQL, none for a SQLite store without a file (``:memory:``)."""
+    if kind == "postgresql":
+        return AdvisoryLiveness(env)
+    if path is not None and path != ":memory:":
+        return FileLiveness(path)
+    return Liveness()
+
+
+def workers_with_keys(rows: Iterable[tuple[str, str | None]]) -> dict[str, str]:
+    """``{worker: key}`` of lease rows that recorded a liveness key."""
+    return {worker: key for worker, key in rows if key}
