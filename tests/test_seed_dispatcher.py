@@ -68,7 +68,7 @@ MINUTE = 60_000
     [
         ({"durable_jobs": False}, "durable_jobs_off"),
         ({"admissions": False}, "admissions_closed"),
-        ({"draining": True}, "maintenance_drain_active"),
+        ({"draining": True}, "admissions_closed"),  # runTaskNow's drain (round ten)
         ({"durable_jobs": False, "admissions": False, "draining": True}, "durable_jobs_off"),
         ({"admissions": False, "draining": True}, "admissions_closed"),
     ],
