@@ -42,7 +42,7 @@ def test_dispatcher_manual_run_answers_its_own_rules_before_a_drain(
     gate.draining = True
     assert refused_with(runs, busy) == "task_running"
     assert refused_with(runs, spent) == "runs_exhausted"
-    assert refused_with(runs, fresh) == "maintenance_drain_active"
+    assert refused_with(runs, fresh) == "admissions_closed"  # a drain, as runTaskNow says
     seen: list[str] = []
 
     def while_the_slot_is_taken(request: Any) -> None:

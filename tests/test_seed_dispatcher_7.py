@@ -523,7 +523,7 @@ def test_dispatcher_host_payload_is_asked_only_for_a_run_that_is_minted(
     executor.on_submit = while_the_slot_is_held
     runs.mint_run(spare)
     gate.draining = True
-    assert refused_with(runs, other) == "maintenance_drain_active"
+    assert refused_with(runs, other) == "admissions_closed"  # a drain
     assert seen == ["dispatch_slots_busy"]
     assert asked == [("b", "manual"), ("s", "manual")]
     assert runs.run(f"s|{DAY}|1").payload == {"n": 2}

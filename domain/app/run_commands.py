@@ -24,7 +24,7 @@ from ..runs import reading
 from ..runs.admission import AdmissionRefused, admit_run, mint
 from ..runs.events import SUBMIT_ERROR_CLASSES, TRIGGERS, Trigger
 from ..runs.executor import DrainError, Executor
-from ..runs.gate import DispatchGate, GateCode, OpenGate, gate_refusal
+from ..runs.gate import DispatchGate, GateCaller, GateCode, OpenGate, gate_refusal
 from ..runs.identity import run_stream_id
 from ..runs.ledger import Ledger, ledger_of
 from ..runs.outcomes import SubmitFailed
@@ -122,17 +122,19 @@ class RunCommands(RunSubmits, RunTicks):
             self._runs_runtime().payload = payload
 
     def _gate_lease(
-        self, *, reconcile: bool = False, before_drain: Callable[[], None] | None = None
+        self, *, caller: GateCaller, before_drain: Callable[[], None] | None = None
     ) -> Callable[[], None]:
         """Ask the host's gate before minting (a reconcile asks about a drain only);
         returns the dispatch lease's release, or raises
-        :class:`~..runs.admission.AdmissionRefused` with the gate's code.
+        :class:`~..runs.admission.AdmissionRefused` with the gate's code (a drain's
+        depends on the ``caller``: :func:`~..runs.gate.gate_refusal`).
 
         ``before_drain`` raises the caller's own refusals, which the dispatcher
         answers before it takes the lease: asked only when a drain refuses it (else
         the caller's decision asks them itself).
         """
         gate = self._runs_runtime().gate
+        reconcile = caller == "reconcile"
         durable = True if reconcile else bool(gate.durable_jobs_enabled())
         admitting = True if reconcile else bool(gate.admissions_open())
         release: Callable[[], None] | None = None
@@ -144,11 +146,11 @@ class RunCommands(RunSubmits, RunTicks):
                 draining = True
                 if before_drain is not None:
                     before_drain()
-        code = gate_refusal(durable, admitting, draining)
+        code = gate_refusal(durable, admitting, draining, caller=caller)
         if code is None:
             assert release is not None  # asked only when it decides nothing else
             return release
-        raise AdmissionRefused(code, _GATE_REASONS[code])
+        raise AdmissionRefused(code, _DRAIN_REASON if draining else _GATE_REASONS[code])
 
     @property
     def run_settings(self) -> RunSettings:
@@ -238,7 +240,8 @@ class RunCommands(RunSubmits, RunTicks):
 
         Admission refusals raise :class:`~.run_rules.AdmissionRefused` (``code``
         names the rule) and append nothing; the host's gate is asked first
-        (``durable_jobs_off``, ``admissions_closed``, ``maintenance_drain_active``).
+        (``durable_jobs_off``, ``admissions_closed``; a maintenance drain is
+        ``admissions_closed`` too, as the dispatcher's ``runTaskNow`` answers it).
         ``day``, if given, must be today in the configured zone. A submit that fails
         is recorded on the run (see :meth:`run`) and not raised, reconcile redrives
         it; with ``raise_on_submit_error=True`` it is raised too, after it was
@@ -255,7 +258,9 @@ class RunCommands(RunSubmits, RunTicks):
         kind, limit = slot_of(trigger, self.run_settings.per_tick)
         # Before minting: a refusal uses no attempt. The run's own rules and its slot
         # come before a drain (the dispatcher takes its lease last).
-        release = self._gate_lease(before_drain=lambda: self._admit_only(task_id, trigger))
+        release = self._gate_lease(
+            caller="command", before_drain=lambda: self._admit_only(task_id, trigger)
+        )
         slot_free = runtime.slots.try_acquire(kind, limit)
         try:
             run = self._mint(task_id, trigger, slot_free=slot_free, day=day, payload=payload)
@@ -345,6 +350,8 @@ _GATE_REASONS: dict[GateCode, str] = {
     "admissions_closed": "the executor admits no jobs now (maintenance); try again in a moment",
     "maintenance_drain_active": "a maintenance drain is active; try again once it is over",
 }
+_DRAIN_REASON = _GATE_REASONS["maintenance_drain_active"]
+"""A drain's reason, whichever code the caller answers it with."""
 
 
 def _minting(draft: Draft, ctx: Context, task_id: str, **options: Any) -> RunState:

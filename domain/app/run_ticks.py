@@ -31,6 +31,7 @@ from ..world import Draft, World
 from .executor_calls import cancel, quietly
 
 if TYPE_CHECKING:
+    from ..runs.gate import GateCaller
     from ..runs.settings import RunSettings
     from ..tasks.context import Context
     from .run_commands import RunRuntime
@@ -95,7 +96,7 @@ class RunTicks:
         ) -> RunState | None: ...
         def _adopt_or_submit(self, run_id: str) -> SubmitOutcome: ...
         def _gate_lease(
-            self, *, reconcile: bool = False, before_drain: Callable[[], None] | None = None
+            self, *, caller: GateCaller, before_drain: Callable[[], None] | None = None
         ) -> Callable[[], None]: ...
         def run(self, run_id: str) -> RunState: ...
         @property
@@ -118,7 +119,7 @@ class RunTicks:
         self.refresh()
         try:
             # A cap of 0 is answered before a drain (the dispatcher's order).
-            release = self._gate_lease(before_drain=self._cap_not_off)
+            release = self._gate_lease(caller="tick", before_drain=self._cap_not_off)
         except AdmissionRefused as refused:
             report.reason = refused.code  # the gate: nothing minted, no attempt used
             return report
@@ -196,7 +197,7 @@ class RunTicks:
         self._require_executor()
         self.refresh()
         try:
-            release = self._gate_lease(reconcile=True)
+            release = self._gate_lease(caller="reconcile")
         except AdmissionRefused as refused:
             report.reason = refused.code  # reconcile skips while maintenance drains
             return report

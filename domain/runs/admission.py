@@ -29,7 +29,7 @@ from .identity import client_job_id, local_day
 from .ledger import Ledger, ledger_of, live_schedules
 from .outcomes import emit_run
 from .reading import today
-from .schedule import fired_late, scheduled_at
+from .schedule import scheduled_at
 from .settings import RunSettings
 from .state import RunState
 
@@ -300,6 +300,9 @@ def mint(
             scheduled_for=scheduled_for,
             retry_after=ctx.now + settings.dispatch_wall_ms,
             payload=payload,
-            catch_up=fired_late(trigger, scheduled_for, ctx.now),
+            # runs.catch_up (dispatcher: dispatchDueTasks mints what it fires with
+            # catchUp, runTaskNow without): a scheduled run is flagged, fired on time
+            # or late; a manual run never.
+            catch_up=trigger == "scheduled",
         ),
     )

@@ -55,8 +55,9 @@ class RunMinted(RunEvent):
 
     Version 2 added ``payload``: the host's per-run data (opaque JSON, the
     dispatcher's session, message era and number), handed to the executor with
-    every submit; and ``catch_up``: a scheduled run fired after its scheduled
-    time. Runs minted before read as ``None`` and ``False``.
+    every submit; and ``catch_up``: a run the scheduled tick fired (every scheduled
+    run; until seed-fidelity round ten only one fired after its scheduled time).
+    Runs minted before read as ``None`` and ``False``.
     """
 
     class_version: ClassVar[int] = 2

@@ -4,8 +4,8 @@
 The host answers the three questions through a :class:`DispatchGate` (the default,
 :class:`OpenGate`, is always open); :func:`gate_refusal` is the rule that turns the
 answers into a refusal code, checked before anything is minted, so a refused run
-uses no attempt of the day and no place under the daily cap. Nothing here reads
-the wall clock or storage.
+uses no attempt of the day and no place under the daily cap. A drain's code depends
+on who asked (:data:`GateCaller`). Nothing here reads the wall clock or storage.
 """
 
 from __future__ import annotations
@@ -17,6 +17,11 @@ from typing import Literal, Protocol
 from .executor import DrainError
 
 GateCode = Literal["durable_jobs_off", "admissions_closed", "maintenance_drain_active"]
+
+GateCaller = Literal["command", "tick", "reconcile"]
+"""Who asks the gate: a command minting one run (``mint_run``, the dispatcher's
+``runTaskNow``), the scheduled tick (``dispatchDueTasks``) or reconcile
+(``reconcileDispatch``)."""
 
 
 class DispatchGate(Protocol):
@@ -33,14 +38,18 @@ class DispatchGate(Protocol):
     def acquire_dispatch_lease(self) -> Callable[[], None]:
         """Hold maintenance off while a dispatch or a reconcile runs; returns the
         release. Raise :class:`~.executor.DrainError` while a maintenance drain is
-        active (``maintenance_drain_active``)."""
+        active (a command is refused ``admissions_closed``, the tick and reconcile
+        answer ``maintenance_drain_active``)."""
         ...
 
 
 def gate_refusal(
-    durable_jobs_enabled: bool, admissions_open: bool, drain_active: bool
+    durable_jobs_enabled: bool, admissions_open: bool, drain_active: bool, *, caller: GateCaller
 ) -> GateCode | None:
-    """Why the gate refuses to mint, in the dispatcher's order, or ``None``."""
+    """Why the gate refuses to mint, in the dispatcher's order, or ``None``.
+
+    A drain refuses a command ``admissions_closed`` and the tick and reconcile
+    ``maintenance_drain_active``."""
     # runs.gate: durable jobs off, then admissions closed, then a maintenance drain;
     # refused before minting, so nothing is recorded and no attempt is used.
     if not durable_jobs_enabled:
@@ -48,7 +57,10 @@ def gate_refusal(
     if not admissions_open:
         return "admissions_closed"
     if drain_active:
-        return "maintenance_drain_active"
+        # runs.drain_code (dispatcher): runTaskNow's lease throws a drain to its caller
+        # as admissions_closed; only dispatchDueTasks and reconcileDispatch answer
+        # maintenance_drain_active.
+        return "admissions_closed" if caller == "command" else "maintenance_drain_active"
     return None
 
 

@@ -23,13 +23,6 @@ def scheduled_at(draft: Draft, task_id: str) -> float | None:
     return state.run_at if isinstance(state, ScheduleState) else None
 
 
-def fired_late(trigger: str, scheduled_for: float | None, now: float) -> bool:
-    """Whether a run minted ``now`` catches up a schedule: a scheduled run fired
-    after its scheduled time."""
-    # runs.catch_up (dispatcher): a scheduled run fired late is flagged catch-up.
-    return trigger == "scheduled" and scheduled_for is not None and now > scheduled_for
-
-
 def set_schedule(draft: Draft, ctx: Context, task_id: str, run_at: float | None) -> None:
     """Set (or, with ``None``, clear) the time a task is scheduled to run at."""
     task = require_task(draft, task_id)

@@ -79,7 +79,8 @@ class RunState:
     read-only all the way down (:func:`~..frozen.frozen`: its dicts and lists refuse
     every change), as every container of a state is. :meth:`to_dict` gives a plain copy."""
     catch_up: bool = False
-    """A scheduled run fired after its scheduled time (a catch-up)."""
+    """A run the scheduled tick fired (a catch-up, as the dispatcher flags them); a
+    manual run never is."""
 
     @property
     def live(self) -> bool:

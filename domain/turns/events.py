@@ -278,7 +278,9 @@ class TurnSettingsChanged(TaskEvent):
     """The Turn settings in force from now on, whole (``configure_turns``): the
     windows and limits section 2's rules decide by, so that a replay and the read
     models decide as the live scheduler did. ``task_id`` is empty (scheduler-wide);
-    the fields are :class:`~.settings.TurnSettings`'."""
+    the fields are :class:`~.settings.TurnSettings`'. ``task_pass_retry_base_ms`` is
+    ``None`` when the pass retry follows the delivery retry base; a log written
+    before that was possible holds the number then in force, which it keeps."""
 
     task_stream: ClassVar[bool] = False
     aggregation_window_ms: float
@@ -286,7 +288,7 @@ class TurnSettingsChanged(TaskEvent):
     stall_window_ms: float
     delivery_retry_base_ms: float
     delivery_retry_limit: int
-    task_pass_retry_base_ms: float
+    task_pass_retry_base_ms: float | None
     task_pass_retry_limit: int
     task_concurrency: int
     stall_diagnostic_ms: float | None = None

@@ -123,7 +123,7 @@ def record_task_failure(
             )
         )
         return None
-    retry_at = ctx.now + retry_delay_ms(settings.task_pass_retry_base_ms, attempt)
+    retry_at = ctx.now + retry_delay_ms(settings.pass_retry_base_ms, attempt)
     draft.emit_stream(
         TaskPassRetryScheduled(
             task_id=task_id,

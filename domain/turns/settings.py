@@ -41,7 +41,9 @@ class TurnSettings:
     long a busy Leader can hold a wakeup back; a Turn with no progress for the
     stall window (30 min) is ``stalled``. Delivery retries back off from 250 ms
     and give up after 60 retries (about two minutes of trying); a failed
-    per-task pass is retried twice (after 250 and 500 ms). A controller pass
+    per-task pass is retried twice, backing off from the delivery retry base
+    (after 250 and 500 ms) unless ``task_pass_retry_base_ms`` sets its own
+    (``None``, the default: follow the delivery base). A controller pass
     runs up to 4 per-task passes at once (at most 32). A Turn with no progress
     for ``stall_diagnostic_ms`` (``None``: half the stall window; the seed's own
     constant is not in its diff) gets a stall diagnostic, which comes before it is
@@ -53,10 +55,20 @@ class TurnSettings:
     stall_window_ms: float = 30 * 60_000
     delivery_retry_base_ms: float = 250
     delivery_retry_limit: int = 60
-    task_pass_retry_base_ms: float = 250
+    task_pass_retry_base_ms: float | None = None
     task_pass_retry_limit: int = 2
     task_concurrency: int = 4
     stall_diagnostic_ms: float | None = None
+
+    @property
+    def pass_retry_base_ms(self) -> float:
+        """The base a failed per-task pass's retry backs off from: its own when set,
+        else the delivery retry base."""
+        # passes.retry_base (yui 0.6.x: #scheduleTaskPassRetry backs off from
+        # #deliveryRetryMs): the pass retry follows the delivery settings by default.
+        if self.task_pass_retry_base_ms is None:
+            return self.delivery_retry_base_ms
+        return self.task_pass_retry_base_ms
 
     @property
     def diagnostic_after_ms(self) -> float:
@@ -74,13 +86,18 @@ class TurnSettings:
             "task_pass_retry_base_ms",
         ):
             value = getattr(self, name)
+            if value is None and name == "task_pass_retry_base_ms":
+                continue  # follows the delivery retry base
             if (
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
                 or not math.isfinite(value)
                 or value <= 0
             ):
-                raise InvalidArgument(f"{name} must be a positive number of ms, not {value!r}")
+                unset = ", or None" if name == "task_pass_retry_base_ms" else ""
+                raise InvalidArgument(
+                    f"{name} must be a positive number of ms{unset}, not {value!r}"
+                )
         for name in ("delivery_retry_limit", "task_pass_retry_limit"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
