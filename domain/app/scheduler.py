@@ -84,6 +84,7 @@ class Scheduler(
         self.store = store
         self.clock = clock
         self.registry = registry if registry is not None else Registry()
+        self.judges_definitions = registry is not None  # else its abort only marks
         self.world = World()
         self.world.loader = stream_loader(store, lambda: self.position)
         self.position = 0
