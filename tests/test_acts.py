@@ -141,3 +141,26 @@ def test_an_older_submission_without_the_new_fields_takes_the_fast_reader() -> N
     event = fast_decode("tasktrail.TaskSubmitted", "t1", state)
     assert event is not None
     assert (event.memos, event.attempt, event.actor, event.why) == (None, None, None, None)  # type: ignore[attr-defined]
+
+
+def test_the_acts_canned_query_lists_who_did_what_and_forks(
+    scheduler: Scheduler, tmp_path: Path
+) -> None:
+    import json
+    import sqlite3
+
+    from tasktrail.projections.datasette import METADATA_FILE
+
+    task = scheduler.submit("job", phase="start", actor="ana", reason="by hand")
+    fork = scheduler.fork(task, actor="ben", reason="again")
+    scheduler.submit("leaf")  # no actor: not an act anyone named
+    with Projector(scheduler.store, tmp_path / "views.db") as projector:
+        projector.catch_up()
+    metadata = json.loads(METADATA_FILE.read_text())
+    sql = metadata["databases"]["tasktrail-demo-views"]["queries"]["acts"]["sql"]
+    with sqlite3.connect(tmp_path / "views.db") as conn:
+        rows = conn.execute(sql).fetchall()
+    assert [(r[2], r[3], r[4], r[5], r[6]) for r in rows] == [
+        ("submit", fork, "ben", "again", task),
+        ("submit", task, "ana", "by hand", None),
+    ]
