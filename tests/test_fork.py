@@ -211,3 +211,37 @@ def test_the_cli_registry_less_scheduler_only_marks_at_abort(
 
 def test_until_parse_is_what_fork_reads() -> None:
     assert Until.parse("12").position == 12 and Until.parse(3.5).at == 3.5
+
+
+def test_a_fork_as_of_each_position_starts_where_a_replay_to_it_leaves_the_source(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    """Reading the source's own stream as of a position gives what replaying the whole
+    log to that position gives (its checkpoint and memos), at every position."""
+    waits = Registry([TaskDefinition("job", 1, {}), TaskDefinition("leaf", 1, {})])
+    s = Scheduler.open(sqlite_url, clock=clock, registry=waits, worker="w")
+    source = s.submit("job", phase="a")
+    other = s.submit("leaf", phase="go")
+    s.reserve(source)
+    s.memo(source, "n", 1)
+    s.checkpoint(source, "b", 1)
+    s.memo(source, "n", [2, {"deep": True}])
+    s.wait(source, on=[other], phase="c", attempt=3)
+    s.reserve(other)
+    s.finish(other)
+    clock.advance(10)
+    s.reserve(source)
+    s.sleep(source, until=clock() + 5, phase="d")
+    clock.advance(10)
+    s.reserve(source)
+    s.finish(source, "failed")
+    head = s.store.head()
+    for position in range(1, head + 1):
+        then = replay(sqlite_url, until=position).held.get(source)
+        if then is None or then.status not in ("pending", "running", "waiting", "sleeping"):
+            with pytest.raises(InvalidArgument if then is None else Refused):
+                s.fork(source, at=position)
+            continue
+        fork = s.task(s.fork(source, at=position))
+        assert fork.checkpoint == then.checkpoint and dict(fork.memos) == dict(then.memos)
+    s.close()

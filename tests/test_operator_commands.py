@@ -148,6 +148,8 @@ def test_abort_marks_and_records_who_and_why(
     assert ran.code == 0 and ran.out.strip() == "abort-marked t1 by bob (now pending)"
     mark = _history(store, "t1", capsys)[-1]
     assert (mark["type"], mark["actor"], mark["why"]) == ("AbortMarked", "bob", "stuck since 09:00")
+    text = run(["history", store, "t1"], capsys).out.splitlines()[-1]
+    assert text.endswith("AbortMarked(actor=bob, why=stuck since 09:00)")
     again = run(["abort", store, "t1", "--json"], capsys)
     assert again.code == 0 and orjson.loads(again.out)["recorded"] is False
     assert len(_history(store, "t1", capsys)) == 2  # the second changed nothing
