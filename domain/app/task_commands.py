@@ -1,9 +1,9 @@
 """Scheduler commands for tasks: submit one, reserve it for an invocation here, and
 the decisions a running task takes through that invocation (checkpoint, memo, wait,
-sleep, finish), with the operator's acts: abort, retry, fork and the restart limit,
-each recorded with who did it and why (``actor=``, ``reason=``). Each is one pure decision of
-:mod:`..tasks.decide` run through the scheduler's decision cycle, mixed into
-:class:`~.scheduler.Scheduler` as :class:`TaskCommands`.
+sleep, finish), with the operator's acts: abort, retry and the restart limit (fork is
+:mod:`.forking`'s), each recorded with who did it and why (``actor=``, ``reason=``).
+Each is one pure decision of :mod:`..tasks.decide` run through the scheduler's
+decision cycle, mixed into :class:`~.scheduler.Scheduler` as :class:`TaskCommands`.
 """
 
 from __future__ import annotations
@@ -22,10 +22,6 @@ from ..tasks.restart_limit import change_restart_limit, check_restart_limit, res
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
-from .forking import At, fork_point, source_as_of
-
-if TYPE_CHECKING:
-    from ..store.store import Store
 
 T = TypeVar("T")
 
@@ -44,8 +40,6 @@ class TaskCommands:
     if TYPE_CHECKING:
         worker: str
         world: World
-        store: Store
-        position: int
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
@@ -121,50 +115,6 @@ class TaskCommands:
             why=reason,
         )
         return task_id
-
-    def fork(
-        self,
-        task_id: str,
-        at: At | None = None,
-        id: str | None = None,
-        *,
-        actor: str | None = None,
-        reason: str | None = None,
-    ) -> str:
-        """Start a new task where ``task_id`` stood: same kind, definition version and
-        owner, ``pending`` at its checkpoint (phase and attempt) with its memos, as of
-        ``at`` (a log position, an int; or a clock time: ms as a float, an aware
-        datetime or ISO-8601 text; default: now). Returns the new task's id (``id``,
-        else a fresh one). Recorded as the fork's ``TaskSubmitted`` and a
-        ``TaskForked`` naming the source and the position it stood at, with ``actor``
-        and ``reason``; ``explain``, the audit trail and the report show the lineage.
-
-        It forks the one task: the tasks the source owns are not copied, nor its abort
-        mark, restarts, Turns or runs. Refused, appending nothing: an unknown task; an
-        ``at`` beyond the log's end or after the clock; a source with no checkpoint
-        then (not yet submitted, holding or reached an outcome: fork it as of an
-        earlier position); an owner that has ended since (rule 4) or holds its outcome
-        (rule 5). The source is read from its own stream, so the cost follows the
-        task, not the log.
-        """
-        source_id = _task_id(task_id)
-        if at is None:
-            with self._lock:
-                source = self.task(source_id)  # folds what other writers appended first
-                position = self.position
-        else:
-            source, position = source_as_of(self.store, source_id, fork_point(at), self.now())
-        new_id = self._new_id(id)
-        self._decide(
-            decide.fork,
-            task_id=new_id,
-            source=source,
-            position=position,
-            trace=telemetry.current_carrier(),
-            actor=actor,
-            why=reason,
-        )
-        return new_id
 
     def _new_id(self, id: str | None) -> str:
         if id is not None:
