@@ -1,4 +1,6 @@
-"""The audit trail: one row per event, with the status it moved a task from and to."""
+"""The audit trail: one row per event, with the status it moved a task from and to, and
+for an operator's act (submit, abort, retry, fork, a setting) who did it and why
+(``actor``, ``reason``; a fork's lineage is its ``TaskForked`` row)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 import orjson
 
 from tasktrail.domain import TaskEvent, TaskState, World
+from tasktrail.domain.tasks.events import ACT_FIELDS
 
 from .base import Changes, Projection, TableSpec
 
@@ -28,6 +31,7 @@ _COMMANDS = {
     "TaskRecovered": "open",
     "TaskStopped": "close",
     "RestartsCleared": "retry",
+    "TaskForked": "fork",
     "TurnSettingsChanged": "configure_turns",
     "RunSettingsChanged": "configure_runs",
     "RestartLimitChanged": "configure_restarts",
@@ -51,6 +55,7 @@ class _Kind:
     """What the audit needs of an event class, worked out once per class."""
 
     __slots__ = (
+        "acts",
         "command",
         "declared",
         "detail",
@@ -69,7 +74,12 @@ class _Kind:
         self.ending = name == "TaskEnded"
         self.refused = bool(getattr(cls, "refusal", False)) or name.endswith("Refused")
         self.name = name
-        self.detail = tuple(f.name for f in dataclasses.fields(cls) if f.name not in _COMMON)
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        self.acts = all(name in names for name in ACT_FIELDS)
+        """Whether its events record an operator's act: the row's ``actor``, ``reason``."""
+        self.detail = tuple(
+            name for name in names if name not in _COMMON and not (self.acts and name in ACT_FIELDS)
+        )
         """The fields the row's ``detail`` holds, in the order the stored payload has them."""
         # One C call reads them all (a tuple even for one field).
         self.detail_of: Callable[[Any], tuple[Any, ...]] | None = (
@@ -135,9 +145,11 @@ class AuditTrail(Projection):
                 "rule": int,
                 "refused": int,
                 "detail": str,
+                "actor": str,
+                "reason": str,
             },
             pk="position",
-            indexes=[("task_id", "position"), ("event_type",), ("at",)],
+            indexes=[("task_id", "position"), ("event_type",), ("at",), ("actor",)],
             times=("at",),
         ),
     )
@@ -183,4 +195,6 @@ class AuditTrail(Projection):
                 if detail_of is not None
                 else None
             ),
+            "actor": event.actor if kind.acts else None,  # type: ignore[attr-defined]
+            "reason": event.why if kind.acts else None,  # type: ignore[attr-defined]
         }

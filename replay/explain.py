@@ -37,6 +37,11 @@ class Step:
     status_before: str | None
     status_after: str | None
     why: str
+    actor: str | None = None
+    """Who did it, for an operator's act that said so (submit, abort, retry, fork, a
+    setting); ``None`` otherwise, and for events recorded before acts were kept."""
+    reason: str | None = None
+    """Why, in the actor's words."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -118,12 +123,17 @@ def _step(row: dict[str, Any]) -> Step:
         why = _RULE_WORDS.get(rule, f"rule {rule}")
         if rule == 6 and detail.get("by"):
             why += f", from {detail['by']}"
+    elif row["event_type"] == "TaskForked":
+        why = _forked(detail)
     else:
         why = (
             f"{row['command']}("
             + ", ".join(f"{k}={v}" for k, v in detail.items() if v not in (None, [], {}, False))
             + ")"
         )
+    actor, reason = row.get("actor"), row.get("reason")
+    if actor is not None or reason is not None:
+        why += f" by {actor or 'someone unnamed'}" + (f": {reason}" if reason else "")
     if row.get("refused"):
         why = f"refused, not applied: {why}"
     return Step(
@@ -135,4 +145,14 @@ def _step(row: dict[str, Any]) -> Step:
         status_before=row["status_before"],
         status_after=row["status_after"],
         why=why,
+        actor=actor if isinstance(actor, str) else None,
+        reason=reason if isinstance(reason, str) else None,
+    )
+
+
+def _forked(detail: dict[str, Any]) -> str:
+    """A fork's lineage in words."""
+    return (
+        f"fork of {detail.get('source_id')}: its checkpoint and memos as it stood at "
+        f"position {detail.get('source_position')}"
     )

@@ -69,7 +69,8 @@ def clock_moves() -> st.SearchStrategy[Command]:
 
 
 def lifecycle_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
-    """Commands of SPEC.md section 1: submit, reserve, checkpoint, wait, sleep, finish, ..."""
+    """Commands of SPEC.md section 1: submit, reserve, checkpoint, wait, sleep, finish, ...
+    and an operator's fork (as of now, or some positions back)."""
     slot = task_slots(slots)
     return st.one_of(
         st.builds(lambda owner: Command("submit", (owner,)), st.none() | slot),
@@ -90,6 +91,7 @@ def lifecycle_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]
         ),
         st.builds(lambda t: Command("abort", (t,)), slot),
         st.builds(lambda t: Command("retry", (t,)), slot),
+        st.builds(lambda t, back: Command("fork", (t, back)), slot, st.none() | st.integers(0, 30)),
         st.just(Command("run_pass")),
         st.just(Command("crash")),
     )
@@ -270,9 +272,14 @@ class Harness:
             case "finish":
                 s.finish(self.task(args[0]), args[1])
             case "abort":
-                s.abort(self.task(args[0]))
+                s.abort(self.task(args[0]), actor="harness", reason="generated")
             case "retry":
                 s.retry(self.task(args[0]))
+            case "fork":  # as of now, or ``back`` positions before the log's end
+                at = None if args[1] is None else max(0, s.store.head() - args[1])
+                task_id = f"t{len(self.ids):03d}"
+                s.fork(self.task(args[0]), at=at, id=task_id, actor="harness")
+                self.ids.append(task_id)
             case "run_pass":
                 s.run_pass()
             case "advance":

@@ -236,6 +236,7 @@ def test_shipped_metadata_names_other_files(tmp_path: Path) -> None:
         "task_trail",
         "running_at",
         "runs_of_day",
+        "acts",
     }
     assert json.loads(METADATA_FILE.read_text())["databases"]["tasktrail-demo-views"]
 

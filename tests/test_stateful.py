@@ -113,6 +113,19 @@ class Model:
         if task.status not in ("running", "completing", "terminal") and parked:
             task.restarts = 0
 
+    def fork(self, task_id: str, source_id: str) -> bool:
+        """A fork of ``source_id`` as of now: refused with no checkpoint to start from,
+        or below an owner holding its outcome (rule 5); else submitted at its phase."""
+        source = self.tasks[source_id]
+        owner = source.owner
+        if source.status in ("completing", "terminal") or (
+            owner is not None and self.tasks[owner].status in ("completing", "terminal")
+        ):
+            return False
+        self.submit(task_id, owner)
+        self.tasks[task_id].phase = source.phase
+        return True
+
     def crash(self) -> None:
         for task in self.tasks.values():
             if task.status == "running":
@@ -194,6 +207,15 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
     def retry(self, slot: int) -> None:
         if self.do(Command("retry", (slot,))):
             self.model.retry(self.harness.task(slot))
+
+    @rule(slot=task_slots())
+    def fork(self, slot: int) -> None:
+        source = self.harness.task(slot)
+        accepted = self.do(Command("fork", (slot, None)))
+        if accepted:
+            self.model.fork(self.harness.ids[-1], source)
+        else:
+            assert not self.model.fork("never", source)  # the model refuses it too
 
     @rule(ms=st.integers(1, 3_000))
     def advance(self, ms: int) -> None:

@@ -95,6 +95,8 @@ class RunCommands(RunSubmits, RunTicks):
         settings: RunSettings | None = None,
         gate: DispatchGate | None = None,
         payload: RunPayload | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
     ) -> None:
         """Set the executor runs are handed to, the ledger's settings, the host's
         dispatch gate (durable jobs on, admissions open, no maintenance drain: see
@@ -103,13 +105,14 @@ class RunCommands(RunSubmits, RunTicks):
         (opaque JSON: the dispatcher's session, message era and number).
 
         Settings decide, so they are recorded (a ``RunSettingsChanged`` event, only
-        when they differ from those in force): a replay decides with them, and every
-        worker of a fleet on the store uses them.
+        when they differ from those in force, with ``actor`` and ``reason``: who set
+        them and why): a replay decides with them, and every worker of a fleet on the
+        store uses them.
         """
         if settings is not None:
             if not isinstance(settings, RunSettings):
                 raise TypeError(f"settings must be RunSettings, not {type(settings).__name__}")
-            self._decide(change_run_settings, settings)
+            self._decide(change_run_settings, settings, actor=actor, why=reason)
         if executor is not None:
             self._runs_runtime().executor = executor
         if gate is not None:

@@ -9,8 +9,8 @@ leaves the scheduler refreshed so that deciding again sees the winner's events.
 
 This module holds opening (with recovery), closing and the reads; the decision
 cycle (:mod:`.decision`) and the commands are mixed in: :mod:`.task_commands`,
-:mod:`.phases` (``run_pass``), :mod:`.batch`, :mod:`.turn_commands` (with
-:mod:`.cleanup_commands`) and :mod:`.run_commands`.
+:mod:`.forking` (``fork``), :mod:`.phases` (``run_pass``), :mod:`.batch`,
+:mod:`.turn_commands` (with :mod:`.cleanup_commands`) and :mod:`.run_commands`.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from .arguments import check_open_arguments
 from .batch import BatchCommands
 from .decision import DecisionCycle
 from .fleet import DEFAULT_LEASE_MS, FleetCommands, lease_ms, worker_name
+from .forking import ForkCommands
 from .phases import PhaseCommands
 from .run_commands import RunCommands
 from .snapshots import SnapshotCommands
@@ -53,6 +54,7 @@ T = TypeVar("T")
 class Scheduler(
     DecisionCycle,
     TaskCommands,
+    ForkCommands,
     PhaseCommands,
     BatchCommands,
     TurnCommands,
@@ -84,6 +86,7 @@ class Scheduler(
         self.store = store
         self.clock = clock
         self.registry = registry if registry is not None else Registry()
+        self.judges_definitions = registry is not None  # else its abort only marks
         self.world = World()
         self.world.loader = stream_loader(store, lambda: self.position)
         self.position = 0

@@ -1,14 +1,15 @@
 """Scheduler commands for tasks: submit one, reserve it for an invocation here, and
 the decisions a running task takes through that invocation (checkpoint, memo, wait,
-sleep, finish), with the operator's abort and retry. Each is one pure decision of
-:mod:`..tasks.decide` run through the scheduler's decision cycle, mixed into
-:class:`~.scheduler.Scheduler` as :class:`TaskCommands`.
+sleep, finish), with the operator's acts: abort, retry and the restart limit (fork is
+:mod:`.forking`'s), each recorded with who did it and why (``actor=``, ``reason=``).
+Each is one pure decision of :mod:`..tasks.decide` run through the scheduler's
+decision cycle, mixed into :class:`~.scheduler.Scheduler` as :class:`TaskCommands`.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import InvalidArgument, LeaseLost, Refused, RuleViolation
@@ -29,6 +30,9 @@ class TaskCommands:
     """Task commands, mixed into :class:`~.scheduler.Scheduler`."""
 
     registry: Registry
+    judges_definitions: bool = True
+    """Whether this scheduler's registry speaks for the fleet's definitions (rule 13's
+    orphaning at an abort); ``False`` for one opened without a registry."""
     _invocations: dict[str, Invocation]
     _failed_migrations: dict[str, TaskDefinition]
     _resumed: set[str]
@@ -67,6 +71,9 @@ class TaskCommands:
         project_ids: Sequence[str] = (),
         trace: dict[str, str] | None = None,
         abandon_on_restart: bool = False,
+        memos: Mapping[str, Any] | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
     ) -> str:
         """Create a ``pending`` task; returns its id.
 
@@ -75,7 +82,9 @@ class TaskCommands:
         (rules 5 and 6). ``abandon_on_restart``: the task does not outlive this
         process; every later open of a scheduler on the store (after a crash or a
         clean close) gives it a ``restart`` abort mark, whatever its status, so it
-        runs its abort handler instead of resuming (as pi-durable does).
+        runs its abort handler instead of resuming (as pi-durable does). ``memos``: what
+        it starts with (its input, read with :meth:`memo`). ``actor`` and ``reason``:
+        who submitted it and why, recorded on the event (an operator's act).
         """
         definition = self.registry.get(kind) if isinstance(kind, str) else None
         if version is None:
@@ -87,13 +96,7 @@ class TaskCommands:
                     "no registered definition names a first phase"
                 )
             phase = next(iter(definition.phases))
-        if id is None:
-            task_id = uuid.uuid4().hex
-            # 122 random bits name no stored task: no read asks the store whether one
-            # was dropped from memory (the store's unique key would still refuse it).
-            self.world.unknown.add(task_id)
-        else:
-            task_id = id
+        task_id = self._new_id(id)
         if trace is None:  # submitted while a span is current: keep its carrier
             trace = telemetry.current_carrier()
         self._decide(
@@ -107,7 +110,19 @@ class TaskCommands:
             project_ids=project_ids,
             trace=trace,
             abandon_on_restart=abandon_on_restart,
+            memos=memos,
+            actor=actor,
+            why=reason,
         )
+        return task_id
+
+    def _new_id(self, id: str | None) -> str:
+        if id is not None:
+            return id
+        task_id = uuid.uuid4().hex
+        # 122 random bits name no stored task: no read asks the store whether one
+        # was dropped from memory (the store's unique key would still refuse it).
+        self.world.unknown.add(task_id)
         return task_id
 
     def reserve(self, task_id: str) -> Mode | None:
@@ -187,25 +202,32 @@ class TaskCommands:
             task_id, decide.finish, status, message=message, detail=detail, reason=reason
         )
 
-    def abort(self, task_id: str) -> bool:
-        """Put an abort mark on the task and every live descendant (rule 6).
+    def abort(self, task_id: str, *, actor: str | None = None, reason: str | None = None) -> bool:
+        """Put an abort mark on the task and every live descendant (rule 6), recording
+        who asked (``actor``) and why (``reason``) on the mark.
 
         A terminal task is left as it is (rule 4); a task no registered
         definition can take that owns nothing live and is not running ends
-        ``orphaned`` at once (rule 13). Returns whether anything was recorded.
+        ``orphaned`` at once (rule 13), when this scheduler was opened with a
+        registry (one opened without, an operator's, knows no definitions: its
+        abort only marks, and the fleet's workers settle the task). Returns whether
+        anything was recorded.
         """
         changed: bool = self._decide(
             decide.abort,
             task_id,
-            registry=self.registry,
+            registry=self.registry if self.judges_definitions else None,
             failed_migrations=dict(self._failed_migrations),
+            actor=actor,
+            why=reason,
         )
         return changed
 
-    def retry(self, task_id: str) -> bool:
-        """Unpark a task parked at the restart limit (rule 9); returns whether it was parked."""
+    def retry(self, task_id: str, *, actor: str | None = None, reason: str | None = None) -> bool:
+        """Unpark a task parked at the restart limit (rule 9), recording who did
+        (``actor``) and why (``reason``); returns whether it was parked."""
         self._failed_migrations.pop(_task_id(task_id), None)
-        parked: bool = self._decide(decide.retry, task_id)
+        parked: bool = self._decide(decide.retry, task_id, actor=actor, why=reason)
         return parked
 
     @property
@@ -223,7 +245,9 @@ class TaskCommands:
     def restart_limit(self, limit: int) -> None:
         self.configure_restarts(limit)
 
-    def configure_restarts(self, limit: int) -> int:
+    def configure_restarts(
+        self, limit: int, *, actor: str | None = None, reason: str | None = None
+    ) -> int:
         """Set the restart limit: a task cut off ``limit`` times without progress is
         parked (rule 9), an abort handler cut off that often ends faulted (rule 12).
         Returns the limit now in force.
@@ -233,9 +257,10 @@ class TaskCommands:
         with it from then on, and a replay as of any position knows which tasks were
         parked. A raised limit unparks at the next pass, for every worker. A limit that
         is not an int >= 1 raises :class:`~..errors.InvalidArgument`, appending nothing.
+        ``actor`` and ``reason``: who set it and why, recorded on the event.
         """
         check_restart_limit(limit)
-        recorded: int = self._decide(change_restart_limit, limit)
+        recorded: int = self._decide(change_restart_limit, limit, actor=actor, why=reason)
         return recorded
 
     def _migrate_if_needed(self, task_id: str) -> str | None:

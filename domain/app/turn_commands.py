@@ -90,16 +90,26 @@ class TurnCommands(CleanupCommands):
             raise InvalidArgument(f"turn_settings must be a TurnSettings, not {settings!r}")
         self.configure_turns(settings)
 
-    def configure_turns(self, settings: TurnSettings | None = None, **changes: Any) -> TurnSettings:
+    def configure_turns(
+        self,
+        settings: TurnSettings | None = None,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        **changes: Any,
+    ) -> TurnSettings:
         """Set the Turn settings: a whole :class:`~.turns.TurnSettings`, or changes to
         the current ones (``configure_turns(aggregation_window_ms=5_000)``). Returns
         the settings now in force.
 
         They decide, so they are recorded (a ``TurnSettingsChanged`` event, only when
-        they differ from those in force): replay and the read models then decide with
-        them, and every worker of a fleet on the store uses them.
+        they differ from those in force, with ``actor`` and ``reason``: who set them
+        and why): replay and the read models then decide with them, and every worker
+        of a fleet on the store uses them.
         """
-        updated: TurnSettings = self._decide(change_turn_settings, settings, changes)
+        updated: TurnSettings = self._decide(
+            change_turn_settings, settings, changes, actor=actor, why=reason
+        )
         return updated
 
     def _decide_turn(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -173,7 +173,8 @@ class RunSettingsChanged(TaskEvent):
     """The run ledger's settings in force from now on, whole (``configure_runs``):
     the zone, limits and windows its rules decide by, so that a replay decides as
     the live scheduler did. ``task_id`` is empty (scheduler-wide); the fields are
-    :class:`~.settings.RunSettings`'."""
+    :class:`~.settings.RunSettings`', with ``actor`` and ``why``: who set them and why
+    (``ACT_FIELDS``)."""
 
     task_stream: ClassVar[bool] = False
 
@@ -190,6 +191,8 @@ class RunSettingsChanged(TaskEvent):
     catch_up_ms: float
     reconcile_wall_s: float | None
     dispatch_wall_s: float | None = 25.0
+    actor: str | None = None
+    why: str | None = None
 
     def stream_id(self) -> str:
         """The one stream of the run settings."""

@@ -16,6 +16,7 @@ from ..errors import InvalidArgument
 from ..tasks.context import Context
 from ..tasks.fields import finite_number
 from ..tasks.guards import not_closing
+from ..tasks.validation import act_fields
 from ..world import Draft, World, stream_in_view
 from .events import RUN_SETTINGS_STREAM, RunSettingsChanged
 
@@ -94,14 +95,22 @@ def run_settings_of(source: World | Draft) -> RunSettings:
     return state if isinstance(state, RunSettings) else DEFAULT_RUN_SETTINGS
 
 
-def change_run_settings(draft: Draft, ctx: Context, settings: RunSettings) -> bool:
-    """Record ``settings`` as the run settings in force; nothing when they are the
-    ones in force already. Returns whether it recorded them."""
+def change_run_settings(
+    draft: Draft,
+    ctx: Context,
+    settings: RunSettings,
+    *,
+    actor: str | None = None,
+    why: str | None = None,
+) -> bool:
+    """Record ``settings`` as the run settings in force (by ``actor``, because ``why``);
+    nothing when they are the ones in force already. Returns whether it recorded them."""
     not_closing(ctx, None)
     if not isinstance(settings, RunSettings):
         raise InvalidArgument(f"run settings must be a RunSettings, not {settings!r}")
+    act = act_fields(actor, why, None)
     # runs.settings_recorded: a setting that decides is an event, so replay equals live.
     if run_settings_of(draft) == settings:
         return False
-    draft.emit_stream(RunSettingsChanged(task_id="", at=ctx.now, **asdict(settings)))
+    draft.emit_stream(RunSettingsChanged(task_id="", at=ctx.now, **asdict(settings), **act))
     return True

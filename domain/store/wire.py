@@ -120,7 +120,9 @@ def _mirror(cls: type[TaskEvent]) -> _Mirror | None:
             else:
                 wire = _wire_type(hints[f.name])
             no_default = f.default is dataclasses.MISSING
-            stored.append((f.name, wire) if no_default else (f.name, wire, f.default))
+            # A field of any JSON value absent from an older event reads as its None.
+            default = _NULL if wire is msgspec.Raw and f.default is None else f.default
+            stored.append((f.name, wire) if no_default else (f.name, wire, default))
     except _NoMirror:
         return None
     # What every stored payload also holds; the checked path pops the others unchecked.

@@ -5,13 +5,14 @@ The application hands these pure functions to its ``_decide``: each takes a
 command produces into the draft, or raises a refusal naming the rule and the
 task, which appends nothing. Nothing is defined here: each rule lives in the
 module of its part of a task's life (:mod:`.starting`, :mod:`.running`,
-:mod:`.ending`, :mod:`.restarts`, :mod:`.readiness`).
+:mod:`.ending`, :mod:`.restarts`, :mod:`.readiness`, :mod:`.forking`).
 """
 
 from __future__ import annotations
 
 from .context import Context
 from .ending import abort, fault, finish
+from .forking import fork
 from .guards import held_elsewhere
 from .readiness import readiness
 from .restarts import recover, retry, stop
@@ -24,6 +25,7 @@ __all__ = [
     "checkpoint",
     "fault",
     "finish",
+    "fork",
     "held_elsewhere",
     "memo",
     "readiness",

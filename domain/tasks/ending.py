@@ -25,7 +25,7 @@ from .events import AbortMarked, OutcomeHeld, OutcomeStatus, TaskEnded
 from .guards import invocation_decision, not_closing
 from .live_index import any_cancelling
 from .state import Outcome, TaskState
-from .validation import json_value, require_task
+from .validation import act_fields, json_value, require_task
 
 FINISH_STATUSES: tuple[OutcomeStatus, ...] = ("completed", "failed", "aborted", "faulted")
 
@@ -160,8 +160,11 @@ def abort(
     *,
     registry: Registry | None = None,
     failed_migrations: Iterable[str] = (),
+    actor: str | None = None,
+    why: str | None = None,
 ) -> bool:
-    """Put a request abort mark on the task and cascade it. Returns whether anything changed.
+    """Put a request abort mark on the task (by ``actor``, because ``why``) and cascade
+    it. Returns whether anything changed.
 
     Given the ``registry``, a task no definition can take that owns nothing live
     and runs no invocation ends ``orphaned`` at once (pi-durable's ``abort``
@@ -169,13 +172,14 @@ def abort(
     """
     not_closing(ctx, task_id)
     task = require_task(draft, task_id)
+    act = act_fields(actor, why, task_id)
     # 4. An abort mark on a terminal task is a no-op.
     if task.status == "terminal":
         return False
     # 12. A request mark replaces a restart mark; a second request changes nothing.
     changed = False
     if not task.request_marked:
-        draft.emit(AbortMarked(task_id=task_id, at=ctx.now))
+        draft.emit(AbortMarked(task_id=task_id, at=ctx.now, **act))
         changed = True
     before = len(draft.events)
     cascade(draft, ctx, task_id)

@@ -77,6 +77,9 @@ class TaskSubmitted(TaskEvent):
 
     Version 2 added ``priority``: a hint for hosts that order their own work
     (higher first, 0 normal). Tasks recorded by the first release read as 0.
+    Since then, optional (``None`` in events recorded before): the checkpoint's
+    ``attempt`` and the ``memos`` it starts with (a JSON object: a submitter's input,
+    a fork's copy), and who submitted it and why (:data:`ACT_FIELDS`).
     """
 
     class_version: ClassVar[int] = 2
@@ -90,6 +93,10 @@ class TaskSubmitted(TaskEvent):
     trace: dict[str, str] | None = None
     abandon_on_restart: bool = False
     priority: int = 0
+    attempt: int | None = None
+    memos: Any = None
+    actor: str | None = None
+    why: str | None = None
 
     @staticmethod
     def upcast_v1_v2(payload: dict[str, Any]) -> None:
@@ -180,11 +187,14 @@ class TaskEnded(TaskEvent):
 class AbortMarked(TaskEvent):
     """An abort mark: ``reason`` ``None`` for a request, ``"restart"`` for an abandonment.
 
-    ``by`` names the owner whose cancellation cascaded to this task (rule 6).
+    ``by`` names the owner whose cancellation cascaded to this task (rule 6);
+    ``actor`` and ``why`` who asked for a request mark and why (:data:`ACT_FIELDS`).
     """
 
     reason: str | None = None
     by: str | None = None
+    actor: str | None = None
+    why: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -206,8 +216,16 @@ class TaskStopped(TaskEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RestartsCleared(TaskEvent):
-    """``retry`` cleared the restart count of a parked task (rule 9)."""
+    """``retry`` cleared the restart count of a parked task (rule 9); ``actor`` and
+    ``why`` who did and why (:data:`ACT_FIELDS`)."""
 
+    actor: str | None = None
+    why: str | None = None
+
+
+ACT_FIELDS = ("actor", "why")
+"""The optional fields of an operator's act (submit, abort, retry, fork, the settings):
+who did it and why. ``None`` when not given and in events recorded before them."""
 
 E = TypeVar("E", bound=type[TaskEvent])
 

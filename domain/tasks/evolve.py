@@ -147,13 +147,18 @@ _PLAIN_OUTCOMES = {status: Outcome(status) for status in OUTCOME_STATUSES}
 
 
 def _submitted(event: TaskSubmitted) -> TaskState:
+    memos = _NO_MEMOS
+    if event.memos is not None:  # a submitter's input, a fork's copy
+        if not isinstance(event.memos, dict) or not all(isinstance(k, str) for k in event.memos):
+            raise InvalidTransition(f"task {event.task_id}: memos must be a JSON object")
+        memos = FrozenDict({name: frozen(value) for name, value in event.memos.items()})
     return _new_task(
         id=event.task_id,
         kind=sys.intern(event.kind),
         version=event.version,
         status="pending",
-        checkpoint=_new_checkpoint(sys.intern(event.phase)),
-        memos=_NO_MEMOS,
+        checkpoint=_new_checkpoint(sys.intern(event.phase), event.attempt),
+        memos=memos,
         roles=_NO_ROLES,
         owner_id=event.owner_id,
         conversation_id=event.conversation_id,

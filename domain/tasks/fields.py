@@ -11,7 +11,7 @@ instead of failing later in a fold.
 Writing: :func:`text_problem` holds every store to the same limits (SQLite would
 take a 1 MiB id that PostgreSQL refuses, and a NUL that PostgreSQL's text cannot
 hold): no NUL, no lone surrogate (not UTF-8), and at most :data:`MAX_NAME_BYTES`
-for names (ids, kinds, phases, memo names, roles, workers),
+for names (ids, kinds, phases, memo names, roles, workers, an act's actor),
 :data:`MAX_TEXT_BYTES` for free text (messages, reasons, summaries, errors) and
 :data:`MAX_OTHER_BYTES` for any other string, as UTF-8.
 """
@@ -49,6 +49,8 @@ NAME_FIELDS = frozenset(
         "active_turn_id",
         "worker",
         "pass_id",
+        "actor",
+        "source_id",
     }
 )
 TEXT_FIELDS = frozenset({"message", "reason", "reasons", "summary", "error", "why"})

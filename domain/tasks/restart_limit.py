@@ -20,6 +20,7 @@ from .events import TaskEvent, register_event
 from .evolve import InvalidTransition, evolves_stream
 from .guards import not_closing
 from .state import TaskState
+from .validation import act_fields
 
 DEFAULT_RESTART_LIMIT = 3
 """The limit in force in a log that never recorded one (pi-durable's)."""
@@ -30,11 +31,14 @@ RESTART_LIMIT_STREAM = "settings:restarts"
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RestartLimitChanged(TaskEvent):
     """The restart limit in force from now on (``configure_restarts``, or an open
-    given another ``restart_limit``). ``task_id`` is empty (scheduler-wide)."""
+    given another ``restart_limit``). ``task_id`` is empty (scheduler-wide); ``actor``
+    and ``why``: who set it and why (``ACT_FIELDS``)."""
 
     task_stream: ClassVar[bool] = False
 
     limit: int
+    actor: str | None = None
+    why: str | None = None
 
     def stream_id(self) -> str:
         """The one stream of the restart limit."""
@@ -77,13 +81,16 @@ def limit_deciding(draft: Draft, ctx: Context, task: TaskState) -> int:
     return ctx.restart_limit
 
 
-def change_restart_limit(draft: Draft, ctx: Context, limit: int) -> int:
-    """Record ``limit`` as the restart limit in force; nothing when it is the one in
-    force already. Returns the limit in force after."""
+def change_restart_limit(
+    draft: Draft, ctx: Context, limit: int, *, actor: str | None = None, why: str | None = None
+) -> int:
+    """Record ``limit`` as the restart limit in force (by ``actor``, because ``why``);
+    nothing when it is the one in force already. Returns the limit in force after."""
     not_closing(ctx, None)
     check_restart_limit(limit)
+    act = act_fields(actor, why, None)
     # 9, 12. The limit decides parking and cut-off aborts: an event, so every worker
     # and every replay decide with the same one at the same position.
     if restart_limit_of(draft) != limit:
-        draft.emit_stream(RestartLimitChanged(task_id="", at=ctx.now, limit=limit))
+        draft.emit_stream(RestartLimitChanged(task_id="", at=ctx.now, limit=limit, **act))
     return limit

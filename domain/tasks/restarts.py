@@ -21,7 +21,7 @@ from .ending import cascade, release_owner
 from .events import AbortMarked, RestartsCleared, TaskRecovered, TaskStopped
 from .guards import not_closing
 from .restart_limit import limit_deciding
-from .validation import require_task
+from .validation import act_fields, require_task
 
 
 def recover(
@@ -107,14 +107,18 @@ def stop(draft: Draft, ctx: Context, task_ids: Iterable[str]) -> None:
             draft.emit(TaskStopped(task_id=task_id, at=ctx.now, rule=10))
 
 
-def retry(draft: Draft, ctx: Context, task_id: str) -> bool:
-    """Rule 9: clear a parked task's restart count. Returns whether it was parked."""
+def retry(
+    draft: Draft, ctx: Context, task_id: str, *, actor: str | None = None, why: str | None = None
+) -> bool:
+    """Rule 9: clear a parked task's restart count (by ``actor``, because ``why``).
+    Returns whether it was parked."""
     not_closing(ctx, task_id)
     task = require_task(draft, task_id)
+    act = act_fields(actor, why, task_id)
     # 9. retry of a non-parked task does nothing.
     if task.status in ("terminal", "completing", "running") or not parked(
         task, limit_deciding(draft, ctx, task)
     ):
         return False
-    draft.emit(RestartsCleared(task_id=task_id, at=ctx.now))
+    draft.emit(RestartsCleared(task_id=task_id, at=ctx.now, **act))
     return True

@@ -14,18 +14,19 @@ the branch that applies it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..errors import InvalidArgument, Refused, RuleViolation
 from ..world import Draft
 from .context import Context
 from .definitions import Registry, definition_fit, parked
 from .ending import cancelling_ancestor, end
-from .events import AbortMarked, Mode, TaskMigrated, TaskReserved, TaskSubmitted
+from .events import AbortMarked, Mode, TaskEvent, TaskMigrated, TaskReserved, TaskSubmitted
 from .guards import held_elsewhere, not_closing
 from .restart_limit import limit_deciding
 from .state import Outcome, TaskState
-from .validation import phase_name, require_task
+from .validation import act_fields, json_value, phase_name, require_task
 from .waits import wait_satisfied
 
 
@@ -42,8 +43,18 @@ def submit(
     project_ids: Sequence[str] = (),
     trace: dict[str, str] | None = None,
     abandon_on_restart: bool = False,
+    attempt: int | None = None,
+    memos: Mapping[str, Any] | None = None,
+    actor: str | None = None,
+    why: str | None = None,
+    origin: TaskEvent | None = None,
 ) -> TaskState:
-    """Create a task, ``pending`` at ``phase``."""
+    """Create a task, ``pending`` at the checkpoint ``phase`` (and ``attempt``) with
+    ``memos`` (its input: names to JSON values), submitted by ``actor`` because ``why``.
+
+    ``origin``: an event of the new task to record right after its submission (a fork's
+    :class:`~.forking.TaskForked`), before any rule reacts to the new task.
+    """
     not_closing(ctx, task_id)
     if not isinstance(task_id, str) or not task_id:
         raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
@@ -78,6 +89,12 @@ def submit(
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in trace.items())
     ):
         raise InvalidArgument("trace must be a dict of strings (a W3C carrier)", task_id=task_id)
+    act = act_fields(actor, why, task_id)
+    if attempt is not None and (
+        isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0
+    ):
+        raise InvalidArgument(f"attempt must be an int >= 0, not {attempt!r}", task_id=task_id)
+    given = _memos(memos, task_id)
     if owner_id is not None:
         owner = require_task(draft, owner_id)
         # 4. Terminal is absorbing: a terminal task owns no new work.
@@ -98,13 +115,32 @@ def submit(
             project_ids=projects,
             trace=trace,
             abandon_on_restart=abandon_on_restart,
+            attempt=attempt,
+            memos=given,
+            **act,
         )
     )
+    if origin is not None:
+        state = draft.emit(origin)
     # 6. Work submitted below a cancelling owner is marked at once.
     cancelling = cancelling_ancestor(draft, task_id)
     if cancelling is not None:
         state = draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=6, by=cancelling.id))
     return state
+
+
+def _memos(memos: object, task_id: str) -> dict[str, Any] | None:
+    """A submission's memos as the log will read them back, checked as ``memo`` checks
+    each; ``None`` for none."""
+    if memos is None:
+        return None
+    if not isinstance(memos, Mapping):
+        raise InvalidArgument(f"memos must be a mapping of names, not {memos!r}", task_id=task_id)
+    checked: dict[str, Any] = {}
+    for name, value in memos.items():
+        phase_name(name, "memo name", task_id)
+        checked[name] = json_value(value, f"memo {name!r}", task_id)
+    return checked or None
 
 
 def reserve(

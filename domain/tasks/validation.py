@@ -9,7 +9,7 @@ it back, so the live state is the state a replay folds.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
@@ -43,6 +43,30 @@ def phase_name(value: object, what: str, task_id: str | None) -> str:
     if problem is not None:
         raise InvalidArgument(problem, task_id=task_id)
     return value
+
+
+class Act(TypedDict):
+    """An operator's act as its events record it: who, and why."""
+
+    actor: str | None
+    why: str | None
+
+
+def act_fields(actor: object, why: object, task_id: str | None) -> Act:
+    """Check an operator's ``actor`` (a name, at most MAX_NAME_BYTES) and ``why`` (free
+    text): each a non-empty string the log can keep, or ``None``. Returns them as the
+    act's event fields (``actor``, ``why``)."""
+    checked: list[str | None] = []
+    for name, value, field in (("actor", actor, "actor"), ("reason", why, "why")):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidArgument(
+                f"{name} must be a non-empty string or None, not {value!r}", task_id=task_id
+            )
+        problem = None if value is None else text_problem(field, value)
+        if problem is not None:
+            raise InvalidArgument(problem.replace(field, name, 1), task_id=task_id)
+        checked.append(value)
+    return Act(actor=checked[0], why=checked[1])
 
 
 def time_ms(value: object, what: str, task_id: str | None) -> float:

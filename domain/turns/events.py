@@ -278,9 +278,10 @@ class TurnSettingsChanged(TaskEvent):
     """The Turn settings in force from now on, whole (``configure_turns``): the
     windows and limits section 2's rules decide by, so that a replay and the read
     models decide as the live scheduler did. ``task_id`` is empty (scheduler-wide);
-    the fields are :class:`~.settings.TurnSettings`'. ``task_pass_retry_base_ms`` is
-    ``None`` when the pass retry follows the delivery retry base; a log written
-    before that was possible holds the number then in force, which it keeps."""
+    the fields are :class:`~.settings.TurnSettings`', with ``actor`` and ``why``: who
+    set them and why (``ACT_FIELDS``). ``task_pass_retry_base_ms`` is ``None`` when the
+    pass retry follows the delivery retry base; a log written before that was possible
+    holds the number then in force, which it keeps."""
 
     task_stream: ClassVar[bool] = False
     aggregation_window_ms: float
@@ -292,6 +293,8 @@ class TurnSettingsChanged(TaskEvent):
     task_pass_retry_limit: int
     task_concurrency: int
     stall_diagnostic_ms: float | None = None
+    actor: str | None = None
+    why: str | None = None
 
     def stream_id(self) -> str:
         """The one stream of the Turn settings."""

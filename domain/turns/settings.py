@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import InvalidArgument
 from ..tasks.context import Context
 from ..tasks.guards import not_closing
+from ..tasks.validation import act_fields
 from ..world import Draft, World, stream_in_view
 from .events import TURN_SETTINGS_STREAM, TurnSettingsChanged
 
@@ -143,12 +144,19 @@ def turn_settings_of(source: World | Draft) -> TurnSettings:
 
 
 def change_turn_settings(
-    draft: Draft, ctx: Context, settings: TurnSettings | None, changes: dict[str, Any]
+    draft: Draft,
+    ctx: Context,
+    settings: TurnSettings | None,
+    changes: dict[str, Any],
+    *,
+    actor: str | None = None,
+    why: str | None = None,
 ) -> TurnSettings:
     """Record the Turn settings in force from now on: ``settings`` (``None``: those in
-    force) with ``changes``; nothing when they are the ones in force already. Returns
-    the settings in force after."""
+    force) with ``changes`` (by ``actor``, because ``why``); nothing when they are the
+    ones in force already. Returns the settings in force after."""
     not_closing(ctx, None)
+    act = act_fields(actor, why, None)
     if settings is not None and not isinstance(settings, TurnSettings):
         raise InvalidArgument(f"Turn settings must be a TurnSettings, not {settings!r}")
     current = turn_settings_of(draft)
@@ -158,5 +166,5 @@ def change_turn_settings(
         raise InvalidArgument(f"unknown Turn setting: {error}") from None
     # turns.settings_recorded: a setting that decides is an event, so replay equals live.
     if updated != current:
-        draft.emit_stream(TurnSettingsChanged(task_id="", at=ctx.now, **asdict(updated)))
+        draft.emit_stream(TurnSettingsChanged(task_id="", at=ctx.now, **asdict(updated), **act))
     return updated

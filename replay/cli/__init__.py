@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from tasktrail.domain import TasktrailError
 
 from . import (
+    act_commands,
     io_commands,
     replay_commands,
     report_command,
@@ -53,6 +54,9 @@ examples:
   tasktrail diff tasktrail-demo.db tasktrail-demo.db --until-a 300 --until-b 320
   tasktrail trace tasktrail-demo.db fragile-0001 --out fragile.json
   tasktrail worker myapp.tasks:registry --store trail.db --worker w1
+  tasktrail submit trail.db report --phase start --memo day='"2026-01-05"'
+  tasktrail abort trail.db fragile-0001 --reason "stuck since the deploy"
+  tasktrail fork trail.db fragile-0001 --at 300 --actor alice
 
 A STORE is a SQLite file path (or a file: URI, mode=ro or immutable=1 to read
 only) or a postgresql:// URL; a SOURCE may also be a .jsonl export. Commands that
@@ -91,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     io_commands.add_trace(commands)
     report_command.add_report(commands)
     worker_command.add_worker(commands)
+    act_commands.add_submit(commands)
+    act_commands.add_abort(commands)
+    act_commands.add_retry(commands)
+    act_commands.add_fork(commands)
     for command in commands.choices.values():
         # ``tasktrail verify --debug X`` as well as ``tasktrail --debug verify X``.
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
@@ -150,6 +158,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "trace": io_commands.do_trace,
         "report": report_command.do_report,
         "worker": worker_command.do_worker,
+        "submit": act_commands.do_submit,
+        "abort": act_commands.do_abort,
+        "retry": act_commands.do_retry,
+        "fork": act_commands.do_fork,
     }
     handler = handlers.get(args.command)
     if handler is None:
