@@ -7,6 +7,8 @@ small table beside the log (``tasktrail_meta``: key, value), read at every open.
   refused at open, before anything is read or written.
 - ``chained_after``: the log's head when the marker was added. Every event after it
   carries a digest (:mod:`.chain`); events at or before it were recorded without one.
+- ``keyed_after`` and ``chain_key_id``: a keyed store's (:mod:`.keys`): every digest
+  after that position is an HMAC under the key the identifier names.
 - ``made_by``: which tool made the store, when one did (``tasktrail demo`` marks its
   stores, and replaces no other file).
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import StoreError
+from .keys import KEY_ID_KEY, KEYED_AFTER_KEY
 
 TABLE = "tasktrail_meta"
 STORE_FORMAT = 1
@@ -72,6 +75,21 @@ class Meta:
                     )
                     marker.setdefault(key, value)
         return marker
+
+    def key(self, identifier: str) -> dict[str, str]:
+        """Key the store from its head on, unless a writer keyed it first; returns the
+        marker as it is now (the caller checks whose key won)."""
+        m = self._mark
+        with self._datastore.transaction(commit=True) as cursor:
+            head = str(self._head(cursor))
+            for key, value in ((KEY_ID_KEY, identifier), (KEYED_AFTER_KEY, head)):
+                cursor.execute(
+                    f"INSERT INTO {self._table} (key, value) VALUES ({m}, {m}) "
+                    "ON CONFLICT (key) DO NOTHING",
+                    (key, value),
+                )
+            cursor.execute(f"SELECT key, value FROM {self._table}")
+            return dict(_pair(row) for row in cursor.fetchall())
 
     def set(self, key: str, value: str) -> None:
         """Write one key (the table exists: :meth:`ensure` ran at open)."""
