@@ -148,9 +148,7 @@ class SealCheck:
         snapshots against each seal's."""
         tree = self.tree
         for index, (line, seal) in enumerate(self.seals):
-            if index in self._failed:
-                continue
-            if seal.count > tree.count:
+            if seal.count > tree.count and index not in self._failed:
                 self._short(index, line, seal)
             if store is not None:
                 self._marker(line, seal, store)
