@@ -128,10 +128,10 @@ class SealCheck:
             if index in self._failed:
                 continue
             line, seal = self.seals[index]
-            if tree.peaks[-1].hash.hex() != seal.peaks[peak]:
+            closed = tree.last_peak()
+            if closed.hash.hex() != seal.peaks[peak]:
                 self._failed.add(index)
-                first, last = tree.peaks[-1].first, tree.peaks[-1].last
-                size = tree.peaks[-1].size
+                first, last, size = closed.first, closed.last, closed.size
                 self.problems.append(
                     SealProblem(
                         line,

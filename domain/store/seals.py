@@ -54,25 +54,21 @@ SEAL_KEYS = (
     "mac",
 )
 _LEAF, _NODE = b"\x00", b"\x01"
-_NUMBERS = struct.Struct(">QQ")
+_NUMBERS = struct.Struct(">QQQQ")
+_sha256 = hashlib.sha256
 
 
 def leaf_hash(position: int, stream_id: str, version: int, topic: str, state: bytes) -> bytes:
     """The tree's hash of one event (RFC 6962's leaf hash of its encoding)."""
     stream = stream_id.encode("utf-8", "surrogatepass")
     name = topic.encode("utf-8", "surrogatepass")
-    hashed = hashlib.sha256(_LEAF)
-    hashed.update(_NUMBERS.pack(position, version))
-    hashed.update(_NUMBERS.pack(len(stream), len(name)))
-    hashed.update(stream)
-    hashed.update(name)
-    hashed.update(state)
-    return hashed.digest()
+    numbers = _NUMBERS.pack(position, version, len(stream), len(name))
+    return _sha256(b"".join((_LEAF, numbers, stream, name, state))).digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
     """RFC 6962's hash of an inner node."""
-    return hashlib.sha256(_NODE + left + right).digest()
+    return _sha256(_NODE + left + right).digest()
 
 
 def fold_peaks(peaks: Iterable[bytes]) -> bytes:
@@ -86,9 +82,9 @@ def fold_peaks(peaks: Iterable[bytes]) -> bytes:
     return root
 
 
-@dataclass
+@dataclass(frozen=True)
 class Peak:
-    """A perfect subtree of the log's tree: its size, hash, and first and last position."""
+    """A perfect subtree of the log's tree: its size, hash, first and last position."""
 
     size: int
     hash: bytes
@@ -100,24 +96,40 @@ class LogTree:
     """The Merkle tree of a log, built one event at a time, keeping only its peaks."""
 
     def __init__(self) -> None:
-        self.peaks: list[Peak] = []
+        # The peaks, largest first, as parallel lists: a million adds make no objects.
+        self._sizes: list[int] = []
+        self._hashes: list[bytes] = []
+        self._firsts: list[int] = []
         self.count = 0
         self.position = 0
 
     def add(self, position: int, stream_id: str, version: int, topic: str, state: bytes) -> None:
         """Add the next event of the log."""
-        peak = Peak(1, leaf_hash(position, stream_id, version, topic, state), position, position)
-        peaks = self.peaks
-        while peaks and peaks[-1].size == peak.size:
-            left = peaks.pop()
-            peak = Peak(2 * peak.size, node_hash(left.hash, peak.hash), left.first, peak.last)
-        peaks.append(peak)
+        sizes, hashes, firsts = self._sizes, self._hashes, self._firsts
+        node, size, first = leaf_hash(position, stream_id, version, topic, state), 1, position
+        while sizes and sizes[-1] == size:
+            sizes.pop()
+            node = _sha256(_NODE + hashes.pop() + node).digest()
+            first = firsts.pop()
+            size *= 2
+        sizes.append(size)
+        hashes.append(node)
+        firsts.append(first)
         self.count += 1
         self.position = position
 
+    @property
+    def peak_hashes(self) -> list[bytes]:
+        """The roots of the perfect subtrees the tree splits into, largest first."""
+        return list(self._hashes)
+
+    def last_peak(self) -> Peak:
+        """The smallest peak: the one the latest event closed."""
+        return Peak(self._sizes[-1], self._hashes[-1], self._firsts[-1], self.position)
+
     def root(self) -> bytes:
         """The tree's root (RFC 6962's Merkle tree hash of every event so far)."""
-        return fold_peaks(peak.hash for peak in self.peaks)
+        return fold_peaks(self._hashes)
 
 
 @dataclass(frozen=True)
@@ -177,7 +189,7 @@ def make_seal(
         count=tree.count,
         position=tree.position,
         root=tree.root().hex(),
-        peaks=tuple(peak.hash.hex() for peak in tree.peaks),
+        peaks=tuple(peak.hex() for peak in tree.peak_hashes),
         at=when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         format=int(marker.get("format") or 0),
         chained_after=marker.get("chained_after"),
