@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tasktrail.domain import Store, StoreError, open_store
 from tasktrail.domain.store.chain import ChainCheck, ChainProblem, as_bytes
-from tasktrail.domain.store.keys import resolve_key
+from tasktrail.domain.store.keys import KEY_ID_KEY, check_reader_key, resolve_key
 from tasktrail.domain.store.transcoder import row_problem
 
 from .log import Heads, LogReader, _parse_heads, is_jsonl
@@ -166,6 +166,7 @@ def _check_export(
         key=key,
     )
     key_id = sealed.key_id if sealed else None
+    check_reader_key({KEY_ID_KEY: key_id} if key_id else None, key, str(path))
     _lowered(check, key, key_id)
     reader = LogReader(path, skip_invalid=skip)
     compared: list[int] = []

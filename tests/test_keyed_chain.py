@@ -218,6 +218,8 @@ def test_a_keyed_export_imports_as_a_keyed_store(
     count = export(location, out, chain_key=KEY)
     assert verify(out, chain_key=KEY).ok
     assert verify(out).unchecked  # the export's keyed digests, without the key
+    with pytest.raises(StoreError, match="is not this store's"):
+        verify(out, chain_key="another key")
     copy = str(tmp_path / "copy.db")
     assert import_log(out, copy) == count
     assert Tamperer(copy).marker()["chain_key_id"] == key_id(KEY)
