@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -20,7 +21,7 @@ from test_keyed_chain import KEY, START, registry, workload
 from tasktrail.domain import ManualClock, Scheduler, open_store
 from tasktrail.domain.app.sealing import take_seal
 from tasktrail.domain.store.chain import unseal
-from tasktrail.domain.store.seals import leaf_hash, parse_seal
+from tasktrail.domain.store.seals import extends, leaf_hash, parse_seal
 from tasktrail.replay import export, verify
 from tasktrail.replay.cli.common import EXIT_UNCHECKED
 
@@ -302,3 +303,22 @@ def test_a_bad_seals_file_is_bad_input_naming_its_line(
     seals.write_text("")
     ran = run(["verify", location, "--seals", str(seals)], capsys)
     assert ran.code == 2 and "holds no seal" in ran.err
+
+
+def test_a_later_seal_is_proved_to_extend_an_earlier_one_from_the_events_between(
+    store_url: str,
+) -> None:
+    workload(store_url, key=None, tasks=5, name="monday")
+    with open_store(store_url, read_only=True) as store:
+        earlier = take_seal(store)
+    workload(store_url, key=None, tasks=7, name="tuesday")
+    with open_store(store_url, read_only=True) as store:
+        later = take_seal(store)
+    between = [row for row in Tamperer(store_url).rows() if row[0] > earlier.position]
+    assert extends(earlier, later, between)
+    edited = [*between[:-1], (*between[-1][:4], between[-1][4].replace(b'"at"', b'"at" '))]
+    assert not extends(earlier, later, edited)
+    assert not extends(earlier, later, between[:-1])
+    # An earlier seal that is not a prefix of this log (another store's): no proof.
+    other = replace(earlier, peaks=(later.peaks[0], *earlier.peaks[1:]))
+    assert not extends(other, later, between)

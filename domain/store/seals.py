@@ -123,6 +123,17 @@ class LogTree:
         """The roots of the perfect subtrees the tree splits into, largest first."""
         return list(self._hashes)
 
+    @classmethod
+    def resume(cls, seal: Seal) -> LogTree:
+        """The tree as a seal left it: its peaks, count and position (no first positions
+        of its peaks: they were not sealed), ready for the events after it."""
+        tree = cls()
+        tree._sizes = seal.peak_sizes()
+        tree._hashes = [bytes.fromhex(peak) for peak in seal.peaks]
+        tree._firsts = [0] * len(tree._sizes)
+        tree.count, tree.position = seal.count, seal.position
+        return tree
+
     def last_peak(self) -> Peak:
         """The smallest peak: the one the latest event closed."""
         return Peak(self._sizes[-1], self._hashes[-1], self._firsts[-1], self.position)
@@ -172,6 +183,18 @@ class Seal:
         """The size of each peak, largest first: the bits of ``count``."""
         bits = reversed(range(self.count.bit_length()))
         return [1 << bit for bit in bits if self.count >> bit & 1]
+
+
+def extends(earlier: Seal, later: Seal, rows: Iterable[tuple[int, str, int, str, bytes]]) -> bool:
+    """Whether ``later`` extends ``earlier``, given only the events between them (the
+    log's rows after ``earlier.position`` up to ``later.position``): the earlier
+    seal's peaks, extended by those events, must fold into the later seal's root."""
+    tree = LogTree.resume(earlier)
+    for position, stream_id, version, topic, state in rows:
+        if position <= earlier.position or position > later.position:
+            continue
+        tree.add(position, stream_id, version, topic, state)
+    return tree.count == later.count and tree.root().hex() == later.root
 
 
 def make_seal(
@@ -257,6 +280,7 @@ __all__ = [
     "LogTree",
     "Peak",
     "Seal",
+    "extends",
     "fold_peaks",
     "leaf_hash",
     "make_seal",
