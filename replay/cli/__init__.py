@@ -4,7 +4,8 @@ dispatches to their handlers, holding every command to one error contract
 (:mod:`.common`): 0 ok, 1 violations (or differences) found, 2 bad input (an unknown
 or unreadable store, a bad log line, an unknown task or flag, an output that would
 write over an input: what was wrong and where), 3 an internal error (one line; the
-traceback only with ``--debug``), 130 interrupted. No traceback reaches a user
+traceback only with ``--debug``), 4 nothing found but the keys not checked (``verify``
+of a keyed store without its key), 130 interrupted. No traceback reaches a user
 otherwise.
 """
 
@@ -34,6 +35,7 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PROBLEMS,
+    EXIT_UNCHECKED,
     warn,
 )
 
@@ -169,6 +171,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_PROBLEMS",
+    "EXIT_UNCHECKED",
     "build_parser",
     "main",
 ]
