@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tasktrail.domain import CorruptEvent, Store
+from tasktrail.domain import CorruptEvent, InvalidArgument, Store
 from tasktrail.domain.history import FORMAT
 from tasktrail.domain.store.keys import resolve_key
 from tasktrail.domain.tasks.ending import cancelling_ancestor
@@ -282,6 +282,8 @@ def verify(
     violations: list[Violation] = []
     chain: ChainReport | None = None
     watch: SnapshotWatch | None = None
+    if seals is not None and isinstance(source, SchedulerState):
+        raise InvalidArgument("seals are checked against a log, not a state already folded")
     sealed = SealCheck(read_seals(seals), resolve_key(chain_key)) if seals is not None else None
     if isinstance(source, SchedulerState):
         state = source

@@ -18,11 +18,11 @@ from helpers.cli import folder_state, run
 from helpers.tamper_rows import Tamperer
 from test_keyed_chain import KEY, START, registry, workload
 
-from tasktrail.domain import ManualClock, Scheduler, open_store
+from tasktrail.domain import InvalidArgument, ManualClock, Scheduler, open_store
 from tasktrail.domain.app.sealing import take_seal
 from tasktrail.domain.store.chain import unseal
 from tasktrail.domain.store.seals import extends, leaf_hash, parse_seal
-from tasktrail.replay import export, verify
+from tasktrail.replay import export, replay, verify
 from tasktrail.replay.cli.common import EXIT_UNCHECKED
 
 
@@ -295,6 +295,8 @@ def test_a_bad_seals_file_is_bad_input_naming_its_line(
     sealed: tuple[str, Tamperer, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     location, _, seals = sealed
+    with pytest.raises(InvalidArgument, match="against a log, not a state"):
+        verify(replay(location), seals=seals)
     line = orjson.loads(seals.read_text())
     line["count"] += 1  # its peaks no longer fit its count
     seals.write_text(seals.read_text() + orjson.dumps(line).decode() + "\n")
