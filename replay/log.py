@@ -41,7 +41,7 @@ from eventsourcing.persistence import StoredEvent
 from tasktrail.domain import CorruptEvent, Store, StoreError, TasktrailError, open_store
 from tasktrail.domain.store.chain import unseal
 from tasktrail.domain.store.event_view import ensure_event_view
-from tasktrail.domain.store.keys import KEY_ID_KEY, KEYED_AFTER_KEY
+from tasktrail.domain.store.keys import KEY_ID_KEY, KEYED_AFTER_KEY, KEYED_MAC_KEY
 from tasktrail.domain.store.meta import CHAINED_AFTER_KEY
 from tasktrail.domain.store.store import Recorded
 from tasktrail.domain.store.transcoder import decode_payload
@@ -331,6 +331,7 @@ def import_log(
         if keyed is not None and len(positions) == len(rows):
             opened.mark(KEY_ID_KEY, keyed[0])
             opened.mark(KEYED_AFTER_KEY, str(positions[unkeyed - 1] if unkeyed else 0))
+            opened.mark(KEYED_MAC_KEY, keyed[2] or "")
         ensure_event_view(opened)
         return len(rows)
     finally:

@@ -70,12 +70,13 @@ def export_seal(path: str | os.PathLike[str]) -> Seal | None:
     return found
 
 
-def export_keying(path: str | os.PathLike[str]) -> tuple[str, int] | None:
-    """A keyed export's key id and ``keyed_after`` (its seal's), for an import to carry."""
+def export_keying(path: str | os.PathLike[str]) -> tuple[str, int, str | None] | None:
+    """A keyed export's key id, ``keyed_after`` and ``keyed_mac`` (its seal's), for an
+    import to carry."""
     sealed = export_seal(path)
     if sealed is None or sealed.key_id is None or sealed.keyed_after is None:
         return None
-    return sealed.key_id, sealed.keyed_after
+    return sealed.key_id, sealed.keyed_after, sealed.keyed_mac
 
 
 @dataclass
@@ -178,8 +179,10 @@ class SealCheck:
 
     def _marker(self, line: int, seal: Seal, store: Store) -> None:
         where = _sealed(seal)
-        if seal.key_id is not None and store.key_id != seal.key_id:
+        moved = (store.key_id, store.keyed_after) != (seal.key_id, seal.keyed_after)
+        if seal.key_id is not None and moved:
             now = f"key id {store.key_id}" if store.key_id else "no key"
+            now += f" after position {store.keyed_after}" if store.key_id else ""
             self.problems.append(
                 SealProblem(
                     line,

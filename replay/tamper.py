@@ -20,7 +20,12 @@ from pathlib import Path
 
 from tasktrail.domain import Store, StoreError, open_store
 from tasktrail.domain.store.chain import ChainCheck, ChainProblem, as_bytes
-from tasktrail.domain.store.keys import KEY_ID_KEY, check_reader_key, resolve_key
+from tasktrail.domain.store.keys import (
+    KEY_ID_KEY,
+    KEYED_MAC_KEY,
+    check_reader_key,
+    resolve_key,
+)
 from tasktrail.domain.store.transcoder import row_problem
 
 from .log import Heads, LogReader, _parse_heads, is_jsonl
@@ -103,6 +108,7 @@ def check_chain(
                 expected=expected,
                 keyed_after=store.keyed_after,
                 key=store.chain_key,
+                keyed_mac=store.marker.get(KEYED_MAC_KEY),
             )
             _lowered(check, store.chain_key, key_id)
             for position, stream_id, version, topic, state in store.rows(until=until):
@@ -164,6 +170,7 @@ def _check_export(
         expected=expected,
         keyed_after=sealed.keyed_after if sealed else None,
         key=key,
+        keyed_mac=sealed.keyed_mac if sealed else None,
     )
     key_id = sealed.key_id if sealed else None
     check_reader_key({KEY_ID_KEY: key_id} if key_id else None, key, str(path))

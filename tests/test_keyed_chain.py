@@ -162,6 +162,28 @@ def test_digests_stripped_and_the_marker_lowered_is_caught_with_the_key(
     assert len(found) == 1 and "the store's marker records none" in found[0][0]
 
 
+def test_keyed_after_moved_past_digests_rechained_without_the_key_is_caught(
+    keyed: tuple[str, Tamperer],
+) -> None:
+    location, tamper = keyed
+    rows = tamper.rows()
+    for stream in sorted({row[1] for row in rows}):
+        tamper.rechain(stream)  # every digest the public scheme's ...
+    tamper.set_marker("keyed_after", str(rows[-1][0]))  # ... and the marker says "not keyed"
+    found = chain_findings(location)
+    assert found == [
+        (
+            f"stream {rows[-1][1]}: the marker's keyed_after ({rows[-1][0]}) is not the one the "
+            "key vouched for: the marker was moved or edited, and the events before it escape "
+            "the key",
+            (rows[-1][0],),
+        )
+    ]
+    tamper.set_marker("keyed_after", str(rows[-1][0] + 100))  # past the log's end
+    found = chain_findings(location)
+    assert len(found) == 1 and "which the log no longer holds" in found[0][0]
+
+
 def _strip(state: bytes) -> bytes:
     return unseal(state)[0]
 

@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import CorruptEvent
 from ..history import SnapshotTable
 from ..store.chain import as_bytes
+from ..store.keys import KEYED_MAC_KEY
 from ..store.seals import LogTree, Seal, make_seal
 from ..store.store import Store
 from ..store.transcoder import row_problem
@@ -22,6 +23,7 @@ def seal_marker(store: Store) -> dict[str, Any]:
         "chained_after": store.chained_after,
         "keyed_after": store.keyed_after,
         "key_id": store.key_id,
+        "keyed_mac": store.marker.get(KEYED_MAC_KEY),
     }
 
 

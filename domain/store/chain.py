@@ -36,6 +36,7 @@ from datetime import datetime
 from eventsourcing.persistence import StoredEvent
 
 from ..tasks.events import TaskEvent
+from .keys import keyed_mac
 from .transcoder import encode_event
 
 DIGEST_KEY = "digest"
@@ -190,6 +191,9 @@ class ChainCheck:
     contiguous: bool = False
     keyed_after: int | None = None
     key: bytes | None = None
+    keyed_mac: str | None = None
+    """The marker's ``keyed_mac``: checked under ``key`` against the event at
+    ``keyed_after`` (:func:`.keys.keyed_mac`)."""
     expected: dict[str, tuple[int, str | None]] = field(default_factory=dict)
     heads: dict[str, tuple[int, str | None]] = field(default_factory=dict)
     """Each stream's last version and its digest (``None``: unchained)."""
@@ -203,6 +207,9 @@ class ChainCheck:
     def __post_init__(self) -> None:
         self._plain = Digester()
         self._keyed = Digester(self.key)
+        self._vouched = self.key is None or self.keyed_after is None
+        if not self._vouched and self.keyed_after == 0:
+            self._vouch(None, "", 0)  # keyed empty: no event left unkeyed
 
     def add(self, position: int, stream_id: str, version: int, topic: str, state: bytes) -> None:
         """Check one row (its stored state exactly as the store holds it)."""
@@ -211,6 +218,8 @@ class ChainCheck:
             span = f"position {first} is" if first == last else f"positions {first}-{last} are"
             self._problem(position, stream_id, f"{span} missing: rows removed from the store")
         self.last_position = max(self.last_position, position)
+        if position == self.keyed_after and not self._vouched:
+            self._vouch(position, stream_id, version)
         have, previous = self.heads.get(stream_id, (0, None))
         payload, found = unseal(state)
         self.heads[stream_id] = (version, found)
@@ -274,8 +283,32 @@ class ChainCheck:
             return
         self.chained += 1
 
+    def _vouch(self, position: int | None, stream_id: str, version: int) -> None:
+        """The marker's ``keyed_mac`` must vouch, under the key, for the event at
+        ``keyed_after``: else the marker was moved, and events before it escape the key."""
+        assert self.key is not None
+        self._vouched = True
+        if self.keyed_mac is None or not hmac.compare_digest(
+            self.keyed_mac, keyed_mac(self.key, stream_id, version)
+        ):
+            self._problem(
+                position,
+                stream_id or "*",
+                f"the marker's keyed_after ({self.keyed_after}) is not the one the key "
+                "vouched for: the marker was moved or edited, and the events before it "
+                "escape the key",
+            )
+
     def finish(self) -> None:
         """Report the recorded heads the log never reached: their events are gone."""
+        if not self._vouched:
+            self._problem(
+                None,
+                "*",
+                f"the marker's keyed_after names position {self.keyed_after}, which the log "
+                "no longer holds: the marker was moved, or events removed",
+            )
+            self._vouched = True
         for stream_id, (version, _) in sorted(self.expected.items()):
             self._problem(
                 None,

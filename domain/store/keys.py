@@ -28,6 +28,8 @@ from ..errors import InvalidArgument, StoreError
 KEY_ENV = "TASKTRAIL_CHAIN_KEY"
 KEY_ID_KEY = "chain_key_id"
 KEYED_AFTER_KEY = "keyed_after"
+KEYED_MAC_KEY = "keyed_mac"
+_AFTER_LABEL = b"tasktrail keyed after, v1\n"
 _ID_LABEL = b"tasktrail chain key identifier, v1"
 _KEY_SOURCES = f"chain_key=, ${KEY_ENV} or --key-file"
 
@@ -71,6 +73,15 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(hmac.new(key, _ID_LABEL, hashlib.sha256).digest()).hexdigest()[:32]
 
 
+def keyed_mac(key: bytes, stream_id: str, version: int) -> str:
+    """What the marker's ``keyed_mac`` holds: an HMAC under the key of the last event left
+    unkeyed (its stream and version; ``""`` and 0 when the store was keyed empty). It
+    binds ``keyed_after`` to the log: moved later, it names another event, and nobody
+    without the key can vouch for that one."""
+    text = f"{stream_id}\n{version}".encode("utf-8", "surrogatepass")
+    return hmac.new(key, _AFTER_LABEL + text, hashlib.sha256).hexdigest()
+
+
 def keyed_after(marker: dict[str, str] | None) -> int | None:
     """The position after which every digest is keyed (``None``: the store is unkeyed)."""
     text = (marker or {}).get(KEYED_AFTER_KEY, "")
@@ -109,20 +120,21 @@ def settle_key(
     key: bytes | None,
     read_only: bool,
     where: str,
-    claim: Callable[[str], dict[str, str]],
+    claim: Callable[[bytes], dict[str, str]],
 ) -> dict[str, str]:
     """The marker once the key is settled: a reader's key checked, a writer's checked or,
     on an unkeyed store, recorded through ``claim`` (another writer's may win: checked)."""
     if read_only:
         check_reader_key(marker, key, where)
     elif check_writer_key(marker, key, where) and key is not None:
-        marker = claim(key_id(key))
+        marker = claim(key)
         check_writer_key(marker, key, where)
     return marker
 
 
 __all__ = [
     "KEYED_AFTER_KEY",
+    "KEYED_MAC_KEY",
     "KEY_ENV",
     "KEY_ID_KEY",
     "ChainKey",
@@ -130,6 +142,7 @@ __all__ = [
     "check_writer_key",
     "key_id",
     "keyed_after",
+    "keyed_mac",
     "read_key_file",
     "resolve_key",
     "settle_key",

@@ -50,6 +50,7 @@ SEAL_KEYS = (
     "chained_after",
     "keyed_after",
     "key_id",
+    "keyed_mac",
     "snapshot",
     "mac",
 )
@@ -156,6 +157,8 @@ class Seal:
     chained_after: int | None = None
     keyed_after: int | None = None
     key_id: str | None = None
+    keyed_mac: str | None = None
+    """The marker's ``keyed_mac`` (:mod:`.keys`), so a keyed export's import carries it."""
     snapshot: int | None = None
     """The latest snapshot's position when sealed (``None``: the store had none)."""
     mac: str | None = None
@@ -218,6 +221,7 @@ def make_seal(
         chained_after=marker.get("chained_after"),
         keyed_after=marker.get("keyed_after"),
         key_id=marker.get("key_id"),
+        keyed_mac=marker.get("keyed_mac"),
         snapshot=snapshot,
     )
     if key is not None and seal.key_id is not None:
@@ -261,7 +265,7 @@ def _field_problem(row: dict[str, Any]) -> str | None:
     hashes = [row["root"], *row["peaks"]] if isinstance(row["peaks"], list) else None
     if hashes is None or not all(_is_hash(h) for h in hashes):
         return "root and peaks must be SHA-256 hashes in hex"
-    for name in ("at", "key_id", "mac"):
+    for name in ("at", "key_id", "keyed_mac", "mac"):
         if row[name] is not None and not isinstance(row[name], str):
             return f"{name} must be text or null"
     if not isinstance(row["at"], str):
