@@ -222,13 +222,13 @@ def test_cli_verify_without_the_key_says_so_with_its_own_exit_code(
     assert sorted(folder_state(tmp_path)) == sorted(before)
 
 
-def test_an_unkeyed_store_is_keyed_from_its_head_on(sqlite_url: str) -> None:
-    workload(sqlite_url, key=None)
-    head = Tamperer(sqlite_url).rows()[-1][0]
-    workload(sqlite_url, tasks=1, name="later")  # a writer with a key
-    marker = Tamperer(sqlite_url).marker()
+def test_an_unkeyed_store_is_keyed_from_its_head_on(store_url: str) -> None:
+    workload(store_url, key=None)
+    head = Tamperer(store_url).rows()[-1][0]
+    workload(store_url, tasks=1, name="later")  # a writer with a key
+    marker = Tamperer(store_url).marker()
     assert marker["keyed_after"] == str(head) and marker["chain_key_id"] == key_id(KEY)
-    report = verify(sqlite_url, chain_key=KEY)
+    report = verify(store_url, chain_key=KEY)
     assert report.ok and report.chain is not None and report.chain.chained == report.events
 
 
