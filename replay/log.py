@@ -12,7 +12,9 @@ the position after which the source chains every event::
     {"heads":{"t-1":[4,"9f…"],...},"events":1200,"chained_after":0}
 
 so that ``verify`` can tell, later, whether a stream was rewritten since (an
-export without it, from an earlier release, still reads).
+export without it, from an earlier release, still reads). After it comes the seal
+of the export's position, ``{"seal":1,...}`` (:mod:`.seal_check` reads it; every
+reader of events passes over it).
 
 ``export`` then ``import_log`` then ``export`` gives the same bytes: the
 payload is the stored state exactly (recording timestamp and digest included),
@@ -31,18 +33,18 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import orjson
 from eventsourcing.persistence import StoredEvent
 
 from tasktrail.domain import CorruptEvent, Store, StoreError, TasktrailError, open_store
-from tasktrail.domain.store.chain import as_bytes, unseal
+from tasktrail.domain.store.chain import unseal
 from tasktrail.domain.store.event_view import ensure_event_view
-from tasktrail.domain.store.files import atomic_output
+from tasktrail.domain.store.keys import KEY_ID_KEY, KEYED_AFTER_KEY, KEYED_MAC_KEY
 from tasktrail.domain.store.meta import CHAINED_AFTER_KEY
 from tasktrail.domain.store.store import Recorded
-from tasktrail.domain.store.transcoder import decode_payload, row_problem
+from tasktrail.domain.store.transcoder import decode_payload
 from tasktrail.domain.store.wire import DECODE_ERRORS, line_decoder
 
 LINE_KEYS = ("position", "topic", "originator_id", "originator_version", "at", "payload")
@@ -153,6 +155,8 @@ class LogReader:
         if not raw.strip():
             self._invalid(number, "empty line; expected one JSON object")
             return None
+        if raw.startswith(b'{"seal"'):
+            return None  # the export's seal: verify --seals reads it
         if raw.startswith(b'{"heads"'):
             try:
                 self.heads = _parse_heads(raw, number, name)
@@ -268,51 +272,6 @@ def read_log(
     return store.read(), None, opened
 
 
-def export(store: Store | str | os.PathLike[str], path: str | os.PathLike[str]) -> int:
-    """Write a store's whole log to a JSONL file, its heads last; returns how many events.
-
-    The file is written beside ``path`` under a temporary name and renamed into
-    place once complete: a failure leaves ``path`` as it was.
-    """
-    opened = store if isinstance(store, Store) else open_store(store, read_only=True)
-    count = 0
-    heads: dict[str, list[Any]] = {}
-    try:
-        with atomic_output(path) as out:
-            for position, originator_id, version, topic, state in opened.rows():
-                problem = row_problem(originator_id, version, topic, state)
-                if problem is not None:
-                    raise CorruptEvent(position, problem)
-                out.write(_line(position, topic, originator_id, version, state))
-                heads[originator_id] = [version, unseal(as_bytes(state))[1]]
-                count += 1
-            trailer = {"heads": heads, "events": count, "chained_after": opened.chained_after}
-            out.write(orjson.dumps(trailer) + b"\n")
-    finally:
-        if opened is not store:
-            opened.close()
-    return count
-
-
-def _line(position: int, topic: str, originator_id: str, version: int, state: bytes) -> bytes:
-    try:
-        payload = orjson.loads(state)
-    except orjson.JSONDecodeError:
-        raise CorruptEvent(position, "stored state is not JSON") from None
-    row = {
-        "position": position,
-        "topic": topic,
-        "originator_id": str(originator_id),
-        "originator_version": version,
-        "at": payload.get("at") if isinstance(payload, dict) else None,
-        "payload": payload,
-    }
-    try:
-        return orjson.dumps(row) + b"\n"
-    except TypeError as error:  # a string the store holds that is not UTF-8
-        raise CorruptEvent(position, f"cannot be written as JSON: {error}") from None
-
-
 def import_log(
     path: str | os.PathLike[str],
     store: Store | str | os.PathLike[str],
@@ -336,9 +295,13 @@ def import_log(
         versions: dict[str, int] = {}
         rows: list[StoredEvent] = []
         last_unchained = -1
+        from .seal_check import export_keying
+
+        keyed, unkeyed = export_keying(path), 0  # a keyed export's marker comes along
         for recorded, state, line in reader.rows():
             if unseal(state)[1] is None:
                 last_unchained = len(rows)
+            unkeyed += keyed is not None and recorded.position <= keyed[1]
             stream_id = recorded.event.stream_id()
             expected = versions.get(stream_id, 0) + 1
             if recorded.originator_version != expected:
@@ -365,6 +328,10 @@ def import_log(
         if last_unchained >= 0 and len(positions) == len(rows):
             # Events recorded before the chain came along unchained: say where they end.
             opened.mark(CHAINED_AFTER_KEY, str(positions[last_unchained]))
+        if keyed is not None and len(positions) == len(rows):
+            opened.mark(KEY_ID_KEY, keyed[0])
+            opened.mark(KEYED_AFTER_KEY, str(positions[unkeyed - 1] if unkeyed else 0))
+            opened.mark(KEYED_MAC_KEY, keyed[2] or "")
         ensure_event_view(opened)
         return len(rows)
     finally:

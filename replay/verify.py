@@ -15,19 +15,22 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tasktrail.domain import CorruptEvent, Store
+from tasktrail.domain import CorruptEvent, InvalidArgument, Store
 from tasktrail.domain.history import FORMAT
+from tasktrail.domain.store.keys import resolve_key
 from tasktrail.domain.tasks.ending import cancelling_ancestor
 from tasktrail.domain.tasks.waits import waits_for
 from tasktrail.domain.turns.state import turn_id_for
 from tasktrail.domain.world import Draft
 
 from .log import is_jsonl
+from .seal_check import SealCheck, read_seals
 from .snapshot_check import SnapshotWatch
 from .state import SchedulerState, replay
 from .tamper import ChainReport, check_chain
 from .verify_report import VerifyReport as VerifyReport
 from .verify_report import Violation as Violation
+from .verify_report import seal_violations, unchecked_keys
 
 Check = Callable[[SchedulerState], Iterator[Violation]]
 CHECKS: dict[str, Check] = {}
@@ -266,13 +269,22 @@ def verify(
     *,
     against: str | os.PathLike[str] | None = None,
     skip_invalid: bool = False,
+    chain_key: bytes | str | None = None,
+    seals: str | os.PathLike[str] | None = None,
 ) -> VerifyReport:
     """Check every registered invariant on a state, or on a log (folded leniently),
     and a log's digest chain; ``against`` (an export kept apart) also checks that
-    every stream head it recorded is still in the log, unchanged."""
+    every stream head it recorded is still in the log, unchanged. A keyed store's
+    digests are checked under ``chain_key`` (else ``$TASKTRAIL_CHAIN_KEY``): without
+    it the report says they were not checked (:attr:`VerifyReport.unchecked`), never
+    ``ok``. ``seals`` (a file of seal lines, or an export) checks that the log still
+    extends every seal in it (:mod:`.seal_check`)."""
     violations: list[Violation] = []
     chain: ChainReport | None = None
     watch: SnapshotWatch | None = None
+    if seals is not None and isinstance(source, SchedulerState):
+        raise InvalidArgument("seals are checked against a log, not a state already folded")
+    sealed = SealCheck(read_seals(seals), resolve_key(chain_key)) if seals is not None else None
     if isinstance(source, SchedulerState):
         state = source
     else:
@@ -293,7 +305,7 @@ def verify(
             unreadable = error
         # The chain reads rows undecoded: it still points at an edit that left an
         # event unreadable (a store's rows; an export's lines up to that event).
-        chain = _chain(source, against, skip_invalid)
+        chain = _chain(source, against, skip_invalid, chain_key, sealed)
         if unreadable is not None:
             # An unreadable event ends the log here: nothing after it can be trusted.
             return VerifyReport(
@@ -303,8 +315,10 @@ def verify(
                 violations=[
                     Violation("readable", None, str(unreadable), _pos(unreadable)),
                     *_chain_violations(chain),
+                    *seal_violations(sealed),
                 ],
                 chain=chain,
+                unchecked=unchecked_keys(chain, sealed),
             )
     for problem in state.problems:
         violations.append(Violation("fold", None, problem.message, (problem.position,)))
@@ -312,6 +326,7 @@ def verify(
         violations.extend(fn(state))
     if chain is not None:
         violations.extend(_chain_violations(chain))
+    violations.extend(seal_violations(sealed))
     snapshots = watch.problems if chain is not None and watch is not None else []
     for position, why in snapshots:
         text = f"snapshot at position {position}: {why}"
@@ -325,10 +340,12 @@ def verify(
             *CHECKS,
             *(["chain"] if chain is not None else []),
             *(["snapshots"] if chain is not None and watch is not None else []),
+            *(["seals"] if sealed is not None else []),
         ],
         violations=violations,
         chain=chain,
         notes=notes,
+        unchecked=unchecked_keys(chain, sealed),
     )
 
 
@@ -350,9 +367,13 @@ def _chain(
     source: str | os.PathLike[str] | Store,
     against: str | os.PathLike[str] | None,
     skip_invalid: bool,
+    key: bytes | str | None,
+    seals: SealCheck | None,
 ) -> ChainReport:
     try:
-        return check_chain(source, against=against, skip_invalid=skip_invalid)
+        return check_chain(
+            source, against=against, skip_invalid=skip_invalid, chain_key=key, seals=seals
+        )
     except CorruptEvent:  # an export's unreadable line: its reader stopped there
         return ChainReport()
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from tasktrail.domain.tasks.describe import printable
 
+from .seal_check import SealCheck
 from .tamper import ChainReport
 
 
@@ -45,10 +46,14 @@ class VerifyReport:
     """The digest chain's tally (``None`` for a state folded already: no rows to check)."""
     notes: list[str] = field(default_factory=list)
     """What is worth knowing and breaks nothing (snapshots an earlier release took)."""
+    unchecked: list[str] = field(default_factory=list)
+    """What could not be checked without the chain key (a keyed store's digests, a
+    seal's MAC): the report is then not ``ok``, though it found no violation."""
 
     @property
     def ok(self) -> bool:
-        return not self.violations
+        """No violation, and nothing left unchecked for want of the key."""
+        return not self.violations and not self.unchecked
 
     @property
     def unreadable(self) -> bool:
@@ -58,13 +63,17 @@ class VerifyReport:
     def lines(self) -> list[str]:
         """The report, a line each: the verdict, the chain's tally, each violation."""
         verdict = "ok" if self.ok else f"{len(self.violations)} violations"
+        if self.unchecked and not self.violations:
+            verdict = "no violations, but the keys were not checked"
         head = f"{self.events} events to position {self.position}, {len(self.checks)} checks: "
         lines = [head + verdict]
         if self.chain is not None:
+            keyed = f"{self.chain.unverified} keyed, unchecked; " if self.chain.unverified else ""
             lines.append(
-                f"  chain: {self.chain.chained} events chained, {self.chain.unchained} "
+                f"  chain: {self.chain.chained} events chained, {keyed}{self.chain.unchained} "
                 "unchained (recorded before the chain)"
             )
+        lines += [f"  keys not checked: {what}" for what in self.unchecked]
         return (
             lines + [f"  note: {note}" for note in self.notes] + [f"  {v}" for v in self.violations]
         )
@@ -81,4 +90,31 @@ class VerifyReport:
             "violations": [v.to_dict() for v in self.violations],
             "chain": self.chain.to_dict() if self.chain is not None else None,
             "notes": list(self.notes),
+            "unchecked": list(self.unchecked),
         }
+
+
+def seal_violations(sealed: SealCheck | None) -> list[Violation]:
+    """Each seal the log no longer extends, as a ``seals`` violation."""
+    problems = sealed.problems if sealed is not None else []
+    return [
+        Violation("seals", None, f"seal line {p.line}: {p.message}", _positions(p.position))
+        for p in problems
+    ]
+
+
+def _positions(position: int | None) -> tuple[int, ...]:
+    return (position,) if position is not None else ()
+
+
+def unchecked_keys(chain: ChainReport | None, sealed: SealCheck | None) -> list[str]:
+    """What could not be checked for want of the key (never reported as ok)."""
+    found = []
+    if chain is not None and chain.unverified:
+        found.append(
+            f"{chain.unverified} keyed digests not checked: the store is keyed (key id "
+            f"{chain.key_id}) and no key was given (--key-file, $TASKTRAIL_CHAIN_KEY)"
+        )
+    if sealed is not None and sealed.macs_unchecked:
+        found.append(f"{sealed.macs_unchecked} seal MACs not checked: no key was given")
+    return found

@@ -177,7 +177,7 @@ def test_outputs_are_renamed_into_place_whole(
     folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An export interrupted half way (Ctrl-C) leaves the old file and no temporary one."""
-    from tasktrail.replay import log
+    from tasktrail.replay import exporting as log
 
     out = folder / "out.jsonl"
     out.write_text("yesterday's export\n")

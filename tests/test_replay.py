@@ -206,7 +206,7 @@ def test_verify_passes_on_a_good_log_and_names_positions_of_violations(
     assert verify(demo_store).ok
     path, lines = _log(tmp_path, demo_store)
     # Append an event after a terminal one: a log tasktrail would never write.
-    last = orjson.loads(lines[-2])  # the last event (the last line holds the heads)
+    last = orjson.loads(lines[-3])  # the last event (the last lines: the heads, the seal)
     extra = dict(last)
     extra["position"] = last["position"] + 1
     extra["originator_version"] = last["originator_version"] + 1

@@ -196,8 +196,9 @@ def test_exports_record_the_heads_and_an_edited_export_shows(
     out = tmp_path / "trail.jsonl"
     count = export(location, out)
     lines = out.read_bytes().splitlines(keepends=True)
-    heads = orjson.loads(lines[-1])
+    heads, sealed = orjson.loads(lines[-2]), orjson.loads(lines[-1])
     assert list(heads) == ["heads", "events", "chained_after"] and heads["events"] == count
+    assert sealed["seal"] == 1 and sealed["count"] == count  # the seal of its position
     assert heads["heads"]["job-1"][0] == max(r[2] for r in rows.all() if r[1] == "job-1")
     assert verify(out).ok and import_log(out, tmp_path / "copy.db") == count
     assert verify(str(tmp_path / "copy.db")).ok  # the chain travels with the events

@@ -27,6 +27,7 @@ from ..errors import (
 )
 from ..history import DEFAULT_EVERY, stream_loader
 from ..store.event_view import ensure_event_view
+from ..store.seals import Seal
 from ..store.store import Durability, Store, open_store
 from ..tasks import decide
 from ..tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
@@ -44,6 +45,7 @@ from .fleet import DEFAULT_LEASE_MS, FleetCommands, lease_ms, worker_name
 from .forking import ForkCommands
 from .phases import PhaseCommands
 from .run_commands import RunCommands
+from .sealing import take_seal
 from .snapshots import SnapshotCommands
 from .task_commands import TaskCommands, _task_id
 from .turn_commands import TurnCommands
@@ -127,6 +129,7 @@ class Scheduler(
         worker: str | None = None,
         lease: float = DEFAULT_LEASE_MS,
         snapshot_every: int | None = DEFAULT_EVERY,
+        chain_key: bytes | str | None = None,
     ) -> Scheduler:
         """Open the store at a SQLite path or ``postgresql://`` URL, load it, recover.
 
@@ -145,11 +148,15 @@ class Scheduler(
         Opening folds the latest snapshot and the events after it, and holds the
         live work (:mod:`..history`): ended tasks are read back from the store when
         a command names one. A snapshot is taken every ``snapshot_every`` events
-        (``None``: only at close) and at :meth:`close`.
+        (``None``: only at close) and at :meth:`close`. ``chain_key`` (else
+        ``$TASKTRAIL_CHAIN_KEY``) keys the digest chain (:mod:`..store.keys`): a keyed
+        store refuses a writer without its key.
         """
         check_open_arguments(clock, registry, restart_limit, snapshot_every)
         store = (
-            location if isinstance(location, Store) else open_store(location, durability=durability)
+            location
+            if isinstance(location, Store)
+            else open_store(location, durability=durability, chain_key=chain_key)
         )
         scheduler: Scheduler | None = None
         try:
@@ -293,6 +300,12 @@ class Scheduler(
                 elif state in ("ready", "running"):
                     active = True
         return {"active": active, "at": at}
+
+    def seal(self) -> Seal:
+        """A seal of the log as it stands (:mod:`..store.seals`), MAC'd when keyed:
+        keep its line (``to_json()``) outside the store; ``verify --seals`` reads it."""
+        with self._lock:
+            return take_seal(self.store)
 
     def _catch_up(self) -> None:
         """:meth:`refresh` for a read or a plan, which must see the log as it stands;

@@ -18,14 +18,17 @@ before the chain existed read as *unchained*, not as errors. Its :attr:`heads`
 (each stream's last version and digest) are what an export records, so a later
 check can tell whether a stream was rewritten since.
 
-This is evidence, not a signature: someone who can write the store and knows the
-scheme can recompute a stream's digests from the edit on. Heads recorded elsewhere
-(an export kept apart) catch that too.
+Unkeyed, this is evidence, not a signature: someone who can write the store and
+knows the scheme can recompute a stream's digests from the edit on. A keyed store
+(:mod:`.keys`) computes each digest after its marker's ``keyed_after`` as an
+HMAC-SHA256 under the chain key instead, which nobody without the key can recompute;
+seals kept elsewhere (:mod:`.seals`) and heads recorded in an export catch the rest.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +36,7 @@ from datetime import datetime
 from eventsourcing.persistence import StoredEvent
 
 from ..tasks.events import TaskEvent
+from .keys import keyed_mac
 from .transcoder import encode_event
 
 DIGEST_KEY = "digest"
@@ -44,13 +48,40 @@ _SUFFIX = len(_HEAD) + _HEX + 2
 _HEX_DIGITS = frozenset(b"0123456789abcdef")
 
 
-def digest(previous: str, stream_id: str, version: int, topic: str, payload: bytes) -> str:
-    """The digest of one event, chained to ``previous`` (its stream's previous digest)."""
-    hashed = hashlib.sha256(
-        f"{previous}\n{stream_id}\n{version}\n{topic}\n".encode("utf-8", "surrogatepass")
-    )
-    hashed.update(payload)
-    return hashed.hexdigest()
+def digest(
+    previous: str,
+    stream_id: str,
+    version: int,
+    topic: str,
+    payload: bytes,
+    key: bytes | None = None,
+) -> str:
+    """The digest of one event, chained to ``previous`` (its stream's previous digest):
+    SHA-256, or HMAC-SHA256 under ``key`` (a keyed store's)."""
+    return Digester(key)(previous, stream_id, version, topic, payload)
+
+
+class Digester:
+    """Computes digests, plain or keyed; the keyed one copies an HMAC primed with the
+    key rather than keying one per event."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self.keyed = key is not None
+        self._primed = hmac.new(key, digestmod=hashlib.sha256) if key is not None else None
+
+    def __call__(
+        self, previous: str, stream_id: str, version: int, topic: str, payload: bytes
+    ) -> str:
+        """The digest of one event, chained to ``previous``."""
+        head = f"{previous}\n{stream_id}\n{version}\n{topic}\n".encode("utf-8", "surrogatepass")
+        if self._primed is None:
+            hashed = hashlib.sha256(head)
+            hashed.update(payload)
+            return hashed.hexdigest()
+        keyed = self._primed.copy()
+        keyed.update(head)
+        keyed.update(payload)
+        return keyed.hexdigest()
 
 
 def seal(payload: bytes, value: str) -> bytes:
@@ -88,6 +119,8 @@ class Sealer:
 
     def __init__(self, read_row: Callable[[str, int], bytes | None]) -> None:
         self._read_row = read_row
+        self.digest = Digester()
+        """Plain until the store turns out keyed (:class:`~.store.Store` sets it at open)."""
         self._heads: dict[str, tuple[int, str]] = {}
         self._last: dict[str, tuple[int, str]] = {}
 
@@ -103,7 +136,7 @@ class Sealer:
             payload = encode_event(event, timestamp)
             head = sealed.get(stream_id)
             previous = head[1] if head is not None else self._previous(stream_id, version)
-            value = digest(previous, stream_id, version, topic, payload)
+            value = self.digest(previous, stream_id, version, topic, payload)
             sealed[stream_id] = (version, value)
             rows.append(StoredEvent(stream_id, version, topic, seal(payload, value)))
         self._last = sealed
@@ -146,7 +179,9 @@ class ChainCheck:
 
     ``chained_after`` is the position after which every event must carry a digest
     (the store's marker; ``None`` when unknown). ``contiguous`` says the positions
-    have no legitimate gaps (SQLite's), so a gap is rows removed. ``expected`` are
+    have no legitimate gaps (SQLite's), so a gap is rows removed. Every event after
+    ``keyed_after`` (a keyed store's marker) carries a keyed digest: checked under
+    ``key`` when given, else only counted in :attr:`unverified`. ``expected`` are
     heads recorded earlier (an export's): each must still be in the log, with the
     same digest, or the stream was rewritten since (:meth:`finish` reports those
     never seen).
@@ -154,6 +189,11 @@ class ChainCheck:
 
     chained_after: int | None = None
     contiguous: bool = False
+    keyed_after: int | None = None
+    key: bytes | None = None
+    keyed_mac: str | None = None
+    """The marker's ``keyed_mac``: checked under ``key`` against the event at
+    ``keyed_after`` (:func:`.keys.keyed_mac`)."""
     expected: dict[str, tuple[int, str | None]] = field(default_factory=dict)
     heads: dict[str, tuple[int, str | None]] = field(default_factory=dict)
     """Each stream's last version and its digest (``None``: unchained)."""
@@ -161,6 +201,15 @@ class ChainCheck:
     chained: int = 0
     unchained: int = 0
     last_position: int = 0
+    unverified: int = 0
+    """Keyed events whose digest could not be checked: no key was given."""
+
+    def __post_init__(self) -> None:
+        self._plain = Digester()
+        self._keyed = Digester(self.key)
+        self._vouched = self.key is None or self.keyed_after is None
+        if not self._vouched and self.keyed_after == 0:
+            self._vouch(None, "", 0)  # keyed empty: no event left unkeyed
 
     def add(self, position: int, stream_id: str, version: int, topic: str, state: bytes) -> None:
         """Check one row (its stored state exactly as the store holds it)."""
@@ -169,6 +218,8 @@ class ChainCheck:
             span = f"position {first} is" if first == last else f"positions {first}-{last} are"
             self._problem(position, stream_id, f"{span} missing: rows removed from the store")
         self.last_position = max(self.last_position, position)
+        if position == self.keyed_after and not self._vouched:
+            self._vouch(position, stream_id, version)
         have, previous = self.heads.get(stream_id, (0, None))
         payload, found = unseal(state)
         self.heads[stream_id] = (version, found)
@@ -214,18 +265,50 @@ class ChainCheck:
             else:
                 self.unchained += 1
             return
-        if digest(previous or "", stream_id, version, topic, payload) != found:
+        keyed = self.keyed_after is not None and position > self.keyed_after
+        if keyed and self.key is None:
+            self.unverified += 1  # its place in the stream is checked, its digest cannot be
+            return
+        computed = (self._keyed if keyed else self._plain)(
+            previous or "", stream_id, version, topic, payload
+        )
+        if computed != found:
+            what = "its keyed digest (recomputed without the key?)" if keyed else "its digest"
             self._problem(
                 position,
                 stream_id,
-                f"version {version} ({topic}) does not match its digest: edited, forged, or "
+                f"version {version} ({topic}) does not match {what}: edited, forged, or "
                 "copied from another stream or version",
             )
             return
         self.chained += 1
 
+    def _vouch(self, position: int | None, stream_id: str, version: int) -> None:
+        """The marker's ``keyed_mac`` must vouch, under the key, for the event at
+        ``keyed_after``: else the marker was moved, and events before it escape the key."""
+        assert self.key is not None
+        self._vouched = True
+        if self.keyed_mac is None or not hmac.compare_digest(
+            self.keyed_mac, keyed_mac(self.key, stream_id, version)
+        ):
+            self._problem(
+                position,
+                stream_id or "*",
+                f"the marker's keyed_after ({self.keyed_after}) is not the one the key "
+                "vouched for: the marker was moved or edited, and the events before it "
+                "escape the key",
+            )
+
     def finish(self) -> None:
         """Report the recorded heads the log never reached: their events are gone."""
+        if not self._vouched:
+            self._problem(
+                None,
+                "*",
+                f"the marker's keyed_after names position {self.keyed_after}, which the log "
+                "no longer holds: the marker was moved, or events removed",
+            )
+            self._vouched = True
         for stream_id, (version, _) in sorted(self.expected.items()):
             self._problem(
                 None,

@@ -7,6 +7,8 @@ small table beside the log (``tasktrail_meta``: key, value), read at every open.
   refused at open, before anything is read or written.
 - ``chained_after``: the log's head when the marker was added. Every event after it
   carries a digest (:mod:`.chain`); events at or before it were recorded without one.
+- ``keyed_after``, ``chain_key_id`` and ``keyed_mac``: a keyed store's (:mod:`.keys`):
+  every digest after that position is an HMAC under the key the identifier names.
 - ``made_by``: which tool made the store, when one did (``tasktrail demo`` marks its
   stores, and replaces no other file).
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import StoreError
+from .keys import KEY_ID_KEY, KEYED_AFTER_KEY, KEYED_MAC_KEY, key_id, keyed_mac
 
 TABLE = "tasktrail_meta"
 STORE_FORMAT = 1
@@ -72,6 +75,39 @@ class Meta:
                     )
                     marker.setdefault(key, value)
         return marker
+
+    def key(self, chain_key: bytes) -> dict[str, str]:
+        """Key the store from its head on, unless a writer keyed it first; returns the
+        marker as it is now (the caller checks whose key won). Beside the key's
+        identifier and ``keyed_after``, ``keyed_mac`` vouches, under the key, for the
+        last event left unkeyed, so that moving ``keyed_after`` later shows."""
+        m = self._mark
+        with self._datastore.transaction(commit=True) as cursor:
+            head = self._head(cursor)
+            stream, version = self._row_at(cursor, head) if head else ("", 0)
+            values = (
+                (KEY_ID_KEY, key_id(chain_key)),
+                (KEYED_AFTER_KEY, str(head)),
+                (KEYED_MAC_KEY, keyed_mac(chain_key, stream, version)),
+            )
+            for key, value in values:
+                cursor.execute(
+                    f"INSERT INTO {self._table} (key, value) VALUES ({m}, {m}) "
+                    "ON CONFLICT (key) DO NOTHING",
+                    (key, value),
+                )
+            cursor.execute(f"SELECT key, value FROM {self._table}")
+            return dict(_pair(row) for row in cursor.fetchall())
+
+    def _row_at(self, cursor: Any, position: int) -> tuple[str, int]:
+        column = "notification_id" if self._postgres else "rowid"
+        cursor.execute(
+            f"SELECT originator_id, originator_version FROM {self._events_table} "
+            f"WHERE {column} = {self._mark}",
+            (position,),
+        )
+        stream, version = _pair(cursor.fetchone())
+        return stream, int(version)
 
     def set(self, key: str, value: str) -> None:
         """Write one key (the table exists: :meth:`ensure` ran at open)."""

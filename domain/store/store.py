@@ -6,10 +6,9 @@ database. Both are eventsourcing recorders behind an eventsourcing
 ``Application``; tasktrail adds an orjson transcoder, a mapper that stores each
 event under its stable topic, and typed errors.
 
-Durability (SQLite): ``"full"`` (the default) syncs the WAL on every commit, so
-a command that returned survives a power cut. ``"normal"`` syncs only at
-checkpoints: still safe against a crash of the process, but a power cut or OS
-crash may lose the last commits. PostgreSQL is always synchronous.
+Durability (SQLite): ``"full"`` (the default) syncs the WAL on every commit (a
+command that returned survives a power cut); ``"normal"`` only at checkpoints (safe
+against a crash of the process, not of the OS). PostgreSQL is always synchronous.
 
 ``read_only=True`` opens a store to read it and nothing else: no table is
 created, nothing is written, and a SQLite file is left exactly as it was (see
@@ -23,12 +22,8 @@ seals each with its digest chained to the previous event of its stream
 precedes it (decision times never run backwards within a store: :meth:`Store.stamp`
 clamps the scheduler's clock to the latest time the store holds).
 
-This module is the :class:`Store` facade and :func:`open_store`; beside it are
-:mod:`.location` (parsing a path or URL), :mod:`.files` (a SQLite file on disk),
-:mod:`.meta` (the format marker), :mod:`.chain` (digests), :mod:`.transcoder`
-(events to stored bytes and back), :mod:`.sqlite` (the tuned SQLite recorder),
-:mod:`.postgres` (the PostgreSQL recorder) and :mod:`.guards` (read, time and
-unseen guards, shared by both).
+Beside this facade: :mod:`.location`, :mod:`.files`, :mod:`.meta`, :mod:`.chain`,
+:mod:`.keys` (a keyed chain), :mod:`.transcoder`, :mod:`.sqlite`, :mod:`.postgres`.
 """
 
 from __future__ import annotations
@@ -50,9 +45,10 @@ from eventsourcing.persistence import (
 from ..errors import ClockConflict, ConflictError, CorruptEvent, InvalidArgument, StoreError
 from ..tasks.events import TaskEvent, event_problem
 from .application import TaskApplication, close_quietly, creation_race
-from .chain import Sealer
+from .chain import Digester, Sealer
 from .files import existing_companions, remove_created_companions
 from .guards import APPENDED_SINCE, STAMPED_LATER
+from .keys import KEY_ID_KEY, ChainKey, keyed_after, resolve_key, settle_key
 from .location import StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
 from .recorded import Recorded
@@ -80,7 +76,9 @@ class Store:
         *,
         durability: Durability = "full",
         read_only: bool = False,
+        chain_key: ChainKey | None = None,
     ) -> None:
+        self.chain_key = resolve_key(chain_key)  # or $TASKTRAIL_CHAIN_KEY; never stored
         if not isinstance(durability, str) or durability not in SQLITE_SYNCHRONOUS:
             raise StoreError(f"durability must be 'full' or 'normal', not {durability!r}")
         if read_only or location.read_only:
@@ -93,16 +91,12 @@ class Store:
         self.clamped = 0
         """How many clock readings :meth:`stamp` moved forward to :attr:`latest_at`."""
         self._seen: tuple[int, float] | None = None
-        """The position and time of the last event read or appended (the time guard
-        reads nothing when it is the one just before an append)."""
+        """The position and time of the last event read or appended (the time guard's)."""
         self._sealer = Sealer(self._previous_row)
         path = None if self.read_only else location.path
         self._turns = WriterTurns(path) if path is not None else None
-        self._companions = (
-            existing_companions(location.path)
-            if self.read_only and location.path is not None
-            else frozenset()
-        )
+        file = location.path if self.read_only else None
+        self._companions = existing_companions(file) if file is not None else frozenset()
         self._open()
 
     def _open(self) -> None:
@@ -140,9 +134,13 @@ class Store:
         if marker is None and not self.read_only:
             marker = meta.ensure()
             self.format = store_format(marker, str(self.location))
-        self.marker: dict[str, str] = dict(marker or {})
+        where, key = str(self.location), self.chain_key
+        self.marker = settle_key(dict(marker or {}), key, self.read_only, where, meta.key)
         self.chained_after = chained_after(marker)
         """Every event after this position carries a digest (``None``: no marker)."""
+        self.keyed_after = keyed_after(self.marker)  # digests after it keyed (None: unkeyed)
+        self.key_id = self.marker.get(KEY_ID_KEY)
+        self._sealer.digest = Digester(self.chain_key if self.key_id else None)
 
     def _cause(self, error: BaseException) -> str:
         """Why opening failed: a database without the log, or the server's own words."""
@@ -366,8 +364,7 @@ class Store:
         return self.app.repository.get(stream_id)
 
     def close(self) -> None:
-        """Release the store's connections (a read-only SQLite open also lets SQLite
-        remove the ``-wal``/``-shm`` it created)."""
+        """Release the store's connections (and a read-only open's ``-wal``/``-shm``)."""
         self._release()
 
     def __enter__(self) -> Store:
@@ -382,14 +379,17 @@ def open_store(
     *,
     durability: Durability = "full",
     read_only: bool = False,
+    chain_key: ChainKey | None = None,
 ) -> Store:
     """Open (creating if needed) the store at a SQLite path or a ``postgresql://`` URL.
 
     ``read_only=True`` creates and writes nothing: the store must exist (a SQLite
     file, or a SQLite ``file:`` URI; ``mode=ro`` or ``immutable=1`` in a URI read
-    only as well), and a SQLite file is left exactly as it was.
+    only as well), and a SQLite file is left exactly as it was. ``chain_key`` (else
+    ``$TASKTRAIL_CHAIN_KEY``) is a keyed store's key (:mod:`.keys`).
     """
-    return Store(parse_location(location), durability=durability, read_only=read_only)
+    where = parse_location(location)
+    return Store(where, durability=durability, read_only=read_only, chain_key=chain_key)
 
 
 def _describe(error: BaseException) -> str:

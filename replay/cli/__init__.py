@@ -4,7 +4,8 @@ dispatches to their handlers, holding every command to one error contract
 (:mod:`.common`): 0 ok, 1 violations (or differences) found, 2 bad input (an unknown
 or unreadable store, a bad log line, an unknown task or flag, an output that would
 write over an input: what was wrong and where), 3 an internal error (one line; the
-traceback only with ``--debug``), 130 interrupted. No traceback reaches a user
+traceback only with ``--debug``), 4 nothing found but the keys not checked (``verify``
+of a keyed store without its key), 130 interrupted. No traceback reaches a user
 otherwise.
 """
 
@@ -24,6 +25,7 @@ from . import (
     io_commands,
     replay_commands,
     report_command,
+    seal_command,
     snapshot_command,
     store_commands,
     worker_command,
@@ -34,6 +36,7 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PROBLEMS,
+    EXIT_UNCHECKED,
     warn,
 )
 
@@ -49,6 +52,8 @@ examples:
   tasktrail snapshot tasktrail-demo.db --list
   tasktrail replay tasktrail-demo.db --until 300
   tasktrail verify tasktrail-demo.db
+  tasktrail seal tasktrail-demo.db >> seals.jsonl   keep the line elsewhere
+  tasktrail verify tasktrail-demo.db --seals seals.jsonl --key-file chain.key
   tasktrail explain tasktrail-demo.db fragile-0001
   tasktrail export tasktrail-demo.db demo.jsonl && tasktrail replay demo.jsonl
   tasktrail diff tasktrail-demo.db tasktrail-demo.db --until-a 300 --until-b 320
@@ -62,7 +67,8 @@ A STORE is a SQLite file path (or a file: URI, mode=ro or immutable=1 to read
 only) or a postgresql:// URL; a SOURCE may also be a .jsonl export. Commands that
 read never create or write anything; no command writes over one of its inputs.
 Exit codes: 0 ok, 1 violations or differences, 2 bad input (named), 3 internal
-error (--debug shows the traceback), 130 interrupted.
+error (--debug shows the traceback), 4 keys not checked (a keyed store verified
+without its key), 130 interrupted.
 """
 
 
@@ -89,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_commands.add_replay(commands)
     replay_commands.add_diff(commands)
     replay_commands.add_verify(commands)
+    seal_command.add_seal(commands)
     io_commands.add_export(commands)
     io_commands.add_import(commands)
     replay_commands.add_explain(commands)
@@ -152,6 +159,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "replay": replay_commands.do_replay,
         "diff": replay_commands.do_diff,
         "verify": replay_commands.do_verify,
+        "seal": seal_command.do_seal,
         "export": io_commands.do_export,
         "import": io_commands.do_import,
         "explain": replay_commands.do_explain,
@@ -175,6 +183,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_PROBLEMS",
+    "EXIT_UNCHECKED",
     "build_parser",
     "main",
 ]

@@ -5,7 +5,8 @@ away from every input, and a progress bar that draws only on a terminal.
 
 Exit codes: 0 ok, 1 violations or differences found, 2 bad input (what was wrong
 and where: a file, a line, a position), 3 an internal error (one line; the
-traceback only with ``--debug``), 130 interrupted (Ctrl-C).
+traceback only with ``--debug``), 4 nothing wrong found but the keys were not checked
+(a keyed store verified without its key), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tasktrail.domain.store.location import parse_location
 from tasktrail.domain.tasks.describe import printable
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_UNCHECKED = 4
 EXIT_INTERRUPTED = 130
 
 SOURCE_HELP = "SQLite path or file: URI, postgresql:// URL, or .jsonl export"

@@ -29,6 +29,7 @@ from .common import (
     task_id_argument,
     warn,
 )
+from .seal_command import add_key_file, key_argument
 
 
 def add_export(commands: Any) -> None:
@@ -37,11 +38,13 @@ def add_export(commands: Any) -> None:
         help="write a store's log as JSONL (byte-stable)",
         description=(
             "Write every event as one JSON line (position, topic, stream, version, at, the "
-            "stored payload), then one line of the stream heads that verify --against reads."
+            "stored payload), then one line of the stream heads that verify --against reads, "
+            "then the seal of the export's position (verify --seals reads it)."
         ),
     )
     export.add_argument("store", help=STORE_HELP)
     export.add_argument("out", type=Path, metavar="OUT.jsonl", help="the .jsonl file to write")
+    add_key_file(export)
     export.add_argument("--json", action="store_true", help="report as JSON")
 
 
@@ -78,7 +81,7 @@ def do_export(args: argparse.Namespace) -> int:
     from tasktrail.replay import export
 
     out = check_output(args.out, [args.store])
-    count = export(args.store, out)
+    count = export(args.store, out, chain_key=key_argument(args))
     if args.json:
         emit({"events": count, "out": str(args.out)})
     else:

@@ -17,6 +17,7 @@ from .common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_PROBLEMS,
+    EXIT_UNCHECKED,
     SKIP_HELP,
     SOURCE_HELP,
     UNTIL_HELP,
@@ -26,6 +27,7 @@ from .common import (
     until_argument,
     warn,
 )
+from .seal_command import add_key_file, key_argument
 
 
 def add_replay(commands: Any) -> None:
@@ -69,7 +71,9 @@ def add_verify(commands: Any) -> None:
             "memos, ...), and the digest chain: an edited, removed, reordered or forged "
             "event is reported with its position (events recorded before the chain count "
             "as unchained). Each violation names its positions. Exits 1 on any violation, "
-            "2 when the log cannot be read to its end (a corrupt, unknown or newer event)."
+            "2 when the log cannot be read to its end (a corrupt, unknown or newer event), "
+            "4 when nothing is wrong but a keyed store's digests (or seals' MACs) could not "
+            "be checked for want of its key."
         ),
     )
     verify.add_argument("source", help=SOURCE_HELP)
@@ -78,6 +82,12 @@ def add_verify(commands: Any) -> None:
         metavar="EXPORT",
         help="an export kept apart: every stream head it recorded must still be in the log",
     )
+    verify.add_argument(
+        "--seals",
+        metavar="FILE",
+        help="seals kept apart (tasktrail seal's lines, or an export): the log must extend each",
+    )
+    add_key_file(verify)
     verify.add_argument("--json", action="store_true", help="the report as JSON")
     verify.add_argument("--skip-invalid", action="store_true", help=SKIP_HELP)
 
@@ -189,7 +199,13 @@ def do_verify(args: argparse.Namespace) -> int:
 
     if args.skip_invalid:
         _report_skipped(replay(args.source, skip_invalid=True, strict=False, audit=False))
-    report = verify(args.source, against=args.against, skip_invalid=args.skip_invalid)
+    report = verify(
+        args.source,
+        against=args.against,
+        skip_invalid=args.skip_invalid,
+        chain_key=key_argument(args),
+        seals=args.seals,
+    )
     if report.unreadable:
         # Not a finding about the log's history: the log itself cannot be read.
         for violation in report.violations:
@@ -202,7 +218,9 @@ def do_verify(args: argparse.Namespace) -> int:
     else:
         for line in report.lines():
             say(line)
-    return EXIT_OK if report.ok else EXIT_PROBLEMS
+    if report.violations:
+        return EXIT_PROBLEMS
+    return EXIT_UNCHECKED if report.unchecked else EXIT_OK
 
 
 def do_explain(args: argparse.Namespace) -> int:

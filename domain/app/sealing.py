@@ -1,0 +1,52 @@
+"""Taking a seal of a store (:mod:`..store.seals`): one read of its rows, the tree's
+root and peaks, the marker and the latest snapshot as they are, a MAC when keyed.
+``Scheduler.seal()`` and ``tasktrail seal`` both take theirs here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ..errors import CorruptEvent
+from ..history import SnapshotTable
+from ..store.chain import as_bytes
+from ..store.keys import KEYED_MAC_KEY
+from ..store.seals import LogTree, Seal, make_seal
+from ..store.store import Store
+from ..store.transcoder import row_problem
+
+
+def seal_marker(store: Store) -> dict[str, Any]:
+    """What a seal records of a store's marker."""
+    return {
+        "format": store.format,
+        "chained_after": store.chained_after,
+        "keyed_after": store.keyed_after,
+        "key_id": store.key_id,
+        "keyed_mac": store.marker.get(KEYED_MAC_KEY),
+    }
+
+
+def take_seal(store: Store, *, until: int | None = None, at: datetime | None = None) -> Seal:
+    """The seal of a store's log up to ``until`` (default: its head as it is now)."""
+    head = store.head() if until is None else until
+    tree = LogTree()
+    for position, stream_id, version, topic, state in store.rows(until=head):
+        problem = row_problem(stream_id, version, topic, state)
+        if problem is not None:  # a row no writer wrote: verify says more
+            raise CorruptEvent(position, f"{problem}; no seal taken")
+        tree.add(position, stream_id, version, topic, as_bytes(state))
+    return seal_of(store, tree, at=at)
+
+
+def seal_of(
+    store: Store, tree: LogTree, *, at: datetime | None = None, snapshots: bool = True
+) -> Seal:
+    """The seal of a tree built over a store's rows (an export builds one as it writes,
+    leaving out the snapshot, which an import does not carry)."""
+    positions = [p for p in SnapshotTable(store).positions() if p <= tree.position]
+    snapshot = max(positions) if positions and snapshots else None
+    return make_seal(tree, seal_marker(store), key=store.chain_key, snapshot=snapshot, at=at)
+
+
+__all__ = ["seal_marker", "seal_of", "take_seal"]

@@ -1,0 +1,84 @@
+"""``export``: a store's log as a JSONL file (the format :mod:`.log` describes), its
+stream heads and its seal last, written to a temporary file renamed into place."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from tasktrail.domain import CorruptEvent, Store, open_store
+from tasktrail.domain.app.sealing import seal_of
+from tasktrail.domain.store.chain import as_bytes, unseal
+from tasktrail.domain.store.files import atomic_output
+from tasktrail.domain.store.seals import LogTree
+from tasktrail.domain.store.transcoder import row_problem
+
+
+def export(
+    store: Store | str | os.PathLike[str],
+    path: str | os.PathLike[str],
+    *,
+    chain_key: bytes | str | None = None,
+) -> int:
+    """Write a store's whole log to a JSONL file, its heads and its seal last (MAC'd
+    under ``chain_key`` when the store is keyed); returns how many events.
+
+    The file is written beside ``path`` under a temporary name and renamed into
+    place once complete: a failure leaves ``path`` as it was.
+    """
+    opened = (
+        store
+        if isinstance(store, Store)
+        else open_store(store, read_only=True, chain_key=chain_key)
+    )
+    tree, last = LogTree(), b"{}"
+    heads: dict[str, list[Any]] = {}
+    try:
+        with atomic_output(path) as out:
+            for position, originator_id, version, topic, state in opened.rows():
+                problem = row_problem(originator_id, version, topic, state)
+                if problem is not None:
+                    raise CorruptEvent(position, problem)
+                out.write(_line(position, topic, originator_id, version, state))
+                last = as_bytes(state)
+                tree.add(position, originator_id, version, topic, last)
+                heads[originator_id] = [version, unseal(last)[1]]
+            trailer = {"heads": heads, "events": tree.count, "chained_after": opened.chained_after}
+            out.write(orjson.dumps(trailer) + b"\n")
+            # Its last event's time and no snapshot: the seal is as byte-stable as the rest.
+            sealed = seal_of(opened, tree, at=_time_of(last), snapshots=False)
+            out.write(sealed.to_json().encode() + b"\n")
+    finally:
+        if opened is not store:
+            opened.close()
+    return tree.count
+
+
+def _time_of(state: bytes) -> datetime:
+    at = orjson.loads(state).get("at")
+    return datetime.fromtimestamp(at / 1000 if isinstance(at, int | float) else 0, UTC)
+
+
+def _line(position: int, topic: str, originator_id: str, version: int, state: bytes) -> bytes:
+    try:
+        payload = orjson.loads(state)
+    except orjson.JSONDecodeError:
+        raise CorruptEvent(position, "stored state is not JSON") from None
+    row = {
+        "position": position,
+        "topic": topic,
+        "originator_id": str(originator_id),
+        "originator_version": version,
+        "at": payload.get("at") if isinstance(payload, dict) else None,
+        "payload": payload,
+    }
+    try:
+        return orjson.dumps(row) + b"\n"
+    except TypeError as error:  # a string the store holds that is not UTF-8
+        raise CorruptEvent(position, f"cannot be written as JSON: {error}") from None
+
+
+__all__ = ["export"]
