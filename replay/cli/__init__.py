@@ -17,15 +17,19 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from tasktrail import __version__
 from tasktrail.domain import TasktrailError
 
 from . import (
     io_commands,
     replay_commands,
     report_command,
+    runs_command,
     snapshot_command,
     store_commands,
+    tasks_command,
     worker_command,
+    workers_command,
 )
 from .common import (
     EXIT_BAD_INPUT,
@@ -75,11 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--debug", action="store_true", help="show the traceback of an internal error"
     )
+    parser.add_argument(
+        "--version", action="version", version=f"tasktrail {__version__}", help="print it, exit"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # In this order: the order ``tasktrail --help`` lists the commands in.
     store_commands.add_demo(commands)
     store_commands.add_history(commands)
-    store_commands.add_tasks(commands)
+    tasks_command.add_tasks(commands)
+    runs_command.add_runs(commands)
+    workers_command.add_workers(commands)
     store_commands.add_project(commands)
     snapshot_command.add_snapshot(commands)
     replay_commands.add_replay(commands)
@@ -138,7 +147,9 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     handlers = {
         "demo": store_commands.do_demo,
         "history": store_commands.do_history,
-        "tasks": store_commands.do_tasks,
+        "tasks": tasks_command.do_tasks,
+        "runs": runs_command.do_runs,
+        "workers": workers_command.do_workers,
         "project": store_commands.do_project,
         "snapshot": snapshot_command.do_snapshot,
         "replay": replay_commands.do_replay,
