@@ -24,11 +24,8 @@ precedes it (decision times never run backwards within a store: :meth:`Store.sta
 clamps the scheduler's clock to the latest time the store holds).
 
 This module is the :class:`Store` facade and :func:`open_store`; beside it are
-:mod:`.location` (parsing a path or URL), :mod:`.files` (a SQLite file on disk),
-:mod:`.meta` (the format marker), :mod:`.chain` (digests), :mod:`.transcoder`
-(events to stored bytes and back), :mod:`.sqlite` (the tuned SQLite recorder),
-:mod:`.postgres` (the PostgreSQL recorder) and :mod:`.guards` (read, time and
-unseen guards, shared by both).
+:mod:`.location`, :mod:`.files`, :mod:`.first_look`, :mod:`.meta`, :mod:`.chain`,
+:mod:`.transcoder`, :mod:`.sqlite`, :mod:`.postgres` and :mod:`.guards` (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -52,6 +49,7 @@ from ..tasks.events import TaskEvent, event_problem
 from .application import TaskApplication, close_quietly, creation_race
 from .chain import Sealer
 from .files import existing_companions, remove_created_companions
+from .first_look import NO_LOG, made_schema, missing_schema_problem, refuse_foreign_file
 from .guards import APPENDED_SINCE, STAMPED_LATER
 from .location import StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
@@ -97,6 +95,7 @@ class Store:
         reads nothing when it is the one just before an append)."""
         self._sealer = Sealer(self._previous_row)
         path = None if self.read_only else location.path
+        refuse_foreign_file(path)  # before SQLite opens it to write: another app's file?
         self._turns = WriterTurns(path) if path is not None else None
         self._companions = (
             existing_companions(location.path)
@@ -126,8 +125,9 @@ class Store:
                 raise
             except Exception as error:  # psycopg's pool raises its own types on connect
                 self._release()
-                if attempt < OPEN_ATTEMPTS and creation_race(error):
-                    # Another process created the tables at the same moment; they are there now.
+                retry = creation_race(error) or made_schema(location, error)
+                if attempt < OPEN_ATTEMPTS and retry:
+                    # Another process created the tables meanwhile, or the URL's schema is new.
                     time.sleep(0.05 * attempt)
                     continue
                 raise StoreError(f"cannot open store {location}: {self._cause(error)}") from None
@@ -148,7 +148,7 @@ class Store:
         """Why opening failed: a database without the log, or the server's own words."""
         text = _describe(error)
         if "no such table" in text or "does not exist" in text:
-            return "it holds no tasktrail log (no table of events)"
+            return missing_schema_problem(self.location) or NO_LOG
         if self.location.kind == "postgresql":
             from .postgres import connection_problem  # the driver: PostgreSQL stores only
 
