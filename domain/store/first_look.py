@@ -98,6 +98,8 @@ def made_schema(location: StoreLocation, error: BaseException) -> bool:
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
             )
     except Exception as cause:  # no privilege, the server gone: said, with what to run
+        if _schema_exists(location, schema):
+            return True  # another writer created it at the same moment
         text = str(cause).strip().splitlines()[0] if str(cause).strip() else repr(cause)
         raise StoreError(
             f"{location}: the schema {schema!r} does not exist and could not be created "
@@ -110,8 +112,16 @@ def missing_schema_problem(location: StoreLocation) -> str | None:
     """Why a reader found no log: the URL's schema does not exist (``None``: it does,
     or this cannot tell)."""
     schema = _schema(location)
-    if schema is None:
+    if schema is None or _schema_exists(location, schema) is not False:
         return None
+    return (
+        f"the schema {schema!r} does not exist (a writer, such as tasktrail worker, "
+        f"creates it; or run {_create_statement(schema)})"
+    )
+
+
+def _schema_exists(location: StoreLocation, schema: str) -> bool | None:
+    """Whether the database holds ``schema`` (``None``: the server did not say)."""
     try:
         with _connect(location) as connection:
             found = connection.execute(
@@ -119,9 +129,4 @@ def missing_schema_problem(location: StoreLocation) -> str | None:
             ).fetchone()
     except Exception:  # the server's own words come from the caller's path
         return None
-    if found is not None:
-        return None
-    return (
-        f"the schema {schema!r} does not exist (a writer, such as tasktrail worker, "
-        f"creates it; or run {_create_statement(schema)})"
-    )
+    return found is not None
