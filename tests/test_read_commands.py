@@ -274,6 +274,23 @@ def test_workers_shows_live_and_expired_workers_and_what_they_hold(
         live.close()
 
 
+def test_a_worker_with_a_running_task_and_no_lease_is_gone(
+    sqlite_url: str, registry: Registry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    clock = ManualClock(time.time() * 1000)
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="w9", lease=HOUR)
+    s.reserve(s.submit("leaf", id="stranded"))
+    s.store.close()  # w9 crashed holding a task ...
+    with sqlite3.connect(sqlite_url) as db:  # ... and its lease row is gone
+        db.execute("DELETE FROM tasktrail_leases WHERE worker = 'w9'")
+    ran = run(["workers", sqlite_url], capsys)
+    assert ran.code == 0
+    row = lines(ran)[1].split()
+    assert row[:4] == ["w9", "gone", "-", "-"] and row[-2:] == ["1", "stranded"]
+
+
 def test_workers_of_a_store_no_worker_ran_on_creates_no_lease_table(
     store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

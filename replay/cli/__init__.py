@@ -45,6 +45,9 @@ examples:
   tasktrail demo                          record a demo workload into tasktrail-demo.db
   tasktrail demo --db /tmp/t.db --tasks 500
   tasktrail tasks tasktrail-demo.db --status terminal
+  tasktrail tasks tasktrail-demo.db --outcome aborted --since 2026-01-05 --limit 20
+  tasktrail runs tasktrail-demo.db --day 2026-01-05   the run ledger (--live: in flight)
+  tasktrail workers trail.db              each worker: live or not, tasks it holds
   tasktrail history tasktrail-demo.db fragile-0001
   tasktrail history postgresql://postgres@127.0.0.1/test fragile-0001 --json
   tasktrail project tasktrail-demo.db     read models into tasktrail-demo-views.db
