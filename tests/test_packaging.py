@@ -81,3 +81,19 @@ def test_a_normal_install_imports_and_runs_as_a_module(built: Path, tmp_path: Pa
     assert Path(domain) == built / "tasktrail" / "domain" / "__init__.py"
     ran = python(["-m", "tasktrail", "--version"], tmp_path, PYTHONPATH=str(built))
     assert ran.returncode == 0 and ran.stdout == f"tasktrail {version('tasktrail')}\n"
+
+
+def test_an_install_made_before_the_top_package_still_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An editable install made before ``tasktrail/`` existed imports ``tasktrail`` as a
+    bare namespace: the command line still runs, and --version says to install again."""
+    import types
+
+    from tasktrail.replay.cli import main
+
+    monkeypatch.setitem(sys.modules, "tasktrail", types.ModuleType("tasktrail"))
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert "install again: pip install -e ." in capsys.readouterr().out

@@ -17,7 +17,6 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from tasktrail import __version__
 from tasktrail.domain import TasktrailError
 
 from . import (
@@ -83,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show the traceback of an internal error"
     )
     parser.add_argument(
-        "--version", action="version", version=f"tasktrail {__version__}", help="print it, exit"
+        "--version", action="version", version=f"tasktrail {_version()}", help="print it, exit"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # In this order: the order ``tasktrail --help`` lists the commands in.
@@ -107,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         # ``tasktrail verify --debug X`` as well as ``tasktrail --debug verify X``.
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     return parser
+
+
+def _version() -> str:
+    try:
+        from tasktrail import __version__
+    except ImportError:  # an editable install made before tasktrail/ existed
+        return "unknown (install again: pip install -e .)"
+    return __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
