@@ -113,7 +113,7 @@ def test_tasks_limit_says_how_many_more_matched(
     [
         (["--kind", "nope"], "no live task matches --kind nope"),
         (["--outcome", "failed"], "no task matches --outcome failed"),
-        (["--all", "--since", "2027-01-01"], "no task matches --since"),
+        (["--all", "--since", "2027-01-01"], "no task matches --since 2027-01-01T00:00:00.000Z"),
     ],
 )
 def test_tasks_says_so_when_nothing_matched(

@@ -10,11 +10,12 @@ the whole log, folded from position 0. The store is only read.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime
 from typing import Any
 
 from tasktrail.domain import InvalidArgument, TaskState, open_store
+from tasktrail.domain.tasks.describe import format_at
 
 from .common import EXIT_OK, STORE_HELP, emit, say, warn
 
@@ -158,7 +159,9 @@ def do_tasks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _matching(tasks: Any, args: argparse.Namespace, ended: bool) -> Iterator[TaskState]:
+def _matching(
+    tasks: Iterable[TaskState], args: argparse.Namespace, ended: bool
+) -> Iterator[TaskState]:
     for task in tasks:
         if not ended and task.status == "terminal":
             continue  # ended in the tail, not yet dropped by a snapshot
@@ -183,7 +186,11 @@ def _nothing(args: argparse.Namespace, ended: bool) -> str:
         for name, value in (("kind", args.kind), ("status", args.status), ("outcome", args.outcome))
         if value is not None
     ]
-    asked += [f"--{name}" for name in ("since", "until") if getattr(args, name) is not None]
+    asked += [
+        f"--{name} {format_at(getattr(args, name))}"
+        for name in ("since", "until")
+        if getattr(args, name) is not None
+    ]
     scope = "task" if ended else "live task"
     if not asked:
         tail = "" if ended else " (--all lists the ended ones too)"
