@@ -121,6 +121,8 @@ def test_the_fleet_on_one_machine_runs_as_written(service: Path) -> None:
     run_id, status = lines[1].split()
     assert status == "done" and run_id.count("|") == 2
     assert any(line.split()[:4] == [digest, "digest", "terminal", "completed"] for line in lines)
+    nightly = run_id.split("|")[0]
+    assert any(line.split()[:4] == [nightly, "nightly", "sleeping", "retire"] for line in lines)
     assert any(line.startswith(run_id) and " done " in line for line in lines)
     workers = {line.split()[0]: line.split()[1] for line in lines if line.startswith("w")}
     assert workers == {"w1": "yes", "w2": "yes"}

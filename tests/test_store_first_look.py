@@ -126,3 +126,27 @@ def test_a_writer_creates_the_missing_schema_then_the_store(
     assert schema_exists(schema)
     ran = run(["tasks", url], capsys)
     assert ran.code == 0 and ran.out.splitlines()[1].split()[:3] == ["t", "leaf", "pending"]
+
+
+@pytest.mark.postgres
+def test_a_writer_who_may_not_create_the_schema_is_told_the_statement(
+    missing_schema: tuple[str, str], registry: Registry
+) -> None:
+    import psycopg
+
+    url, schema = missing_schema
+    role = f"tt_nocreate_{uuid.uuid4().hex[:8]}"  # may log in, may not create a schema
+    with psycopg.connect(_admin_dsn(), autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        as_role = url.replace("postgresql://postgres@", f"postgresql://{role}@")
+        assert as_role != url
+        with pytest.raises(StoreError) as refused:
+            Scheduler.open(as_role, registry=registry)
+        text = str(refused.value)
+        assert f"the schema {schema!r} does not exist and could not be created" in text
+        assert f'create it as a user who may: CREATE SCHEMA "{schema}"' in text
+        assert not schema_exists(schema)
+    finally:
+        with psycopg.connect(_admin_dsn(), autocommit=True) as conn:
+            conn.execute(f'DROP ROLE IF EXISTS "{role}"')
