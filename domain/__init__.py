@@ -8,6 +8,7 @@ from .app.phases import PassReport
 from .app.run_ticks import DispatchReport, ReconcileReport
 from .app.scheduler import Scheduler
 from .app.worker import TickReport, Worker
+from .app.worker_setup import WorkerSetup
 from .clock import Clock, ManualClock, system_clock
 from .errors import (
     ClockConflict,
@@ -25,7 +26,24 @@ from .errors import (
 )
 from .frozen import FrozenDict, FrozenList
 from .runs.admission import AdmissionRefused
-from .runs.executor import CancelResult, Executor, JobSnapshot, SubmitRequest
+from .runs.executor import (
+    ActiveJobError,
+    AnswerCommittingError,
+    CancelResult,
+    DrainError,
+    Executor,
+    ExecutorError,
+    ExecutorPersistenceError,
+    GenerationOrderError,
+    IdentityConflictError,
+    JobNotFoundError,
+    JobSnapshot,
+    JobStatus,
+    OrphanFenceError,
+    SubmitError,
+    SubmitRequest,
+    TransientError,
+)
 from .runs.gate import DispatchGate, OpenGate, SwitchedGate
 from .runs.identity import client_job_id, local_day
 from .runs.ledger import Ledger, ledger_of
@@ -42,7 +60,7 @@ from .tasks.evolve import InvalidTransition, evolve
 from .tasks.invocation import Invocation
 from .tasks.state import Checkpoint, Outcome, TaskState
 from .turns.deadlines import next_deadline
-from .turns.delivery import DELIVERY_OUTCOMES
+from .turns.delivery import DELIVERY_OUTCOMES, DeliveryOutcome
 from .turns.folds import pending_wakeups
 from .turns.keys import OPERATOR_KEY, parse_key, role_key, task_key
 from .turns.refusals import StaleCompletion, TurnRuleViolation
@@ -64,7 +82,9 @@ __all__ = [
     "LEADER",
     "MAX_TASK_CONCURRENCY",
     "OPERATOR_KEY",
+    "ActiveJobError",
     "AdmissionRefused",
+    "AnswerCommittingError",
     "BlockedReason",
     "CancelResult",
     "Checkpoint",
@@ -73,24 +93,33 @@ __all__ = [
     "ConflictError",
     "ControllerPassReport",
     "CorruptEvent",
+    "DeliveryOutcome",
     "DispatchGate",
     "DispatchReport",
     "Draft",
+    "DrainError",
     "Executor",
+    "ExecutorError",
+    "ExecutorPersistenceError",
     "FrozenDict",
     "FrozenList",
+    "GenerationOrderError",
     "HeartbeatReport",
+    "IdentityConflictError",
     "InMemoryExecutor",
     "InvalidArgument",
     "InvalidTransition",
     "Invocation",
+    "JobNotFoundError",
     "JobSnapshot",
+    "JobStatus",
     "Lease",
     "LeaseLost",
     "Ledger",
     "ManualClock",
     "NewerEventVersion",
     "OpenGate",
+    "OrphanFenceError",
     "Outcome",
     "PassReport",
     "ReconcileReport",
@@ -105,6 +134,7 @@ __all__ = [
     "StaleCompletion",
     "Store",
     "StoreError",
+    "SubmitError",
     "SubmitFailed",
     "SubmitRequest",
     "SwitchedGate",
@@ -113,6 +143,7 @@ __all__ = [
     "TaskState",
     "TasktrailError",
     "TickReport",
+    "TransientError",
     "TurnRuleViolation",
     "TurnSettings",
     "TurnState",
@@ -121,6 +152,7 @@ __all__ = [
     "UnknownTask",
     "WakeupState",
     "Worker",
+    "WorkerSetup",
     "World",
     "blocked_reason",
     "client_job_id",

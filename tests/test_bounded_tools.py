@@ -135,7 +135,8 @@ def test_tasks_lists_the_live_work_from_the_snapshot_and_every_task_with_all(
         monkeypatch.setattr(Store, "read", tail_only)
         assert listed(capsys, str(path)) == live and len(live) == 4
         assert main(["tasks", str(path)]) == 0
-        lines = capsys.readouterr().out.splitlines()
+        header, *lines = capsys.readouterr().out.splitlines()
+        assert header.startswith("TASK")
         assert [line.split()[0] for line in lines] == [t["id"] for t in live]
     finally:
         s.close()

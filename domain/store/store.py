@@ -1,10 +1,8 @@
 """Where events are kept: one function opens a store from a path or a URL.
 
-``open_store("trail.db")`` opens (or creates) a SQLite file in WAL mode, the
-default; ``open_store("postgresql://user@host:5432/db")`` a PostgreSQL
-database. Both are eventsourcing recorders behind an eventsourcing
-``Application``; tasktrail adds an orjson transcoder, a mapper that stores each
-event under its stable topic, and typed errors.
+``open_store("trail.db")`` opens (or creates) a SQLite file in WAL mode, the default;
+``open_store("postgresql://user@host:5432/db")`` a PostgreSQL database: eventsourcing
+recorders, with tasktrail's orjson transcoder, stable topics and typed errors.
 
 Durability (SQLite): ``"full"`` (the default) syncs the WAL on every commit (a
 command that returned survives a power cut); ``"normal"`` only at checkpoints (safe
@@ -22,8 +20,9 @@ seals each with its digest chained to the previous event of its stream
 precedes it (decision times never run backwards within a store: :meth:`Store.stamp`
 clamps the scheduler's clock to the latest time the store holds).
 
-Beside this facade: :mod:`.location`, :mod:`.files`, :mod:`.meta`, :mod:`.chain`,
-:mod:`.keys` (a keyed chain), :mod:`.transcoder`, :mod:`.sqlite`, :mod:`.postgres`.
+Beside this facade: :mod:`.location`, :mod:`.files`, :mod:`.first_look`, :mod:`.meta`,
+:mod:`.chain`, :mod:`.keys` (a keyed chain), :mod:`.transcoder`, :mod:`.sqlite`,
+:mod:`.postgres`.
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ from ..tasks.events import TaskEvent, event_problem
 from .application import TaskApplication, close_quietly, creation_race
 from .chain import Digester, Sealer
 from .files import existing_companions, remove_created_companions
+from .first_look import NO_LOG, made_schema, missing_schema_problem, refuse_foreign_file
 from .guards import APPENDED_SINCE, STAMPED_LATER
 from .keys import KEY_ID_KEY, ChainKey, keyed_after, resolve_key, settle_key
 from .location import StoreLocation, parse_location, read_only_location
@@ -94,6 +94,7 @@ class Store:
         """The position and time of the last event read or appended (the time guard's)."""
         self._sealer = Sealer(self._previous_row)
         path = None if self.read_only else location.path
+        refuse_foreign_file(path)  # before SQLite opens it to write: another app's file?
         self._turns = WriterTurns(path) if path is not None else None
         file = location.path if self.read_only else None
         self._companions = existing_companions(file) if file is not None else frozenset()
@@ -120,8 +121,9 @@ class Store:
                 raise
             except Exception as error:  # psycopg's pool raises its own types on connect
                 self._release()
-                if attempt < OPEN_ATTEMPTS and creation_race(error):
-                    # Another process created the tables at the same moment; they are there now.
+                retry = creation_race(error) or made_schema(location, error)
+                if attempt < OPEN_ATTEMPTS and retry:
+                    # Another process created the tables meanwhile, or the URL's schema is new.
                     time.sleep(0.05 * attempt)
                     continue
                 raise StoreError(f"cannot open store {location}: {self._cause(error)}") from None
@@ -146,7 +148,7 @@ class Store:
         """Why opening failed: a database without the log, or the server's own words."""
         text = _describe(error)
         if "no such table" in text or "does not exist" in text:
-            return "it holds no tasktrail log (no table of events)"
+            return missing_schema_problem(self.location) or NO_LOG
         if self.location.kind == "postgresql":
             from .postgres import connection_problem  # the driver: PostgreSQL stores only
 

@@ -25,10 +25,13 @@ from . import (
     io_commands,
     replay_commands,
     report_command,
+    runs_command,
     seal_command,
     snapshot_command,
     store_commands,
+    tasks_command,
     worker_command,
+    workers_command,
 )
 from .common import (
     EXIT_BAD_INPUT,
@@ -45,6 +48,9 @@ examples:
   tasktrail demo                          record a demo workload into tasktrail-demo.db
   tasktrail demo --db /tmp/t.db --tasks 500
   tasktrail tasks tasktrail-demo.db --status terminal
+  tasktrail tasks tasktrail-demo.db --outcome aborted --since 2026-01-05 --limit 20
+  tasktrail runs tasktrail-demo.db --day 2026-01-05   the run ledger (--live: in flight)
+  tasktrail workers trail.db              each worker: live or not, tasks it holds
   tasktrail history tasktrail-demo.db fragile-0001
   tasktrail history postgresql://postgres@127.0.0.1/test fragile-0001 --json
   tasktrail project tasktrail-demo.db     read models into tasktrail-demo-views.db
@@ -85,11 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--debug", action="store_true", help="show the traceback of an internal error"
     )
+    parser.add_argument(
+        "--version", action="version", version=f"tasktrail {_version()}", help="print it, exit"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # In this order: the order ``tasktrail --help`` lists the commands in.
     store_commands.add_demo(commands)
     store_commands.add_history(commands)
-    store_commands.add_tasks(commands)
+    tasks_command.add_tasks(commands)
+    runs_command.add_runs(commands)
+    workers_command.add_workers(commands)
     store_commands.add_project(commands)
     snapshot_command.add_snapshot(commands)
     replay_commands.add_replay(commands)
@@ -110,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
         # ``tasktrail verify --debug X`` as well as ``tasktrail --debug verify X``.
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     return parser
+
+
+def _version() -> str:
+    try:
+        from tasktrail import __version__
+    except ImportError:  # an editable install made before tasktrail/ existed
+        return "unknown (install again: pip install -e .)"
+    return __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,7 +172,9 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     handlers = {
         "demo": store_commands.do_demo,
         "history": store_commands.do_history,
-        "tasks": store_commands.do_tasks,
+        "tasks": tasks_command.do_tasks,
+        "runs": runs_command.do_runs,
+        "workers": workers_command.do_workers,
         "project": store_commands.do_project,
         "snapshot": snapshot_command.do_snapshot,
         "replay": replay_commands.do_replay,

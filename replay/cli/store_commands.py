@@ -1,9 +1,9 @@
 """The ``tasktrail`` commands that work on a store as the scheduler keeps it:
-``demo`` records a workload into a new file (or over a store a demo made), ``tasks``
-lists a store's live tasks (its latest snapshot and the tail; ``--all``: every
-task), ``history`` prints one task's events with their positions in the store, and
+``demo`` records a workload into a new file (or over a store a demo made),
+``history`` prints one task's events with their positions in the store, and
 ``project`` folds the log into SQLite read models (with a progress bar on a
-terminal). ``tasks``, ``history`` and ``project`` open the store read-only.
+terminal). ``history`` and ``project`` open the store read-only (``tasks`` is
+:mod:`.tasks_command`).
 Each command is a parser builder ``add_<name>`` and a handler ``do_<name>``.
 """
 
@@ -77,36 +77,6 @@ def add_history(commands: Any) -> None:
     history.add_argument("task", help="the task id")
     history.add_argument(
         "--json", action="store_true", help="JSON Lines: one JSON object per event, a line each"
-    )
-
-
-def add_tasks(commands: Any) -> None:
-    tasks = commands.add_parser(
-        "tasks",
-        help="the live tasks of a store and their status (--all: every task)",
-        description=(
-            "List the live tasks of a store (every task not ended), in submission order. "
-            "Reads the store's latest snapshot and the events after it, so the cost "
-            "follows the live work, not the history. --all lists every task ever "
-            "submitted, ended ones too, and --status terminal the ended ones: both fold "
-            "the whole log from position 0 (the snapshots hold only live work). "
-            "A task parked at the restart limit the log recorded (rule 9) is shown "
-            'parked (JSON: "blocked": "restart_limit"). The store is only read.'
-        ),
-    )
-    tasks.add_argument("store", help=STORE_HELP)
-    tasks.add_argument(
-        "--status",
-        choices=["pending", "running", "waiting", "sleeping", "completing", "terminal"],
-        help="only the tasks in this status (terminal: the ended ones, from the whole log)",
-    )
-    tasks.add_argument(
-        "--all",
-        action="store_true",
-        help="every task, ended ones too (folds the whole log from position 0)",
-    )
-    tasks.add_argument(
-        "--json", action="store_true", help="JSON Lines: one JSON object per task, a line each"
     )
 
 
@@ -194,33 +164,6 @@ def do_history(args: argparse.Namespace) -> int:
         else:
             say(f"{recorded.position:>8}  {version:>4}  {format_at(event.at)}  {describe(event)}")
     return EXIT_PROBLEMS if gaps else EXIT_OK
-
-
-def do_tasks(args: argparse.Namespace) -> int:
-    from tasktrail.domain.history import restore
-    from tasktrail.domain.tasks.definitions import parked_now
-    from tasktrail.domain.tasks.restart_limit import restart_limit_of
-
-    # Ended tasks are only in the whole log (a snapshot holds live work): fold it from
-    # 0 when they are asked for; else the latest snapshot and the tail suffice.
-    ended = args.all or args.status == "terminal"
-    with open_store(args.store, read_only=True) as store:
-        world = restore(store, snapshots=not ended).world  # read only: nothing appended
-        limit = restart_limit_of(world)  # the one the log recorded, as the workers decide
-        for task in world.tasks.values():
-            if args.status is not None and task.status != args.status:
-                continue
-            if not ended and task.status == "terminal":
-                continue  # ended in the tail, not yet dropped by a snapshot
-            parked = parked_now(task, limit)
-            if args.json:
-                emit({**task.to_dict(), "blocked": "restart_limit"} if parked else task.to_dict())
-            else:
-                outcome = task.outcome.status if task.outcome else ""
-                phase = task.checkpoint.phase if task.checkpoint else ""
-                where = f"{phase} parked (restart_limit {limit})" if parked else outcome or phase
-                say(f"{task.id:<36} {task.kind:<12} {task.status:<10} {where.strip()}")
-    return EXIT_OK
 
 
 def check_views_out(out: Path, store: str) -> Path:

@@ -12,21 +12,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from tasktrail.domain import (
-    Executor,
     Registry,
-    RunSettings,
-    Runtime,
     Scheduler,
     StoreError,
     TasktrailError,
     Worker,
 )
+from tasktrail.domain import WorkerSetup as WorkerSetup  # re-exported from its old home
 
 from .common import EXIT_BAD_INPUT, EXIT_OK
 
@@ -40,19 +37,6 @@ and one stopped by SIGTERM or SIGINT returns its own tasks (rule 10).
 
 MODULE:ATTR is a Registry, a function returning one, or a WorkerSetup.
 """
-
-
-@dataclass
-class WorkerSetup:
-    """What ``tasktrail worker`` runs: a registry and, where the host has them, the
-    runtime that controller passes drive and the executor that dispatch uses."""
-
-    registry: Registry
-    runtime: Runtime | None = None
-    executor: Executor | None = None
-    run_settings: RunSettings | None = None
-    restart_limit: int | None = None
-    """A restart limit to record at open; ``None``: the one the store recorded."""
 
 
 def add_worker(commands: Any) -> None:

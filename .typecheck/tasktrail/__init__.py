@@ -1,0 +1,1 @@
+../../tasktrail/__init__.py

@@ -1,0 +1,1 @@
+../../tasktrail/__main__.py
