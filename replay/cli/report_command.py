@@ -13,6 +13,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tasktrail.domain import InvalidArgument
+
 from .common import EXIT_OK, SOURCE_HELP, UNTIL_HELP
 
 DESCRIPTION = """\
@@ -22,8 +24,9 @@ waits with arrows to what it awaited, held outcomes, Turns per role, dispatch ru
 marks for abort marks, crashes and recoveries, refusals), the owner tree with
 outcomes, restarts and blocked reasons, TASK's explain trail (each event, the rule
 that applied, before -> after) and the verify result. With TASK it reads only that
-task's streams, its owners' and what it owns; without, the whole log (the first
---limit tasks in tree order are drawn). Hover for details; Ctrl + wheel zooms.
+task's streams, its owners' and what it owns; without, the whole log, every task
+drawn (or, with --limit N, page --page P of N tasks in tree order). Type in the
+page's search box to find tasks; hover for details; Ctrl + wheel zooms.
 """
 
 
@@ -43,7 +46,18 @@ def add_report(commands: Any) -> None:
     )
     report.add_argument("--until", metavar="N|TIME", help=UNTIL_HELP)
     report.add_argument(
-        "--limit", type=int, default=200, metavar="N", help="tasks drawn without TASK (default 200)"
+        "--limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="without TASK: draw N tasks a page (default: every task)",
+    )
+    report.add_argument(
+        "--page",
+        type=int,
+        default=1,
+        metavar="P",
+        help="with --limit: the page to draw, 1 first (default 1)",
     )
     report.add_argument(
         "--restart-limit",
@@ -64,6 +78,14 @@ def do_report(args: argparse.Namespace) -> int:
     from tasktrail.replay.report import check_out, write_report
 
     check_out(args.source, args.out)  # before anything is imported, opened or read
+    if args.limit is not None and args.limit < 1:
+        raise InvalidArgument(f"--limit {args.limit}: give at least 1 task a page")
+    if args.page < 1 or (args.page > 1 and args.limit is None):
+        raise InvalidArgument(
+            f"--page {args.page}: pages start at 1"
+            if args.page < 1
+            else f"--page {args.page} needs --limit N, the tasks a page holds"
+        )
     registry = None
     if args.registry:
         from .worker_command import load_setup
@@ -77,6 +99,7 @@ def do_report(args: argparse.Namespace) -> int:
         limit=args.limit,
         restart_limit=args.restart_limit,
         registry=registry,
+        page=args.page,
     )
     verdict = "ok" if data.verify.ok else f"{len(data.verify.violations)} violations"
     print(f"wrote {args.out}: {data.scope}; verify {verdict}")

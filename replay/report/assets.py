@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from .scale import STEPS, TICK_PX
+from .scale import END_PX, FOLD_CHAR_PX, LABEL_GAP_PX, STEPS, TICK_CHAR_PX, TICK_PX
 
 CSS = """
 :root{--bg:#f6f7fb;--card:#fff;--fg:#1c2333;--muted:#697386;--line:#e2e6ef;--soft:#eef1f6;
@@ -40,13 +40,15 @@ footer{padding:16px 28px 28px;color:var(--muted);font-size:12px}
 .badge.ok{background:#dcf5e4;color:#166534}.badge.bad{background:#fde2e2;color:#9b1c1c}
 .note{color:var(--muted);font-size:12.5px;margin:6px 0}
 .tag{font-size:10.5px;color:#7a5a00;background:#fff3cd;border-radius:4px;padding:0 5px}
-.tools{display:flex;gap:6px;align-items:center;margin:0 0 8px;flex-wrap:wrap}
+.tools{display:flex;gap:6px;align-items:center;margin:0;flex-wrap:wrap;position:sticky;top:0;
+z-index:5;background:var(--bg);padding:8px 28px;border-bottom:1px solid var(--line)}
+.count{color:var(--muted);font-size:12px;min-width:120px}
 .tools button{font:inherit;border:1px solid var(--line);background:var(--card);
 border-radius:6px;min-width:30px;padding:2px 9px;cursor:pointer}
 .tools button:hover{background:var(--soft)}
 .zoom{color:var(--muted);font-size:12px;min-width:44px}
 .tools input{font:inherit;padding:3px 9px;border:1px solid var(--line);border-radius:6px;
-min-width:260px}
+min-width:330px}
 .hint{color:var(--muted);font-size:12px}
 .legend{display:flex;flex-wrap:wrap;gap:5px 14px;font-size:12px;color:var(--muted);
 margin:0 0 10px}
@@ -66,7 +68,7 @@ padding:0 12px 0 calc(12px + var(--depth) * 16px);font-size:12.5px;overflow:hidd
 .tl-scroll{overflow-x:auto;overflow-y:hidden;min-width:0}
 .tl-canvas{position:relative;width:100%;min-width:100%;overflow:hidden}
 .tl-axis{height:var(--axis);position:relative;border-bottom:1px solid var(--line)}
-.tl-track{position:absolute;top:0;bottom:0;left:10px;right:18px}
+.tl-track{position:absolute;top:0;bottom:0;left:10px;right:var(--room)}
 .tick{position:absolute;top:0;height:var(--h,2000px);border-left:1px solid var(--soft);
 padding-left:4px;font-size:11px;line-height:var(--axis);color:var(--muted);white-space:nowrap}
 .tick.end{border-left:0;border-right:1px solid var(--soft);padding:0 4px 0 0;
@@ -122,10 +124,18 @@ background:#fff}
 .m-note{width:3px;height:14px;background:#98a2b3;border-radius:1px}
 .m-pass{width:9px;height:9px;background:#a855f7;border-radius:2px}
 .m-stop{width:9px;height:9px;background:#7b8496}
+.note-by{position:absolute;top:50%;transform:translate(9px,-50%);font-size:10.5px;
+line-height:14px;white-space:nowrap;max-width:var(--room);overflow:hidden;
+text-overflow:ellipsis;padding:0 4px;border-radius:3px;background:rgba(255,255,255,.9);
+color:#41495a;z-index:2;pointer-events:none}
+.note-by.st-failed,.note-by.st-faulted{color:#b42318}.note-by.st-completed{color:#1f7a44}
+.note-by.st-orphaned{color:#a1670e}.note-by.crowded{display:none}
 .bar:hover,.mark:hover,.hl{outline:2px solid #1c2333;outline-offset:1px;z-index:3}
+.note-by.hl{outline:0}
 .sample{position:relative;display:inline-block;top:auto;left:auto;transform:none}
 .bar.sample{width:22px;height:10px;top:auto}.m-abort.sample{transform:rotate(45deg)}
-.tl-arrows{position:absolute;left:10px;top:0;width:calc(100% - 28px);pointer-events:none;
+.tl-arrows{position:absolute;left:10px;top:0;width:calc(100% - 10px - var(--room));
+pointer-events:none;
 overflow:visible;z-index:1}
 .tl-arrows line{stroke:#c58a00;stroke-width:1.3;opacity:.6}
 .tl-arrows line.p-failFast{stroke:#d9363e;stroke-dasharray:4 3}
@@ -197,7 +207,8 @@ SCRIPT = """
   var folds = JSON.parse(canvas.getAttribute("data-folds"));
   var start = knots[0][0];
   var zoom = 1;
-  var STEPS = __STEPS__, TICK_PX = __TICK_PX__;
+  var STEPS = __STEPS__, TICK_PX = __TICK_PX__, TICK_CHAR_PX = __TICK_CHAR_PX__;
+  var FOLD_CHAR_PX = __FOLD_CHAR_PX__, LABEL_GAP_PX = __LABEL_GAP_PX__, END_PX = __END_PX__;
 
   function duration(ms) {
     ms = Math.abs(ms);
@@ -233,7 +244,7 @@ SCRIPT = """
   function mark(className, x, label, tipText) {
     var el = document.createElement("span");
     var room = (100 - x) / 100 * (axis.offsetWidth || 1);
-    el.className = className + (className === "tick" && room < 80 ? " end" : "");
+    el.className = className + (className === "tick" && room < END_PX ? " end" : "");
     el.style.left = x + "%";
     el.textContent = label;
     el.setAttribute("data-tip", tipText);
@@ -241,10 +252,12 @@ SCRIPT = """
     return el;
   }
   function ticks() {
+    // Labels left to right; one that would touch the one before is left out (a fold
+    // keeps its band and tooltip), as scale.py's Scale.axis lays out the page's own.
     var width = axis.offsetWidth || 1;
     var from = (scroll.scrollLeft - axis.offsetLeft) / width * 100 - 5;
     var to = (scroll.scrollLeft + scroll.clientWidth - axis.offsetLeft) / width * 100 + 5;
-    var last = -Infinity;
+    var free = -Infinity;
     axis.textContent = "";
     for (var i = 0; i + 1 < knots.length; i++) {
       var t0 = knots[i][0], x0 = knots[i][1], t1 = knots[i + 1][0], x1 = knots[i + 1][1];
@@ -252,9 +265,14 @@ SCRIPT = """
       if (folded(t0, t1)) {
         var band = mark("fold", x0, "", duration(t1 - t0) + " with nothing happening: folded");
         band.style.width = (x1 - x0) + "%";
-        var words = document.createElement("span");
-        words.textContent = duration(t1 - t0);
-        band.appendChild(words);
+        var said = duration(t1 - t0);
+        var left = x0 / 100 * width, right = x1 / 100 * width;
+        if (right - left >= said.length * FOLD_CHAR_PX + 6 && left >= free) {
+          var words = document.createElement("span");
+          words.textContent = said;
+          band.appendChild(words);
+          free = right + LABEL_GAP_PX;
+        }
         continue;
       }
       var step = niceStep((t1 - t0) / Math.max((x1 - x0) / 100 * width / TICK_PX, 1e-9));
@@ -263,12 +281,37 @@ SCRIPT = """
       for (var k = Math.ceil((a - start) / step - 1e-9); start + k * step <= b + 1e-9; k++) {
         var at = start + k * step;
         var x = x0 + (x1 - x0) * (at - t0) / (t1 - t0);
-        if ((x - last) / 100 * width < TICK_PX * 0.6) { continue; }
-        mark("tick", x, k === 0 ? "0" : "+" + duration(at - start), new Date(at).toISOString());
-        last = x;
+        var label = k === 0 ? "0" : "+" + duration(at - start);
+        var px = x / 100 * width, wide = 4 + label.length * TICK_CHAR_PX;
+        var end = (100 - x) / 100 * width < END_PX;
+        if ((end ? px - wide : px) < free) { continue; }
+        mark("tick", x, label, new Date(at).toISOString());
+        free = (end ? px : px + wide) + LABEL_GAP_PX;
       }
     }
     canvas.style.setProperty("--h", canvas.offsetHeight + "px");
+  }
+  function crowd() {
+    // A note beside a mark or bar end is left out (its tooltip still says it) where it
+    // would cover the note before it or another mark of its lane.
+    canvas.querySelectorAll(".tl-lane:not(.hide) .tl-track").forEach(function (track) {
+      var notes = track.querySelectorAll(".note-by");
+      if (!notes.length) { return; }
+      var marks = [];
+      track.querySelectorAll(".mark").forEach(function (m) {
+        var r = m.getBoundingClientRect();
+        marks.push([r.left + r.width / 2, m.getAttribute("data-pos")]);
+      });
+      var right = -Infinity;
+      notes.forEach(function (note) {
+        note.classList.remove("crowded");
+        var r = note.getBoundingClientRect();
+        var covers = r.left < right + 4 || marks.some(function (m) {
+          return m[0] > r.left && m[0] < r.right && m[1] !== note.getAttribute("data-pos");
+        });
+        if (covers) { note.classList.add("crowded"); } else { right = r.right; }
+      });
+    });
   }
   function setZoom(next, anchor) {
     next = Math.min(Math.max(next, 1), 5000);
@@ -279,6 +322,7 @@ SCRIPT = """
     scroll.scrollLeft = at * canvas.offsetWidth - offset;
     level.textContent = (zoom < 10 ? zoom.toFixed(1) : Math.round(zoom)) + "\u00d7";
     ticks();
+    crowd();
   }
   function lane(row) {
     return canvas.querySelector('.tl-lane.first[data-row="' + row + '"]');
@@ -299,6 +343,7 @@ SCRIPT = """
     var svg = canvas.querySelector(".tl-arrows");
     if (svg) { svg.setAttribute("height", canvas.offsetHeight); }
     ticks();
+    crowd();
   }
   document.getElementById("tools").addEventListener("click", function (event) {
     var button = event.target.closest("button");
@@ -347,19 +392,35 @@ SCRIPT = """
     row.addEventListener("mouseenter", function () { highlight(pos, true); });
     row.addEventListener("mouseleave", function () { highlight(pos, false); });
   });
-  document.getElementById("filter").addEventListener("input", function (event) {
-    var words = event.target.value.trim().toLowerCase();
+  var count = document.getElementById("filter-count");
+  function filter() {
+    // Every word typed must be found in a task's words (id, kind, status, outcome,
+    // blocked reason, phase, error or reason); the timeline and the owner tree follow.
+    var words = document.getElementById("filter").value.trim().toLowerCase().split(/\\s+/);
+    var shown = 0, all = 0;
     document.querySelectorAll("[data-search]").forEach(function (el) {
-      var hit = !words || el.getAttribute("data-search").indexOf(words) >= 0;
+      var said = el.getAttribute("data-search");
+      var hit = words.every(function (w) { return said.indexOf(w) >= 0; });
       el.classList.toggle("hide", !hit);
+      if (el.tagName.toLowerCase() === "tr") { all += 1; shown += hit ? 1 : 0; }
     });
+    count.textContent = shown === all ? all + " tasks" : shown + " of " + all + " tasks match";
     arrows();
-  });
-  window.addEventListener("resize", ticks);
-  arrows();
+  }
+  document.getElementById("filter").addEventListener("input", filter);
+  window.addEventListener("resize", function () { ticks(); crowd(); });
+  filter();
 })();
 """
 
-SCRIPT = SCRIPT.replace("__STEPS__", json.dumps(sorted(STEPS))).replace("__TICK_PX__", str(TICK_PX))
+for _name, _value in {
+    "__STEPS__": json.dumps(sorted(STEPS)),
+    "__TICK_PX__": TICK_PX,
+    "__TICK_CHAR_PX__": TICK_CHAR_PX,
+    "__FOLD_CHAR_PX__": FOLD_CHAR_PX,
+    "__LABEL_GAP_PX__": LABEL_GAP_PX,
+    "__END_PX__": END_PX,
+}.items():
+    SCRIPT = SCRIPT.replace(_name, str(_value))
 
 __all__ = ["CSS", "SCRIPT"]
