@@ -153,8 +153,9 @@ def test_tasks_history_and_explain_json_are_json_lines_and_say_so(
         with pytest.raises(SystemExit):
             main([argv[0], "--help"])
         assert "JSON Lines" in capsys.readouterr().out, argv[0]
-    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
-    assert "`tasks`, `history` and `explain` with `--json` print JSON Lines" in readme
+    commands = Path(__file__).parent.parent / "docs" / "commands.md"
+    said = " ".join(commands.read_text().split())
+    assert "`tasks`, `history` and `explain` with `--json` print JSON Lines" in said
 
 
 def test_the_demo_ends_by_pointing_at_the_report_of_the_store_it_wrote(

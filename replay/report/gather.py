@@ -171,7 +171,11 @@ def gather(
                 state.skipped = list(reader.skipped)
             timeline = builder.finish(stop.at)
             scope = f"the whole log: {state.events} events, "
-            scope += str(paged) if paged is not None else f"all {len(timeline.rows)} tasks drawn"
+            scope += (
+                str(paged)
+                if paged is not None
+                else f"all {len(timeline.rows)} task{'s' if len(timeline.rows) != 1 else ''} drawn"
+            )
             report = verify(state)
             tree: frozenset[str] = frozenset()
             steps = None
