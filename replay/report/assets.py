@@ -151,7 +151,8 @@ tr.chosen td{background:#eef4ff}tr.hl td{background:#fff7d1}
 .o-completed{color:#1f7a44;font-weight:600}.o-failed,.o-faulted{color:#b42318;font-weight:600}
 .o-aborted{color:#5b6474;font-weight:600}.o-orphaned{color:#a1670e;font-weight:600}
 .explain td:last-child{overflow-wrap:anywhere}
-.explain td:nth-child(2),.explain td:nth-child(3),.explain td:nth-child(5){white-space:nowrap}
+.explain td:nth-child(2),.explain td:nth-child(3),.explain td:nth-child(4),
+.explain td:nth-child(5){white-space:nowrap}
 .hide{display:none!important}
 #tip{position:fixed;z-index:10;max-width:460px;background:#1c2333;color:#f4f6fa;font-size:12px;
 line-height:1.45;padding:8px 10px;border-radius:7px;white-space:pre-wrap;pointer-events:none;

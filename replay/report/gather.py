@@ -193,7 +193,7 @@ def gather(
             timeline = builder.finish(stop.at, frozenset(read.context))
             tree = frozenset(t for t in read.tree if t in state.world.tasks)
             scope = (
-                f"the tree of {task_id}: {len(tree)} tasks"
+                f"the tree of {task_id}: {len(tree)} task{'s' if len(tree) != 1 else ''}"
                 + (f" and {len(read.context)} awaited" if read.context else "")
                 + f", {read.streams} streams, {state.events} events"
             )

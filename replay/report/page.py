@@ -125,7 +125,7 @@ def _timeline(data: ReportData, row_ids: dict[str, str], words: dict[str, str]) 
         '<span class="hint">Ctrl + wheel zooms; double-click a bar to zoom to it; click '
         "one for its step in the explain trail.</span></div>"
         '<section id="timeline"><h2>Timeline <span class="muted">scheduler clock, '
-        f"{text(span)}, {len(timeline.rows)} tasks</span></h2>{hidden}"
+        f"{text(span)}, {_tasks(len(timeline.rows))}</span></h2>{hidden}"
         f'<div class="legend">{legend()}</div>'
         f"{timeline_html(timeline, row_ids, words)}</section>"
     )
@@ -150,7 +150,7 @@ def _tree(data: ReportData, row_ids: dict[str, str], words: dict[str, str]) -> s
         f"{data.restart_limit} restarts) is judged without the definitions (--registry).</p>"
     )
     return (
-        f'<section id="tree"><h2>Owner tree <span class="muted">{len(body)} tasks</span></h2>'
+        f'<section id="tree"><h2>Owner tree <span class="muted">{_tasks(len(body))}</span></h2>'
         f'<table class="tree"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
         f"{note}</section>"
     )
@@ -182,6 +182,10 @@ def _tree_row(
         f'<td class="num">{task.restarts}</td><td>{text(blocked)}</td><td>{mark}</td>'
         f'<td>{text(phase)}</td><td class="num">{task.events}</td></tr>'
     )
+
+
+def _tasks(count: int) -> str:
+    return f"{count} task" if count == 1 else f"{count} tasks"
 
 
 def _search_words(data: ReportData) -> dict[str, str]:

@@ -252,7 +252,8 @@ SCRIPT = """
       el.classList.toggle("hide", !hit);
       if (el.tagName.toLowerCase() === "tr") { all += 1; shown += hit ? 1 : 0; }
     });
-    count.textContent = shown === all ? all + " tasks" : shown + " of " + all + " tasks match";
+    count.textContent = shown === all ? all + (all === 1 ? " task" : " tasks")
+      : shown + " of " + all + (all === 1 ? " task matches" : " tasks match");
     arrows();
   }
   document.getElementById("filter").addEventListener("input", filter);
