@@ -129,21 +129,35 @@ def test_a_whole_store_report_pages_its_tasks_in_tree_order(demo: Path) -> None:
     assert sorted(every) == sorted(replay(demo).world.tasks)  # each task on one page
 
 
-def test_cli_report_pages_need_a_limit_and_stay_in_range(
+def test_cli_report_pages_stay_in_range(
     demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from tasktrail.replay.cli import report_command
+    from tasktrail.replay.report.gather import DEFAULT_LIMIT
+
+    assert report_command.DEFAULT_LIMIT == DEFAULT_LIMIT
+    total = len(replay(demo).world.tasks)
     out = tmp_path / "r.html"
     assert main(["report", str(demo), "--out", str(out), "--page", "2"]) == 2
-    assert "--page 2 needs --limit N" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert f"page 2 is past the last page: {total} tasks make 1 page of" in said
     assert main(["report", str(demo), "--out", str(out), "--limit", "0"]) == 2
     assert "--limit 0" in capsys.readouterr().err
-    total = len(replay(demo).world.tasks)
-    assert main(["report", str(demo), "--out", str(out), "--limit", str(total), "--page", "2"]) == 2
-    assert "page 2 is past the last page" in capsys.readouterr().err
+    assert main(["report", str(demo), "--out", str(out), "--page", "0"]) == 2
+    assert "--page 0" in capsys.readouterr().err
     assert not out.exists()
     limit = str(total - 1)
     assert main(["report", str(demo), "--out", str(out), "--limit", limit, "--page", "2"]) == 0
     assert f"tasks {total}-{total} of {total} drawn (page 2 of 2" in capsys.readouterr().out
+
+
+def test_a_store_past_the_default_limit_is_drawn_a_page_at_a_time(demo: Path) -> None:
+    total = len(replay(demo).world.tasks)
+    assert gather(demo).page is None  # fewer than a page: every task, no note
+    data = gather(demo, limit=total // 2)
+    assert data.page is not None and data.page.pages == 2 + (total % 2)
+    assert len(data.timeline.rows) == total // 2
+    assert gather(demo, limit=None).page is None  # no limit at all
 
 
 def test_outcomes_errors_and_refusals_are_written_beside_their_marks(demo: Path) -> None:

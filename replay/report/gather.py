@@ -42,8 +42,9 @@ from .timeline import Timeline, TimelineBuilder
 from .tree import below as _below
 from .tree import read_tree as _read_tree
 
-DEFAULT_LIMIT: int | None = None
-"""Tasks a report of a whole store draws unless told otherwise: all of them."""
+DEFAULT_LIMIT = 2_000
+"""Tasks one page of a whole store's report draws unless told otherwise: a store with
+more is drawn a page at a time (each page some 5 MB of HTML), ``page`` 1 first."""
 
 
 @dataclass(frozen=True)
@@ -125,16 +126,13 @@ def gather(
     """Read and fold what a report of ``task_id`` (or of the whole log) needs.
     ``restart_limit`` (``None``: the one the log recorded at each position, as the
     scheduler decided with it) is what "parked" is measured against. Without a task,
-    ``limit`` (``None``: every task) and ``page`` choose the tasks drawn."""
+    every task is drawn, or, past ``limit`` tasks (``None``: no limit), page ``page`` of
+    ``limit`` tasks in tree order."""
     stop = Until.parse(until)
     if limit is not None and limit < 1:
         raise InvalidArgument(f"limit must be at least 1, not {limit}")
-    if page < 1 or (page > 1 and limit is None):
-        raise InvalidArgument(
-            f"page must be at least 1, not {page}"
-            if page < 1
-            else "page needs a limit: the tasks a page holds"
-        )
+    if page < 1:
+        raise InvalidArgument(f"page must be at least 1, not {page}")
     if restart_limit is not None and (
         isinstance(restart_limit, bool) or not isinstance(restart_limit, int) or restart_limit < 1
     ):
@@ -153,16 +151,16 @@ def gather(
         paged: Page | None = None
         if task_id is None:
             order = _tree_order(Index.of(streams.tasks()))
-            if limit is None:
-                drawn = frozenset(order)
-            else:
-                paged = Page(page, max(1, -(-len(order) // limit)), limit, len(order))
-                if page > paged.pages:
-                    raise InvalidArgument(
-                        f"page {page} is past the last page: {len(order)} tasks make "
-                        f"{paged.pages} page{'s' if paged.pages > 1 else ''} of {limit}"
-                    )
-                drawn = frozenset(order[(page - 1) * limit : page * limit])
+            per_page = limit if limit is not None else max(len(order), 1)
+            paged = Page(page, max(1, -(-len(order) // per_page)), per_page, len(order))
+            if page > paged.pages:
+                raise InvalidArgument(
+                    f"page {page} is past the last page: {len(order)} tasks make "
+                    f"{paged.pages} page{'s' if paged.pages > 1 else ''} of {per_page}"
+                )
+            drawn = frozenset(order[(page - 1) * per_page : page * per_page])
+            if paged.pages == 1:
+                paged = None  # every task drawn
             records, reader, _ = read_log(opened if opened is not None else source)
             builder = TimelineBuilder(drawn.__contains__, restart_limit)
             projections = [p for p in default_projections() if p.name != "audit"]

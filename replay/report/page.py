@@ -101,14 +101,14 @@ def _timeline(data: ReportData, row_ids: dict[str, str], words: dict[str, str]) 
     paged = data.page
     if paged is not None:
         further = (
-            f"<code>--page {paged.number + 1}</code> draws the next {paged.limit}; w"
+            f" <code>--page {paged.number + 1}</code> draws the next {paged.limit}"
             if paged.number < paged.pages
-            else "W"
+            else ""
         )
         hidden = (
             f'<p class="note">Page {paged.number} of {paged.pages}: tasks {paged.first}-'
-            f"{paged.last} of {paged.total} in tree order. {further}ithout "
-            "<code>--limit</code> every task is drawn.</p>"
+            f"{paged.last} of {paged.total} in tree order, <code>--limit {paged.limit}</code> "
+            f"a page.{further}{'.' if further else ''} A TASK draws its tree whole.</p>"
         )
     elif timeline.hidden:  # a caller's own builder may leave tasks out
         hidden = f'<p class="note">{timeline.hidden} more tasks not drawn.</p>'
