@@ -141,25 +141,29 @@ SCRIPT = """
   }
   function crowd() {
     // A note beside a mark or bar end is left out (its tooltip still says it) where it
-    // would cover the note before it or another mark of its lane.
+    // would cover the note before it or another mark of its lane. All boxes are read
+    // first and the classes set after, so the page is laid out once, not once a note.
+    var notes = canvas.querySelectorAll(".note-by");
+    notes.forEach(function (note) { note.classList.remove("crowded"); });
+    var crowded = [];
     canvas.querySelectorAll(".tl-lane:not(.hide) .tl-track").forEach(function (track) {
-      var notes = track.querySelectorAll(".note-by");
-      if (!notes.length) { return; }
+      var mine = track.querySelectorAll(".note-by");
+      if (!mine.length) { return; }
       var marks = [];
       track.querySelectorAll(".mark").forEach(function (m) {
         var r = m.getBoundingClientRect();
         marks.push([r.left + r.width / 2, m.getAttribute("data-pos")]);
       });
       var right = -Infinity;
-      notes.forEach(function (note) {
-        note.classList.remove("crowded");
+      mine.forEach(function (note) {
         var r = note.getBoundingClientRect();
         var covers = r.left < right + 4 || marks.some(function (m) {
           return m[0] > r.left && m[0] < r.right && m[1] !== note.getAttribute("data-pos");
         });
-        if (covers) { note.classList.add("crowded"); } else { right = r.right; }
+        if (covers) { crowded.push(note); } else { right = r.right; }
       });
     });
+    crowded.forEach(function (note) { note.classList.add("crowded"); });
   }
   function setZoom(next, anchor) {
     next = Math.min(Math.max(next, 1), 5000);
@@ -172,24 +176,30 @@ SCRIPT = """
     ticks();
     crowd();
   }
-  function lane(row) {
-    return canvas.querySelector('.tl-lane.first[data-row="' + row + '"]');
-  }
   function arrows() {
+    // Where each row's first lane is, read once for every arrow (then written), so a
+    // page of thousands of rows is laid out once.
     canvas.style.height = "";
+    var middle = {};
+    canvas.querySelectorAll(".tl-lane.first").forEach(function (lane) {
+      if (!lane.classList.contains("hide")) {
+        middle[lane.getAttribute("data-row")] = lane.offsetTop + lane.offsetHeight / 2;
+      }
+    });
+    var height = canvas.offsetHeight;
     canvas.querySelectorAll(".tl-arrows line").forEach(function (line) {
-      var a = lane(line.getAttribute("data-from"));
-      var b = lane(line.getAttribute("data-to"));
-      if (!a || !b || a.classList.contains("hide") || b.classList.contains("hide")) {
+      var y1 = middle[line.getAttribute("data-from")];
+      var y2 = middle[line.getAttribute("data-to")];
+      if (y1 === undefined || y2 === undefined) {
         line.classList.add("hide");
         return;
       }
       line.classList.remove("hide");
-      line.setAttribute("y1", a.offsetTop + a.offsetHeight / 2);
-      line.setAttribute("y2", b.offsetTop + b.offsetHeight / 2);
+      line.setAttribute("y1", y1);
+      line.setAttribute("y2", y2);
     });
     var svg = canvas.querySelector(".tl-arrows");
-    if (svg) { svg.setAttribute("height", canvas.offsetHeight); }
+    if (svg) { svg.setAttribute("height", height); }
     ticks();
     crowd();
   }
