@@ -2,14 +2,18 @@
 
 pandas comes with the optional ``notebook`` extra (``pip install
 'tasktrail[notebook]'``); every function here imports it when called, and says
-so when it is missing. Times are kept as ``at`` (scheduler ms since the epoch)
-with a ``time`` column beside it (a UTC timestamp).
+so when it is missing. Times are kept as the log has them (``at``, ``submitted_at``,
+``until``: scheduler ms since the epoch) with a timezone-aware UTC datetime beside
+each (``at_time``, ``submitted_time``, ``until_time``).
 
 Each frame has the same columns, with the same dtypes, whatever the log holds, an
-empty one included: a count that can be missing is a nullable ``Int64``, a flag that
-can be missing a nullable ``boolean``, and statuses, outcomes and event types are
-categoricals over every value tasktrail knows (a value it does not know, from a
-newer release, is added to the categories, never dropped).
+empty one included: a count that can be missing is a nullable ``Int64``; a flag is a
+``bool`` (a nullable ``boolean`` where it can be missing); a task id is a ``string``
+whose missing value is ``<NA>`` (a settings stream's events have none); statuses,
+outcomes, event types, modes and triggers are categoricals over every value
+tasktrail knows (a value it does not know, from a newer release, is added to the
+categories, never dropped), and kinds and phases categoricals over the values the
+log holds.
 
 >>> from tasktrail.replay import frames                      # doctest: +SKIP
 >>> frames.phase_durations("tasktrail-demo.db").groupby("kind").duration_ms.describe()
@@ -49,7 +53,17 @@ def _statuses() -> tuple[str, ...]:
 
 
 Kind = str | tuple[str, ...]
-"""A column's dtype: a pandas dtype name, or the known categories of a categorical."""
+"""A column's dtype: a pandas dtype name, or the known categories of a categorical
+(``OPEN``: none known, the log's own values)."""
+
+OPEN: tuple[str, ...] = ()
+"""A categorical whose categories are the values the log holds (kinds, phases)."""
+
+ID = "string"
+"""A task id: pandas' string dtype, ``<NA>`` where the log holds none (``''``)."""
+
+MODES: tuple[str, ...] = ("run", "abort")
+TRIGGERS: tuple[str, ...] = ("manual", "scheduled")
 
 
 def _pandas() -> Any:
@@ -80,12 +94,13 @@ def _frame(
     rows: list[dict[str, Any]], schema: dict[str, Kind], times: tuple[str, ...] = ("at",)
 ) -> pandas.DataFrame:
     """``rows`` as a frame with exactly ``schema``'s columns and dtypes, and a UTC
-    timestamp beside each of ``times`` (``at`` -> ``time``, ``start_at`` ->
-    ``start_time``)."""
+    datetime beside each of ``times`` (:func:`time_column` names it)."""
     pd = _pandas()
     frame: pandas.DataFrame = pd.DataFrame(rows, columns=list(schema))
     dtypes: dict[str, Any] = {}
     for name, kind in schema.items():
+        if kind == ID:
+            frame[name] = frame[name].where(frame[name] != "", None)
         if isinstance(kind, tuple):
             present = frame[name].dropna().unique()
             extra = sorted(str(value) for value in present if value not in kind)
@@ -94,9 +109,17 @@ def _frame(
             dtypes[name] = kind
     frame = frame.astype(dtypes)
     for name in times:
-        label = "time" if name == "at" else f"{name.removesuffix('_at')}_time"
-        frame[label] = pd.to_datetime(frame[name].astype("float64"), unit="ms", utc=True)
+        ms = frame[name].astype("float64")
+        frame[time_column(name)] = pd.to_datetime(ms, unit="ms", utc=True)
     return frame
+
+
+def time_column(name: str) -> str:
+    """The datetime column beside the ms column ``name``: ``at`` -> ``at_time``,
+    ``start_at`` -> ``start_time``, ``until`` -> ``until_time``."""
+    if name != "at" and name.endswith("_at"):
+        return f"{name.removesuffix('_at')}_time"
+    return f"{name}_time"
 
 
 def events(source: Source, task: str | None = None) -> pandas.DataFrame:
@@ -131,7 +154,7 @@ def events(source: Source, task: str | None = None) -> pandas.DataFrame:
             opened.close()
     schema: dict[str, Kind] = {
         "position": "int64",
-        "task_id": "object",
+        "task_id": ID,
         "stream_id": "object",
         "version": "int64",
         "type": _event_types(),
@@ -152,6 +175,8 @@ def audit(log: Log, task: str | None = None) -> pandas.DataFrame:
         "status_before": statuses,
         "status_after": statuses,
         "rule": "Int64",
+        "task_id": ID,
+        "refused": "bool",
     }
     return _frame(rows, _columns("audit", AuditTrail, kinds))
 
@@ -159,15 +184,33 @@ def audit(log: Log, task: str | None = None) -> pandas.DataFrame:
 def live(log: Log) -> pandas.DataFrame:
     """The live mirror: every task not yet terminal, as ``tasktrail project`` writes it."""
     rows = _state(log).table("live_tasks")
-    kinds: dict[str, Kind] = {"status": TASK_STATUSES, "outcome": OUTCOMES, "attempt": "Int64"}
-    return _frame(rows, _columns("live_tasks", LiveMirror, kinds), ("submitted_at", "updated_at"))
+    kinds: dict[str, Kind] = {
+        "task_id": ID,
+        "owner_id": ID,
+        "kind": OPEN,
+        "phase": OPEN,
+        "mode": MODES,
+        "status": TASK_STATUSES,
+        "outcome": OUTCOMES,
+        "attempt": "Int64",
+        "abort_requested": "bool",
+    }
+    times = ("submitted_at", "updated_at", "until")
+    return _frame(rows, _columns("live_tasks", LiveMirror, kinds), times)
 
 
 def ledger(log: Log) -> pandas.DataFrame:
     """The dispatch run ledger (empty when the log has no runs)."""
     rows = _state(log).ledger
-    schema = _columns("runs", Ledgers, {"status": RUN_STATUSES})
-    return _frame(rows, schema, times=("fired_at", "completed_at", "updated_at"))
+    kinds: dict[str, Kind] = {
+        "task_id": ID,
+        "status": RUN_STATUSES,
+        "trigger": TRIGGERS,
+        "catch_up": "bool",
+    }
+    schema = _columns("runs", Ledgers, kinds)
+    times = ("fired_at", "scheduled_for", "completed_at", "updated_at")
+    return _frame(rows, schema, times)
 
 
 def tasks(log: Log) -> pandas.DataFrame:
@@ -193,13 +236,13 @@ def tasks(log: Log) -> pandas.DataFrame:
             }
         )
     schema: dict[str, Kind] = {
-        "task_id": "object",
-        "kind": "object",
-        "owner_id": "object",
+        "task_id": ID,
+        "kind": OPEN,
+        "owner_id": ID,
         "status": TASK_STATUSES,
         "outcome": OUTCOMES,
         "reason": "object",
-        "phase": "object",
+        "phase": OPEN,
         "restarts": "int64",
         "abort_requested": "bool",
         "events": "int64",
@@ -234,10 +277,10 @@ def phase_durations(source: Source, task: str | None = None) -> pandas.DataFrame
         for span in phase_spans(source, task)
     ]
     schema: dict[str, Kind] = {
-        "task_id": "object",
-        "kind": "object",
-        "phase": "object",
-        "mode": "object",
+        "task_id": ID,
+        "kind": OPEN,
+        "phase": OPEN,
+        "mode": MODES,
         "outcome": "object",
         "resumed": "boolean",
         "attempt": "Int64",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -152,5 +153,21 @@ def test_tasks_history_and_explain_json_are_json_lines_and_say_so(
         with pytest.raises(SystemExit):
             main([argv[0], "--help"])
         assert "JSON Lines" in capsys.readouterr().out, argv[0]
-    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
-    assert "`tasks`, `history` and `explain` with `--json` print JSON Lines" in readme
+    commands = Path(__file__).parent.parent / "docs" / "commands.md"
+    said = " ".join(commands.read_text().split())
+    assert "`tasks`, `history` and `explain` with `--json` print JSON Lines" in said
+
+
+def test_the_demo_ends_by_pointing_at_the_report_of_the_store_it_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--db", "my demo.db", "--tasks", "30"]) == 0
+    lines = capsys.readouterr().out.rstrip().splitlines()
+    pointer = next(line for line in lines if line.startswith("next: "))
+    command = shlex.split(pointer.removeprefix("next: "))
+    assert command == ["tasktrail", "report", "my demo.db", "--out", "my demo-report.html"]
+    assert lines[-1].split() == ["tasktrail", "history", "'my", "demo.db'", "fragile-0001"]
+    assert main(command[1:]) == 0  # the command as printed works
+    assert "all 30 tasks drawn" in capsys.readouterr().out
+    assert (tmp_path / "my demo-report.html").stat().st_size > 10_000

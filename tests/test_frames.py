@@ -1,6 +1,7 @@
 """``tasktrail.replay.frames``: the same columns and dtypes for any log, an empty one too;
 nullable ``Int64`` where a value can be missing; categoricals for statuses and event
-types (issue 18)."""
+types (issue 18); kinds, phases and triggers as categoricals, a missing task id as NA,
+flags as booleans and a timezone-aware datetime beside every ms time (issue 29)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     s.finish(done, "failed", error={"message": "boom"})
     s.reserve(child)  # left running
     s.submit("job", phase="start", id="queued")  # left pending
+    s.configure_restarts(5)  # an event of a settings stream: no task id
     s.start_turn(owner, "leader")
     s.configure_runs(executor=InMemoryExecutor(), settings=RunSettings(tz="UTC"))
     s.mint_run(sleeper)
@@ -64,9 +66,18 @@ FRAMES: dict[str, Callable[[Any], pd.DataFrame]] = {
 }
 
 
+OPEN_CATEGORICALS = {"kind", "phase"}  # their categories are the log's own values
+
+
 def _schema(frame: pd.DataFrame) -> list[tuple[str, str, Any]]:
     return [
-        (str(name), str(dtype), list(dtype.categories) if dtype == "category" else None)
+        (
+            str(name),
+            str(dtype),
+            list(dtype.categories)
+            if dtype == "category" and name not in OPEN_CATEGORICALS
+            else None,
+        )
         for name, dtype in frame.dtypes.items()
     ]
 
@@ -125,6 +136,8 @@ def test_casting_loses_no_value(logs: dict[str, Path]) -> None:
     for row, expected in zip(audit.to_dict("records"), state.audit, strict=True):
         for column, value in expected.items():
             got = row[column]
+            if column == "task_id" and value == "":
+                value = None  # a settings event's: missing, not an empty id
             assert (got is pd.NA or got is None or got != got) if value is None else got == value
     live = frames.live(state).set_index("task_id")
     for row in state.table("live_tasks"):
@@ -139,3 +152,66 @@ def test_a_value_of_a_newer_release_is_kept_not_dropped(logs: dict[str, Path]) -
     audit = frames.audit(state)
     assert audit.status_after.iloc[0] == "quarantined"
     assert "quarantined" in audit.status_after.cat.categories
+
+
+def test_kinds_phases_modes_and_triggers_are_categoricals(logs: dict[str, Path]) -> None:
+    for name in ("tasks", "live", "phase_durations"):
+        frame = FRAMES[name](logs["busy"])
+        for column in ("kind", "phase", "mode") if name != "tasks" else ("kind", "phase"):
+            assert frame[column].dtype == "category", (name, column)
+        assert set(frame.kind.cat.categories) == {"job"}, name
+    assert set(frames.tasks(logs["busy"]).phase.cat.categories) == {"start", "gather"}
+    ledger = frames.ledger(logs["busy"])
+    assert list(ledger.trigger.cat.categories) == ["manual", "scheduled"]
+    assert list(ledger.trigger) == ["manual"]
+
+
+def test_a_missing_task_id_is_na_not_an_empty_string(logs: dict[str, Path]) -> None:
+    events = frames.events(logs["busy"])
+    settings = events[events.stream_id.str.startswith("settings:")]
+    assert not settings.empty and settings.task_id.isna().all()
+    assert not (events.task_id == "").any()
+    audit = frames.audit(logs["busy"])
+    assert audit.task_id.isna().sum() == len(settings)
+    tasks = frames.tasks(logs["busy"]).set_index("task_id")
+    assert tasks.loc["child", "owner_id"] == "owner" and pd.isna(tasks.loc["owner", "owner_id"])
+    for name in ("events", "audit", "live", "ledger", "tasks", "phase_durations"):
+        assert FRAMES[name](logs["busy"]).task_id.dtype == "string", name
+
+
+def test_flags_are_booleans_in_every_frame(logs: dict[str, Path]) -> None:
+    flags = {
+        "audit": ["refused"],
+        "live": ["abort_requested"],
+        "ledger": ["catch_up"],
+        "tasks": ["abort_requested"],
+        "phase_durations": ["resumed"],
+    }
+    for name, columns in flags.items():
+        for kind in ("empty", "busy"):
+            frame = FRAMES[name](logs[kind])
+            for column in columns:
+                assert frame[column].dtype in ("bool", "boolean"), (name, column, kind)
+    assert not frames.audit(logs["busy"]).refused.any()
+
+
+def test_every_ms_time_has_a_timezone_aware_datetime_beside_it(logs: dict[str, Path]) -> None:
+    beside = {
+        "events": {"at": "at_time"},
+        "audit": {"at": "at_time"},
+        "live": {"submitted_at": "submitted_time", "until": "until_time"},
+        "ledger": {"fired_at": "fired_time", "scheduled_for": "scheduled_for_time"},
+        "tasks": {"updated_at": "updated_time"},
+        "phase_durations": {"start_at": "start_time", "end_at": "end_time"},
+    }
+    for name, columns in beside.items():
+        frame = FRAMES[name](logs["busy"])
+        for ms, when in columns.items():
+            assert frame[ms].dtype == "float64", (name, ms)  # the ms column stays
+            assert str(frame[when].dt.tz) == "UTC", (name, when)
+            known = frame[ms].notna()
+            expected = pd.to_datetime(frame[ms][known], unit="ms", utc=True)
+            assert (frame[when][known] == expected).all(), (name, when)
+            assert frame[when][~known].isna().all(), (name, when)
+    live = frames.live(logs["busy"]).set_index("task_id")
+    assert live.loc["sleeper", "until_time"] == pd.Timestamp("2026-01-05T09:01:00Z")

@@ -99,7 +99,8 @@ def test_frames_of_a_log(demo_store: Path) -> None:
     state = replay(demo_store)
     events = frames.events(demo_store)
     assert len(events) == state.events and list(events.position) == sorted(events.position)
-    assert str(events["time"].dtype).startswith("datetime64") and events["time"].dt.tz is not None
+    at_time = events["at_time"]
+    assert str(at_time.dtype).startswith("datetime64") and at_time.dt.tz is not None
     audit = frames.audit(state, "fragile-0001")
     assert list(audit.event_type).count("TaskRecovered") == 2
     assert frames.live(state).empty  # the demo ends with every task terminal

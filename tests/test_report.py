@@ -5,6 +5,7 @@ test_report_browser.py)."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 from html.parser import HTMLParser
 from pathlib import Path
@@ -17,7 +18,7 @@ from tasktrail.domain.tasks.describe import format_at
 from tasktrail.replay import explain, export, import_log, replay
 from tasktrail.replay.cli import main
 from tasktrail.replay.report import gather, render, write_report
-from tasktrail.replay.report.scale import Scale
+from tasktrail.replay.report.scale import Scale, label_extent, tick_label
 from tasktrail.replay.report.streams import StoreStreams
 
 TREES = ("batch-0002", "fragile-0001", "research-0003", "review-0004", "crew-0001")
@@ -91,16 +92,102 @@ def test_a_tree_report_reads_the_tree_streams_not_the_log(
     assert data.state.events < 100 and len(set(asked)) < len(streams) / 4
 
 
-def test_a_whole_store_report_draws_whole_trees_up_to_the_limit(demo: Path) -> None:
-    data = gather(demo, limit=7)
-    drawn = [row.task_id for row in data.timeline.rows]
+def test_a_whole_store_report_draws_every_task_it_lists(demo: Path) -> None:
+    everything = replay(demo).world.tasks
+    data = gather(demo)
+    assert {row.task_id for row in data.timeline.rows} == set(everything)
+    assert data.timeline.hidden == 0 and data.page is None
+    assert f"all {len(everything)} tasks drawn" in data.scope
+    page = render(data)
+    assert page.count('class="name"') == len(everything)  # the owner tree lists them all
+    assert page.count("<tr id=") == len(everything)
+    assert data.steps is None and 'id="explain"' not in page
+
+
+def test_a_whole_store_report_pages_its_tasks_in_tree_order(demo: Path) -> None:
+    total = len(replay(demo).world.tasks)
+    first = gather(demo, limit=7)
+    drawn = [row.task_id for row in first.timeline.rows]
     ingests = sorted(below(replay(demo), "batch-0002")[1:])
     assert drawn == ["fragile-0001", "batch-0002", *ingests]
-    assert [row.depth for row in data.timeline.rows] == [0, 0, 1, 1, 1, 1, 1]
-    assert data.timeline.hidden == len(replay(demo).world.tasks) - 7
+    assert [row.depth for row in first.timeline.rows] == [0, 0, 1, 1, 1, 1, 1]
+    assert first.timeline.hidden == total - 7
+    pages = -(-total // 7)
+    assert str(first.page) == f"tasks 1-7 of {total} drawn (page 1 of {pages} at --limit 7)"
+    assert "<code>--page 2</code> draws the next 7" in render(first)
+    second = gather(demo, limit=7, page=2)
+    following = [row.task_id for row in second.timeline.rows]
+    assert len(following) == 7 and not set(following) & set(drawn)
+    last = gather(demo, limit=7, page=pages)
+    assert len(last.timeline.rows) == total - 7 * (pages - 1)
+    assert "--page" not in render(last).split('id="timeline"')[1].split("</p>")[0]
+    every = [
+        row.task_id
+        for number in range(1, pages + 1)
+        for row in gather(demo, limit=7, page=number).timeline.rows
+    ]
+    assert sorted(every) == sorted(replay(demo).world.tasks)  # each task on one page
+
+
+def test_cli_report_pages_stay_in_range(
+    demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tasktrail.replay.cli import report_command
+    from tasktrail.replay.report.gather import DEFAULT_LIMIT
+
+    assert report_command.DEFAULT_LIMIT == DEFAULT_LIMIT
+    total = len(replay(demo).world.tasks)
+    out = tmp_path / "r.html"
+    assert main(["report", str(demo), "--out", str(out), "--page", "2"]) == 2
+    said = capsys.readouterr().err
+    assert f"page 2 is past the last page: {total} tasks make 1 page of" in said
+    assert main(["report", str(demo), "--out", str(out), "--limit", "0"]) == 2
+    assert "--limit 0" in capsys.readouterr().err
+    assert main(["report", str(demo), "--out", str(out), "--page", "0"]) == 2
+    assert "--page 0" in capsys.readouterr().err
+    assert not out.exists()
+    limit = str(total - 1)
+    assert main(["report", str(demo), "--out", str(out), "--limit", limit, "--page", "2"]) == 0
+    assert f"tasks {total}-{total} of {total} drawn (page 2 of 2" in capsys.readouterr().out
+
+
+def test_a_store_past_the_default_limit_is_drawn_a_page_at_a_time(demo: Path) -> None:
+    total = len(replay(demo).world.tasks)
+    assert gather(demo).page is None  # fewer than a page: every task, no note
+    data = gather(demo, limit=total // 2)
+    assert data.page is not None and data.page.pages == 2 + (total % 2)
+    assert len(data.timeline.rows) == total // 2
+    assert gather(demo, limit=None).page is None  # no limit at all
+
+
+def test_outcomes_errors_and_refusals_are_written_beside_their_marks(demo: Path) -> None:
+    rows = {row.task_id: row for row in gather(demo).timeline.rows}
+    ends = {
+        task: next(m.note for m in row.marks if m.css == "end")
+        for task, row in rows.items()
+        if any(m.css == "end" for m in row.marks)
+    }
+    assert ends["fragile-0001"] == "completed"
+    assert ends["batch-0002"] == "aborted: operator abort"
+    failed = {t: n for t, n in ends.items() if n.startswith("failed")}
+    assert failed and all(": " in note for note in failed.values())  # the error beside it
+    inbox = rows["nightly-inbox"]
+    assert any(b.note.startswith("run failed: identity_conflict") for b in inbox.bars)
+    crashes = [m.note for m in rows["fragile-0001"].marks if m.css == "crash"]
+    assert crashes == ["crash, restart 1", "crash, restart 2: parked"]
+    page = render(gather(demo, "batch-0002"))
+    assert '<span class="note-by st-aborted" data-pos=' in page
+    assert ">aborted: operator abort</span>" in page
+
+
+def test_the_search_finds_a_task_by_its_error(demo: Path) -> None:
+    data = gather(demo)
+    failed = next(t for t in data.tasks.values() if t.outcome and t.outcome.message)
+    assert failed.outcome is not None and failed.outcome.message
     page = render(data)
-    assert f"{data.timeline.hidden} more not drawn" in page
-    assert data.steps is None and 'id="explain"' not in page
+    words = [c for c in page.split("data-search=")[1:] if c.startswith(f'"{failed.id} ')]
+    assert len(words) >= 2  # its timeline row and its owner-tree row
+    assert all(failed.outcome.message.lower()[:20] in chunk for chunk in words)
 
 
 def test_until_shows_the_tree_as_it_was_parked_included(demo: Path) -> None:
@@ -259,6 +346,28 @@ def test_the_clock_axis_folds_long_idle_stretches_only() -> None:
     assert scale.x(50) > 40  # ... and the bursts get the width
     steady = [i * 1000.0 for i in range(20)]
     assert Scale(0, steady[-1], steady).folds == []  # evenly spaced events never fold
+
+
+def _overlaps(boxes: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    ordered = sorted(boxes)
+    return [(a, b) for a, b in itertools.pairwise(ordered) if b[0] < a[1]]
+
+
+@pytest.mark.parametrize("width", [600, 900, 1400])
+def test_axis_labels_never_pile_up_where_folds_and_bursts_alternate(width: int) -> None:
+    moments: list[float] = []
+    for burst in range(14):  # short bursts between idle stretches of minutes to a day
+        base = burst * 3_600_000 * (1 + burst % 3) + burst * 86_400_000 * (burst % 2)
+        moments += [base + t for t in (0, 40, 90, 130)]
+    scale = Scale(moments[0], moments[-1], moments)
+    assert len(scale.folds) >= 10
+    ticks, folds = scale.axis(width)
+    boxes = [label_extent(tick_label(at - scale.start), x, width) for at, x in ticks]
+    boxes += [
+        (scale.x(a) / 100 * width, scale.x(b) / 100 * width) for a, b, shown in folds if shown
+    ]
+    assert _overlaps(boxes) == []
+    assert len(ticks) >= 2 and len(folds) == len(scale.folds)  # every band is still drawn
 
 
 def test_a_task_awaited_outside_the_tree_is_drawn_as_context(

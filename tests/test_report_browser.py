@@ -171,3 +171,62 @@ def test_strings_a_task_recorded_never_run_in_the_browser(browser: Browser, tmp_
     )
     assert HOSTILE in hover
     browser.screenshot(tmp_path / "hostile.png")
+
+
+COUNT = "document.getElementById('filter-count').textContent"
+LABELS = """(() => {
+  const boxes = [...document.querySelectorAll('#tl-axis .tick, #tl-axis .fold > span')]
+    .map(e => e.getBoundingClientRect()).filter(r => r.width > 0)
+    .map(r => [r.left, r.right]).sort((a, b) => a[0] - b[0]);
+  return boxes.filter((b, i) => i > 0 && b[0] < boxes[i - 1][1] - 0.5).length;
+})()"""
+
+
+def find(browser: Browser, words: str) -> None:
+    browser.evaluate(
+        f"(() => {{ const f = document.getElementById('filter'); f.value = {words!r};"
+        " f.dispatchEvent(new Event('input')); })()"
+    )
+
+
+def test_the_whole_store_report_draws_and_finds_every_task(
+    browser: Browser, demo: Path, tmp_path: Path
+) -> None:
+    tasks = replay(demo).world.tasks
+    page = tmp_path / "everything.html"
+    assert main(["report", str(demo), "--out", str(page)]) == 0
+    load(browser, page)
+    assert browser.errors() == []
+    rows = browser.evaluate("document.querySelectorAll('.tl-name:not(.sub)').length")
+    assert rows == len(tasks)  # every task the page lists is drawn
+    assert browser.evaluate(COUNT) == f"{len(tasks)} tasks"
+    assert browser.evaluate(LABELS) == 0  # the axis labels do not pile up
+    for _ in range(3):
+        browser.evaluate("document.querySelector('[data-zoom=in]').click()")
+        assert browser.evaluate(LABELS) == 0
+    browser.evaluate("document.querySelector('[data-zoom=fit]').click()")
+
+    # Outcomes and errors are written beside their marks, not only in tooltips.
+    notes = browser.evaluate(
+        "[...document.querySelectorAll('.note-by')].filter(e => e.offsetWidth > 0)"
+        ".map(e => e.textContent)"
+    )
+    assert "aborted: operator abort" in notes and "completed" in notes
+    assert any(note.startswith("run failed: ") for note in notes)
+
+    # The search box finds tasks by every word typed, in the timeline and the tree.
+    failed = sorted(
+        t.id for t in tasks.values() if t.kind == "nightly" and t.outcome.status != "completed"
+    )
+    find(browser, "nightly aborted")
+    shown = browser.evaluate(
+        "[...document.querySelectorAll('table.tree tbody tr:not(.hide) td.name')]"
+        ".map(td => td.textContent)"
+    )
+    drawn = browser.evaluate(
+        "[...document.querySelectorAll('.tl-name:not(.sub):not(.hide) a')].map(a => a.textContent)"
+    )
+    assert shown == drawn == failed and failed
+    assert browser.evaluate(COUNT) == (f"{len(failed)} of {len(tasks)} tasks match")
+    browser.screenshot(tmp_path / "everything.png", full=False)
+    assert browser.errors() == []

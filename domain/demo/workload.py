@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -363,4 +364,14 @@ def print_report(report: DemoReport, log: Callable[[str], Any] = print) -> None:
     for line in report.story:
         log(f"  {line}")
     log("")
-    log(f"next: tasktrail history {report.path} {report.story_task}")
+    store, page = shlex.quote(str(report.path)), shlex.quote(str(report_page(report.path)))
+    log(f"next: tasktrail report {store} --out {page}")
+    log("      (every task on one page: open it in a browser), or one task's events:")
+    log(f"      tasktrail history {store} {shlex.quote(report.story_task)}")
+
+
+def report_page(store: str | os.PathLike[str]) -> Path:
+    """The page the demo's closing line suggests ``tasktrail report`` write: beside the
+    store, named after it (``tasktrail-demo.db`` -> ``tasktrail-demo-report.html``)."""
+    path = Path(store)
+    return path.with_name(f"{path.stem}-report.html")

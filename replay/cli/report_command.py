@@ -13,7 +13,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tasktrail.domain import InvalidArgument
+
 from .common import EXIT_OK, SOURCE_HELP, UNTIL_HELP
+
+DEFAULT_LIMIT = 2_000
+"""``gather``'s own default (tests/test_report.py holds the two equal), written out so
+that parsing the command line imports none of the report."""
 
 DESCRIPTION = """\
 Draw the history of a task tree as one HTML file that opens from disk and loads
@@ -22,8 +28,9 @@ waits with arrows to what it awaited, held outcomes, Turns per role, dispatch ru
 marks for abort marks, crashes and recoveries, refusals), the owner tree with
 outcomes, restarts and blocked reasons, TASK's explain trail (each event, the rule
 that applied, before -> after) and the verify result. With TASK it reads only that
-task's streams, its owners' and what it owns; without, the whole log (the first
---limit tasks in tree order are drawn). Hover for details; Ctrl + wheel zooms.
+task's streams, its owners' and what it owns; without, the whole log, every task
+drawn (a store of more than --limit tasks page by page: --page P). Type in the
+page's search box to find tasks; hover for details; Ctrl + wheel zooms.
 """
 
 
@@ -43,7 +50,19 @@ def add_report(commands: Any) -> None:
     )
     report.add_argument("--until", metavar="N|TIME", help=UNTIL_HELP)
     report.add_argument(
-        "--limit", type=int, default=200, metavar="N", help="tasks drawn without TASK (default 200)"
+        "--limit",
+        type=int,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"without TASK: tasks a page draws (default {DEFAULT_LIMIT}; "
+        "a store with fewer is drawn whole)",
+    )
+    report.add_argument(
+        "--page",
+        type=int,
+        default=1,
+        metavar="P",
+        help="without TASK: the page to draw, 1 first (default 1)",
     )
     report.add_argument(
         "--restart-limit",
@@ -64,6 +83,10 @@ def do_report(args: argparse.Namespace) -> int:
     from tasktrail.replay.report import check_out, write_report
 
     check_out(args.source, args.out)  # before anything is imported, opened or read
+    if args.limit is not None and args.limit < 1:
+        raise InvalidArgument(f"--limit {args.limit}: give at least 1 task a page")
+    if args.page < 1:
+        raise InvalidArgument(f"--page {args.page}: pages start at 1")
     registry = None
     if args.registry:
         from .worker_command import load_setup
@@ -77,6 +100,7 @@ def do_report(args: argparse.Namespace) -> int:
         limit=args.limit,
         restart_limit=args.restart_limit,
         registry=registry,
+        page=args.page,
     )
     verdict = "ok" if data.verify.ok else f"{len(data.verify.violations)} violations"
     print(f"wrote {args.out}: {data.scope}; verify {verdict}")

@@ -1,7 +1,7 @@
 """One line a command, from the parser itself: ``tasktrail demo [--db PATH] [--tasks N]``.
 
-README's command list is this text (``tests/test_readme.py`` holds them equal), so the
-options a reader sees there are the options ``tasktrail COMMAND --help`` accepts.
+docs/commands.md's command list is this text (``tests/test_readme.py`` holds them equal),
+so the options a reader sees there are the options ``tasktrail COMMAND --help`` accepts.
 """
 
 from __future__ import annotations
@@ -34,5 +34,5 @@ def synopsis() -> list[str]:
     return lines
 
 
-if __name__ == "__main__":  # python -m tasktrail.replay.cli.synopsis: README's list
+if __name__ == "__main__":  # python -m tasktrail.replay.cli.synopsis: docs/commands.md's list
     print("\n".join(synopsis()))

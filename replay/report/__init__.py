@@ -39,9 +39,10 @@ def write_report(
     task_id: str | None = None,
     *,
     until: int | float | str | datetime | Until | None = None,
-    limit: int = DEFAULT_LIMIT,
+    limit: int | None = DEFAULT_LIMIT,
     restart_limit: int | None = None,
     registry: Registry | None = None,
+    page: int = 1,
 ) -> ReportData:
     """Write the report of ``task_id`` (or of the whole log) to ``out``; returns what it
     shows. ``out`` is never the source: that is refused before anything is read. The
@@ -55,6 +56,7 @@ def write_report(
         limit=limit,
         restart_limit=restart_limit,
         registry=registry,
+        page=page,
     )
     write_atomically(target, render(data))
     return data

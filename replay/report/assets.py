@@ -9,9 +9,7 @@ recorded string ever reaches it except through the DOM's own (escaped) attribute
 
 from __future__ import annotations
 
-import json
-
-from .scale import STEPS, TICK_PX
+from .script import SCRIPT
 
 CSS = """
 :root{--bg:#f6f7fb;--card:#fff;--fg:#1c2333;--muted:#697386;--line:#e2e6ef;--soft:#eef1f6;
@@ -40,13 +38,15 @@ footer{padding:16px 28px 28px;color:var(--muted);font-size:12px}
 .badge.ok{background:#dcf5e4;color:#166534}.badge.bad{background:#fde2e2;color:#9b1c1c}
 .note{color:var(--muted);font-size:12.5px;margin:6px 0}
 .tag{font-size:10.5px;color:#7a5a00;background:#fff3cd;border-radius:4px;padding:0 5px}
-.tools{display:flex;gap:6px;align-items:center;margin:0 0 8px;flex-wrap:wrap}
+.tools{display:flex;gap:6px;align-items:center;margin:0;flex-wrap:wrap;position:sticky;top:0;
+z-index:5;background:var(--bg);padding:8px 28px;border-bottom:1px solid var(--line)}
+.count{color:var(--muted);font-size:12px;min-width:120px}
 .tools button{font:inherit;border:1px solid var(--line);background:var(--card);
 border-radius:6px;min-width:30px;padding:2px 9px;cursor:pointer}
 .tools button:hover{background:var(--soft)}
 .zoom{color:var(--muted);font-size:12px;min-width:44px}
 .tools input{font:inherit;padding:3px 9px;border:1px solid var(--line);border-radius:6px;
-min-width:260px}
+min-width:330px}
 .hint{color:var(--muted);font-size:12px}
 .legend{display:flex;flex-wrap:wrap;gap:5px 14px;font-size:12px;color:var(--muted);
 margin:0 0 10px}
@@ -66,7 +66,7 @@ padding:0 12px 0 calc(12px + var(--depth) * 16px);font-size:12.5px;overflow:hidd
 .tl-scroll{overflow-x:auto;overflow-y:hidden;min-width:0}
 .tl-canvas{position:relative;width:100%;min-width:100%;overflow:hidden}
 .tl-axis{height:var(--axis);position:relative;border-bottom:1px solid var(--line)}
-.tl-track{position:absolute;top:0;bottom:0;left:10px;right:18px}
+.tl-track{position:absolute;top:0;bottom:0;left:10px;right:var(--room)}
 .tick{position:absolute;top:0;height:var(--h,2000px);border-left:1px solid var(--soft);
 padding-left:4px;font-size:11px;line-height:var(--axis);color:var(--muted);white-space:nowrap}
 .tick.end{border-left:0;border-right:1px solid var(--soft);padding:0 4px 0 0;
@@ -122,10 +122,18 @@ background:#fff}
 .m-note{width:3px;height:14px;background:#98a2b3;border-radius:1px}
 .m-pass{width:9px;height:9px;background:#a855f7;border-radius:2px}
 .m-stop{width:9px;height:9px;background:#7b8496}
+.note-by{position:absolute;top:50%;transform:translate(9px,-50%);font-size:10.5px;
+line-height:14px;white-space:nowrap;max-width:var(--room);overflow:hidden;
+text-overflow:ellipsis;padding:0 4px;border-radius:3px;background:rgba(255,255,255,.9);
+color:#41495a;z-index:2;pointer-events:none}
+.note-by.st-failed,.note-by.st-faulted{color:#b42318}.note-by.st-completed{color:#1f7a44}
+.note-by.st-orphaned{color:#a1670e}.note-by.crowded{display:none}
 .bar:hover,.mark:hover,.hl{outline:2px solid #1c2333;outline-offset:1px;z-index:3}
+.note-by.hl{outline:0}
 .sample{position:relative;display:inline-block;top:auto;left:auto;transform:none}
 .bar.sample{width:22px;height:10px;top:auto}.m-abort.sample{transform:rotate(45deg)}
-.tl-arrows{position:absolute;left:10px;top:0;width:calc(100% - 28px);pointer-events:none;
+.tl-arrows{position:absolute;left:10px;top:0;width:calc(100% - 10px - var(--room));
+pointer-events:none;
 overflow:visible;z-index:1}
 .tl-arrows line{stroke:#c58a00;stroke-width:1.3;opacity:.6}
 .tl-arrows line.p-failFast{stroke:#d9363e;stroke-dasharray:4 3}
@@ -143,223 +151,13 @@ tr.chosen td{background:#eef4ff}tr.hl td{background:#fff7d1}
 .o-completed{color:#1f7a44;font-weight:600}.o-failed,.o-faulted{color:#b42318;font-weight:600}
 .o-aborted{color:#5b6474;font-weight:600}.o-orphaned{color:#a1670e;font-weight:600}
 .explain td:last-child{overflow-wrap:anywhere}
-.explain td:nth-child(2),.explain td:nth-child(3),.explain td:nth-child(5){white-space:nowrap}
+.explain td:nth-child(2),.explain td:nth-child(3),.explain td:nth-child(4),
+.explain td:nth-child(5){white-space:nowrap}
 .hide{display:none!important}
 #tip{position:fixed;z-index:10;max-width:460px;background:#1c2333;color:#f4f6fa;font-size:12px;
 line-height:1.45;padding:8px 10px;border-radius:7px;white-space:pre-wrap;pointer-events:none;
 box-shadow:0 6px 18px rgba(16,24,40,.25);overflow-wrap:anywhere}
 #tip b{display:block;margin-bottom:2px}
 """
-
-SCRIPT = """
-(function () {
-  "use strict";
-  var tip = document.createElement("div");
-  tip.id = "tip";
-  tip.hidden = true;
-  document.body.appendChild(tip);
-  document.querySelectorAll("#tl [title], .explain [title]").forEach(function (el) {
-    if (el.tagName.toLowerCase() === "line") { return; }
-    el.setAttribute("data-tip", el.getAttribute("title"));
-    el.removeAttribute("title");
-  });
-  function place(event) {
-    var x = event.clientX + 14, y = event.clientY + 14;
-    var w = tip.offsetWidth, h = tip.offsetHeight;
-    if (x + w > window.innerWidth - 8) { x = Math.max(8, event.clientX - w - 14); }
-    if (y + h > window.innerHeight - 8) { y = Math.max(8, event.clientY - h - 14); }
-    tip.style.left = x + "px";
-    tip.style.top = y + "px";
-  }
-  document.addEventListener("mouseover", function (event) {
-    var el = event.target.closest ? event.target.closest("[data-tip]") : null;
-    if (!el) { tip.hidden = true; return; }
-    var lines = el.getAttribute("data-tip").split("\\n");
-    tip.textContent = "";
-    var head = document.createElement("b");
-    head.textContent = lines.shift();
-    tip.appendChild(head);
-    tip.appendChild(document.createTextNode(lines.join("\\n")));
-    tip.hidden = false;
-    place(event);
-  });
-  document.addEventListener("mousemove", function (event) {
-    if (!tip.hidden) { place(event); }
-  });
-
-  var canvas = document.getElementById("tl-canvas");
-  if (!canvas) { return; }
-  var scroll = document.getElementById("tl-scroll");
-  var axis = document.getElementById("tl-axis");
-  var level = document.getElementById("zoom-level");
-  document.getElementById("tools").hidden = false;
-  var knots = JSON.parse(canvas.getAttribute("data-knots"));
-  var folds = JSON.parse(canvas.getAttribute("data-folds"));
-  var start = knots[0][0];
-  var zoom = 1;
-  var STEPS = __STEPS__, TICK_PX = __TICK_PX__;
-
-  function duration(ms) {
-    ms = Math.abs(ms);
-    if (ms < 1000) { return ms ? +ms.toPrecision(3) + " ms" : "0 ms"; }
-    if (ms < 60000) { return +(ms / 1000).toPrecision(3) + " s"; }
-    var p = ms < 3600000 ? [Math.round(ms / 1000), 60, "min", "s"]
-      : ms < 86400000 ? [Math.round(ms / 60000), 60, "h", "min"]
-      : [Math.round(ms / 3600000), 24, "d", "h"];
-    var whole = Math.floor(p[0] / p[1]), rest = p[0] % p[1];
-    return whole + " " + p[2] + (rest ? " " + rest + " " + p[3] : "");
-  }
-  function niceStep(raw) {
-    var i;
-    raw = Math.max(raw, 0.001);
-    if (raw < 1) {
-      var power = Math.pow(10, Math.floor(Math.log10(raw)));
-      var factors = [1, 2, 5, 10];
-      for (i = 0; i < factors.length; i++) {
-        if (raw <= factors[i] * power) { return factors[i] * power; }
-      }
-    }
-    for (i = 0; i < STEPS.length; i++) {
-      if (raw <= STEPS[i]) { return STEPS[i]; }
-    }
-    return 604800000 * Math.ceil(raw / 604800000);
-  }
-  function folded(a, b) {
-    for (var i = 0; i < folds.length; i++) {
-      if (folds[i][0] === a && folds[i][1] === b) { return true; }
-    }
-    return false;
-  }
-  function mark(className, x, label, tipText) {
-    var el = document.createElement("span");
-    var room = (100 - x) / 100 * (axis.offsetWidth || 1);
-    el.className = className + (className === "tick" && room < 80 ? " end" : "");
-    el.style.left = x + "%";
-    el.textContent = label;
-    el.setAttribute("data-tip", tipText);
-    axis.appendChild(el);
-    return el;
-  }
-  function ticks() {
-    var width = axis.offsetWidth || 1;
-    var from = (scroll.scrollLeft - axis.offsetLeft) / width * 100 - 5;
-    var to = (scroll.scrollLeft + scroll.clientWidth - axis.offsetLeft) / width * 100 + 5;
-    var last = -Infinity;
-    axis.textContent = "";
-    for (var i = 0; i + 1 < knots.length; i++) {
-      var t0 = knots[i][0], x0 = knots[i][1], t1 = knots[i + 1][0], x1 = knots[i + 1][1];
-      if (t1 <= t0 || x1 < from || x0 > to) { continue; }
-      if (folded(t0, t1)) {
-        var band = mark("fold", x0, "", duration(t1 - t0) + " with nothing happening: folded");
-        band.style.width = (x1 - x0) + "%";
-        var words = document.createElement("span");
-        words.textContent = duration(t1 - t0);
-        band.appendChild(words);
-        continue;
-      }
-      var step = niceStep((t1 - t0) / Math.max((x1 - x0) / 100 * width / TICK_PX, 1e-9));
-      var a = t0 + (Math.max(from, x0) - x0) / (x1 - x0) * (t1 - t0);
-      var b = t0 + (Math.min(to, x1) - x0) / (x1 - x0) * (t1 - t0);
-      for (var k = Math.ceil((a - start) / step - 1e-9); start + k * step <= b + 1e-9; k++) {
-        var at = start + k * step;
-        var x = x0 + (x1 - x0) * (at - t0) / (t1 - t0);
-        if ((x - last) / 100 * width < TICK_PX * 0.6) { continue; }
-        mark("tick", x, k === 0 ? "0" : "+" + duration(at - start), new Date(at).toISOString());
-        last = x;
-      }
-    }
-    canvas.style.setProperty("--h", canvas.offsetHeight + "px");
-  }
-  function setZoom(next, anchor) {
-    next = Math.min(Math.max(next, 1), 5000);
-    var offset = anchor === undefined ? scroll.clientWidth / 2 : anchor;
-    var at = (scroll.scrollLeft + offset) / (canvas.offsetWidth || 1);
-    zoom = next;
-    canvas.style.width = (zoom * 100) + "%";
-    scroll.scrollLeft = at * canvas.offsetWidth - offset;
-    level.textContent = (zoom < 10 ? zoom.toFixed(1) : Math.round(zoom)) + "\u00d7";
-    ticks();
-  }
-  function lane(row) {
-    return canvas.querySelector('.tl-lane.first[data-row="' + row + '"]');
-  }
-  function arrows() {
-    canvas.style.height = "";
-    canvas.querySelectorAll(".tl-arrows line").forEach(function (line) {
-      var a = lane(line.getAttribute("data-from"));
-      var b = lane(line.getAttribute("data-to"));
-      if (!a || !b || a.classList.contains("hide") || b.classList.contains("hide")) {
-        line.classList.add("hide");
-        return;
-      }
-      line.classList.remove("hide");
-      line.setAttribute("y1", a.offsetTop + a.offsetHeight / 2);
-      line.setAttribute("y2", b.offsetTop + b.offsetHeight / 2);
-    });
-    var svg = canvas.querySelector(".tl-arrows");
-    if (svg) { svg.setAttribute("height", canvas.offsetHeight); }
-    ticks();
-  }
-  document.getElementById("tools").addEventListener("click", function (event) {
-    var button = event.target.closest("button");
-    if (!button) { return; }
-    var how = button.getAttribute("data-zoom");
-    if (how === "in") { setZoom(zoom * 2); }
-    else if (how === "out") { setZoom(zoom / 2); }
-    else { setZoom(1); }
-  });
-  scroll.addEventListener("wheel", function (event) {
-    if (!event.ctrlKey && !event.metaKey) { return; }
-    event.preventDefault();
-    var box = scroll.getBoundingClientRect();
-    setZoom(zoom * Math.exp(-event.deltaY * 0.002), event.clientX - box.left);
-  }, { passive: false });
-  var pending = false;
-  scroll.addEventListener("scroll", function () {
-    if (pending) { return; }
-    pending = true;
-    window.requestAnimationFrame(function () { pending = false; ticks(); });
-  });
-  canvas.addEventListener("dblclick", function (event) {
-    var bar = event.target.closest(".bar");
-    if (!bar) { return; }
-    var left = parseFloat(bar.style.left), width = Math.max(parseFloat(bar.style.width), 0.01);
-    setZoom(60 / width);
-    scroll.scrollLeft = axis.offsetLeft + (left + width / 2) / 100 * axis.offsetWidth
-      - scroll.clientWidth / 2;
-    ticks();
-  });
-  function highlight(pos, on) {
-    document.querySelectorAll('[data-pos="' + pos + '"]').forEach(function (el) {
-      el.classList.toggle("hl", on);
-    });
-  }
-  canvas.addEventListener("click", function (event) {
-    var item = event.target.closest("[data-pos]");
-    var step = item && document.getElementById("p" + item.getAttribute("data-pos"));
-    if (!step) { return; }
-    step.scrollIntoView({ block: "center", behavior: "smooth" });
-    highlight(item.getAttribute("data-pos"), true);
-    window.setTimeout(function () { highlight(item.getAttribute("data-pos"), false); }, 1600);
-  });
-  document.querySelectorAll(".explain tr[data-pos]").forEach(function (row) {
-    var pos = row.getAttribute("data-pos");
-    row.addEventListener("mouseenter", function () { highlight(pos, true); });
-    row.addEventListener("mouseleave", function () { highlight(pos, false); });
-  });
-  document.getElementById("filter").addEventListener("input", function (event) {
-    var words = event.target.value.trim().toLowerCase();
-    document.querySelectorAll("[data-search]").forEach(function (el) {
-      var hit = !words || el.getAttribute("data-search").indexOf(words) >= 0;
-      el.classList.toggle("hide", !hit);
-    });
-    arrows();
-  });
-  window.addEventListener("resize", ticks);
-  arrows();
-})();
-"""
-
-SCRIPT = SCRIPT.replace("__STEPS__", json.dumps(sorted(STEPS))).replace("__TICK_PX__", str(TICK_PX))
 
 __all__ = ["CSS", "SCRIPT"]

@@ -14,13 +14,15 @@ from collections.abc import Iterable
 
 from tasktrail.domain.tasks.describe import format_at
 
-from .scale import ASSUMED_PX, Scale, duration
+from .scale import ASSUMED_PX, Scale, at_end, duration, tick_label
 from .stays import RUNS_LANE, TASK_LANE, Bar, Details, Mark
 from .timeline import Timeline
 
 LANE_PX = 26
 """The height of one lane (a task row has one lane, plus one per role and one for runs)."""
 AXIS_PX = 30
+ROOM_PX = 170
+"""Room right of the clock's end, for the words beside what ends there."""
 MAX_TEXT = 400
 """Characters of one recorded value a tooltip or cell shows (the rest is cut, and said)."""
 _CONTROLS = {code: chr(0x2400 + code) for code in range(32) if chr(code) not in "\n\t"}
@@ -103,7 +105,7 @@ def timeline_html(timeline: Timeline, row_ids: dict[str, str], search: dict[str,
     )
     first = format_at(timeline.start)
     return (
-        f'<div class="tl" id="tl" style="--lane:{LANE_PX}px;--axis:{AXIS_PX}px">'
+        f'<div class="tl" id="tl" style="--lane:{LANE_PX}px;--axis:{AXIS_PX}px;--room:{ROOM_PX}px">'
         f'<div class="tl-names"><div class="tl-corner">from {text(first)}</div>'
         f"{''.join(names)}</div>"
         f'<div class="tl-scroll" id="tl-scroll"><div class="tl-canvas" id="tl-canvas" '
@@ -132,19 +134,20 @@ def _moments(timeline: Timeline) -> Iterable[float]:
 
 
 def _ticks(scale: Scale) -> str:
+    ticks, folds = scale.axis()
     out = [
-        f'<span class="tick{" end" if (100 - x) / 100 * ASSUMED_PX < 80 else ""}" '
+        f'<span class="tick{" end" if at_end(x, ASSUMED_PX) else ""}" '
         f'style="left:{x:.4f}%" '
-        f'title="{format_at(at)}">'
-        f"{'0' if at == scale.start else '+' + duration(at - scale.start)}</span>"
-        for at, x in scale.ticks()
+        f'title="{format_at(at)}">{tick_label(at - scale.start)}</span>'
+        for at, x in ticks
     ]
-    for a, b in scale.folds:
+    for a, b, labelled in folds:
         left, right = scale.x(a), scale.x(b)
+        words = f"<span>{duration(b - a)}</span>" if labelled else ""
         out.append(
             f'<span class="fold" style="left:{left:.4f}%;width:{right - left:.4f}%" '
             f'title="{text(f"{duration(b - a)} with nothing happening: folded")}">'
-            f"<span>{duration(b - a)}</span></span>"
+            f"{words}</span>"
         )
     return "".join(out)
 
@@ -168,15 +171,29 @@ def _bar(bar: Bar, scale: Scale) -> str:
             f'width:{max(planned - scale.x(end), 0.0):.4f}%" '
             f'title="{text("due to wake at " + format_at(bar.planned_end))}"></div>'
         )
+    if bar.note:
+        out += _note(bar.note, scale.x(end), bar.state, bar.position)
     return out
+
+
+def _note(note: str, x: float, state: str, position: int) -> str:
+    """Words beside a mark or a bar's end (an outcome, an error), not only on hover.
+    The page's script hides one that would cover the note before it or another mark
+    in its lane (its mark's tooltip still says it)."""
+    return (
+        f'<span class="note-by st-{_css(state)}" data-pos="{position}" '
+        f'style="left:{x:.4f}%">{text(note, 120)}</span>'
+    )
 
 
 def _mark(mark: Mark, scale: Scale) -> str:
     classes = f"mark m-{_css(mark.css)}" + (f" st-{_css(mark.state)}" if mark.state else "")
-    return (
-        f'<div class="{classes}" data-pos="{mark.position}" style="left:{scale.x(mark.at):.4f}%" '
+    x = scale.x(mark.at)
+    out = (
+        f'<div class="{classes}" data-pos="{mark.position}" style="left:{x:.4f}%" '
         f'title="{tip(mark.label, mark.details, mark.at)}"></div>'
     )
+    return out + (_note(mark.note, x, mark.state, mark.position) if mark.note else "")
 
 
 def _css(name: str) -> str:

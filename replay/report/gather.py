@@ -3,7 +3,8 @@
 With a task, :func:`gather` reads that task's tree (its owners up to the root, and
 everything it owns, at any depth) stream by stream (:mod:`.streams`), plus the task
 streams of tasks the tree awaited and the pass streams its events name. Without one,
-it folds the whole log, drawing the first ``limit`` tasks submitted. Either way the
+it folds the whole log and draws every task, or, given a ``limit``, one page of that
+many tasks in tree order (``page`` 1 first). Either way the
 events go through the replay's one fold (:func:`tasktrail.replay.fold`), with the
 timeline as one more projection, and the state that fold leaves gives the owner tree,
 the explain trail (:func:`tasktrail.replay.explain`) and the verify result
@@ -18,7 +19,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tasktrail.domain import Registry, Store, StoreError, TaskState, UnknownTask, open_store
+from tasktrail.domain import (
+    InvalidArgument,
+    Registry,
+    Store,
+    StoreError,
+    TaskState,
+    UnknownTask,
+    open_store,
+)
 from tasktrail.domain.store.location import parse_location
 from tasktrail.domain.tasks.definitions import blocked_reason, parked_now
 from tasktrail.domain.tasks.restart_limit import DEFAULT_RESTART_LIMIT, restart_limit_of
@@ -33,8 +42,34 @@ from .timeline import Timeline, TimelineBuilder
 from .tree import below as _below
 from .tree import read_tree as _read_tree
 
-DEFAULT_LIMIT = 200
-"""Rows a report of a whole store draws unless told otherwise."""
+DEFAULT_LIMIT = 2_000
+"""Tasks one page of a whole store's report draws unless told otherwise: a store with
+more is drawn a page at a time (each page some 5 MB of HTML), ``page`` 1 first."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a whole store's tasks, in tree order: ``number`` of ``pages``, each
+    ``limit`` tasks; ``first`` and ``last`` count from 1 over all ``total`` tasks."""
+
+    number: int
+    pages: int
+    limit: int
+    total: int
+
+    @property
+    def first(self) -> int:
+        return min((self.number - 1) * self.limit + 1, self.total)
+
+    @property
+    def last(self) -> int:
+        return min(self.number * self.limit, self.total)
+
+    def __str__(self) -> str:
+        return (
+            f"tasks {self.first}-{self.last} of {self.total} drawn "
+            f"(page {self.number} of {self.pages} at --limit {self.limit})"
+        )
 
 
 @dataclass
@@ -64,6 +99,8 @@ class ReportData:
     tree: frozenset[str] = field(default_factory=frozenset)
     """The tasks of the tree asked (empty for a whole-store report)."""
     generated_at: datetime | None = None
+    page: Page | None = None
+    """Which page of a whole-store report's tasks is drawn (``None``: every task)."""
 
     @property
     def taken_at(self) -> float | None:
@@ -81,20 +118,25 @@ def gather(
     task_id: str | None = None,
     *,
     until: int | float | str | datetime | Until | None = None,
-    limit: int = DEFAULT_LIMIT,
+    limit: int | None = DEFAULT_LIMIT,
     restart_limit: int | None = None,
     registry: Registry | None = None,
+    page: int = 1,
 ) -> ReportData:
     """Read and fold what a report of ``task_id`` (or of the whole log) needs.
     ``restart_limit`` (``None``: the one the log recorded at each position, as the
-    scheduler decided with it) is what "parked" is measured against."""
+    scheduler decided with it) is what "parked" is measured against. Without a task,
+    every task is drawn, or, past ``limit`` tasks (``None``: no limit), page ``page`` of
+    ``limit`` tasks in tree order."""
     stop = Until.parse(until)
-    if limit < 1:
-        raise ValueError(f"limit must be at least 1, not {limit}")
+    if limit is not None and limit < 1:
+        raise InvalidArgument(f"limit must be at least 1, not {limit}")
+    if page < 1:
+        raise InvalidArgument(f"page must be at least 1, not {page}")
     if restart_limit is not None and (
         isinstance(restart_limit, bool) or not isinstance(restart_limit, int) or restart_limit < 1
     ):
-        raise ValueError(f"restart_limit must be an integer >= 1, not {restart_limit!r}")
+        raise InvalidArgument(f"restart_limit must be an integer >= 1, not {restart_limit!r}")
     name = _name(source)
     opened: Store | None = None
     try:
@@ -106,9 +148,19 @@ def gather(
         else:
             opened = open_store(_existing(source))
             streams = StoreStreams(opened)
+        paged: Page | None = None
         if task_id is None:
             order = _tree_order(Index.of(streams.tasks()))
-            drawn = frozenset(order[:limit])
+            per_page = limit if limit is not None else max(len(order), 1)
+            paged = Page(page, max(1, -(-len(order) // per_page)), per_page, len(order))
+            if page > paged.pages:
+                raise InvalidArgument(
+                    f"page {page} is past the last page: {len(order)} tasks make "
+                    f"{paged.pages} page{'s' if paged.pages > 1 else ''} of {per_page}"
+                )
+            drawn = frozenset(order[(page - 1) * per_page : page * per_page])
+            if paged.pages == 1:
+                paged = None  # every task drawn
             records, reader, _ = read_log(opened if opened is not None else source)
             builder = TimelineBuilder(drawn.__contains__, restart_limit)
             projections = [p for p in default_projections() if p.name != "audit"]
@@ -116,10 +168,12 @@ def gather(
             if reader is not None:
                 state.skipped = list(reader.skipped)
             timeline = builder.finish(stop.at)
-            scope = f"the whole log: {state.events} events, {len(timeline.rows)} of "
-            scope += f"{len(timeline.rows) + timeline.hidden} tasks drawn"
-            if timeline.hidden:
-                scope += f" (the first {limit} in tree order)"
+            scope = f"the whole log: {state.events} events, "
+            scope += (
+                str(paged)
+                if paged is not None
+                else f"all {len(timeline.rows)} task{'s' if len(timeline.rows) != 1 else ''} drawn"
+            )
             report = verify(state)
             tree: frozenset[str] = frozenset()
             steps = None
@@ -137,7 +191,7 @@ def gather(
             timeline = builder.finish(stop.at, frozenset(read.context))
             tree = frozenset(t for t in read.tree if t in state.world.tasks)
             scope = (
-                f"the tree of {task_id}: {len(tree)} tasks"
+                f"the tree of {task_id}: {len(tree)} task{'s' if len(tree) != 1 else ''}"
                 + (f" and {len(read.context)} awaited" if read.context else "")
                 + f", {read.streams} streams, {state.events} events"
             )
@@ -167,6 +221,7 @@ def gather(
         restart_limit=limit,
         registry_used=registry is not None,
         tree=tree,
+        page=paged,
     )
 
 
@@ -206,4 +261,4 @@ def _name(source: Any) -> str:
     return str(parse_location(text)) if "://" in text else text
 
 
-__all__ = ["DEFAULT_LIMIT", "DEFAULT_RESTART_LIMIT", "ReportData", "gather"]
+__all__ = ["DEFAULT_LIMIT", "DEFAULT_RESTART_LIMIT", "Page", "ReportData", "gather"]

@@ -97,25 +97,35 @@ def _timeline(data: ReportData, row_ids: dict[str, str], words: dict[str, str]) 
     timeline = data.timeline
     if not timeline.rows:
         return '<section id="timeline"><h2>Timeline</h2><p>No task events.</p></section>'
-    hidden = (
-        f'<p class="note">{len(timeline.rows)} tasks drawn, {timeline.hidden} more not '
-        "drawn: give a TASK, or a larger --limit.</p>"
-        if timeline.hidden
-        else ""
-    )
+    hidden = ""
+    paged = data.page
+    if paged is not None:
+        further = (
+            f" <code>--page {paged.number + 1}</code> draws the next {paged.limit}"
+            if paged.number < paged.pages
+            else ""
+        )
+        hidden = (
+            f'<p class="note">Page {paged.number} of {paged.pages}: tasks {paged.first}-'
+            f"{paged.last} of {paged.total} in tree order, <code>--limit {paged.limit}</code> "
+            f"a page.{further}{'.' if further else ''} A TASK draws its tree whole.</p>"
+        )
+    elif timeline.hidden:  # a caller's own builder may leave tasks out
+        hidden = f'<p class="note">{timeline.hidden} more tasks not drawn.</p>'
     span = duration(timeline.end - timeline.start)
     return (
-        '<section id="timeline"><h2>Timeline <span class="muted">scheduler clock, '
-        f"{text(span)}</span></h2>{hidden}"
         '<div class="tools" id="tools" hidden>'
+        '<input type="search" id="filter" placeholder="find tasks: id, kind, status, '
+        'outcome, error" aria-label="find tasks">'
+        '<span class="count" id="filter-count"></span>'
         '<button type="button" data-zoom="out" title="zoom out">&minus;</button>'
         '<button type="button" data-zoom="in" title="zoom in">+</button>'
         '<button type="button" data-zoom="fit" title="fit the whole range">fit</button>'
         '<span class="zoom" id="zoom-level">1&times;</span>'
-        '<input type="search" id="filter" placeholder="filter tasks: id, kind, status" '
-        'aria-label="filter tasks">'
-        '<span class="hint">Ctrl + wheel zooms at the pointer; double-click a bar to zoom '
-        "to it; click one for its step in the explain trail.</span></div>"
+        '<span class="hint">Ctrl + wheel zooms; double-click a bar to zoom to it; click '
+        "one for its step in the explain trail.</span></div>"
+        '<section id="timeline"><h2>Timeline <span class="muted">scheduler clock, '
+        f"{text(span)}, {_tasks(len(timeline.rows))}</span></h2>{hidden}"
         f'<div class="legend">{legend()}</div>'
         f"{timeline_html(timeline, row_ids, words)}</section>"
     )
@@ -140,7 +150,7 @@ def _tree(data: ReportData, row_ids: dict[str, str], words: dict[str, str]) -> s
         f"{data.restart_limit} restarts) is judged without the definitions (--registry).</p>"
     )
     return (
-        '<section id="tree"><h2>Owner tree</h2>'
+        f'<section id="tree"><h2>Owner tree <span class="muted">{_tasks(len(body))}</span></h2>'
         f'<table class="tree"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
         f"{note}</section>"
     )
@@ -174,15 +184,25 @@ def _tree_row(
     )
 
 
+def _tasks(count: int) -> str:
+    return f"{count} task" if count == 1 else f"{count} tasks"
+
+
 def _search_words(data: ReportData) -> dict[str, str]:
-    """Each task's words for the page's filter: id, kind, status and outcome."""
+    """Each task's words for the page's search: id, kind, status, outcome, blocked
+    reason, phase, and the outcome's error message or reason."""
     words = {}
     for task_id, task in data.tasks.items():
-        outcome = task.outcome.status if task.outcome is not None else ""
-        blocked = data.blocked.get(task_id, "")
-        words[task_id] = " ".join(
-            w for w in (task_id, task.kind, task.status, outcome, blocked) if w
+        outcome = task.outcome
+        said = (
+            (outcome.status, outcome.message or "", outcome.reason or "")
+            if outcome is not None
+            else ()
         )
+        phase = task.checkpoint.phase if task.checkpoint is not None else ""
+        blocked = data.blocked.get(task_id, "")
+        found = (task_id, task.kind, task.status, *said, blocked, phase)
+        words[task_id] = " ".join(w for w in found if w)[:600]
     return words
 
 

@@ -27,7 +27,15 @@ FOLD_WIDTH = 3.0
 MAX_FOLDED_WIDTH = 24.0
 TICK_PX = 110
 """About one tick label per this many pixels."""
-ASSUMED_PX = 1100
+TICK_CHAR_PX = 6.6
+"""The width of one character of a tick label (11 px type), a little generous."""
+FOLD_CHAR_PX = 5.8
+"""... and of a fold's label (9.5 px type)."""
+LABEL_GAP_PX = 8
+"""The least room between two labels of the axis."""
+END_PX = 80
+"""A tick this close to the right edge is written to the left of its line."""
+ASSUMED_PX = 900
 """The canvas width the ticks written into the page assume (the script redraws them)."""
 
 STEPS = (
@@ -122,13 +130,32 @@ class Scale:
         return x0 + (x1 - x0) * (at - t0) / (t1 - t0) if t1 > t0 else x0
 
     def ticks(self, width_px: float = ASSUMED_PX) -> list[tuple[float, float]]:
-        """``(time, x)`` of the ticks for a canvas ``width_px`` wide: round steps inside
-        each stretch that is not folded, spaced about :data:`TICK_PX` apart."""
-        out: list[tuple[float, float]] = []
+        """``(time, x)`` of the ticks for a canvas ``width_px`` wide (see :meth:`axis`)."""
+        return self.axis(width_px)[0]
+
+    def axis(
+        self, width_px: float = ASSUMED_PX
+    ) -> tuple[list[tuple[float, float]], list[tuple[float, float, bool]]]:
+        """The axis for a canvas ``width_px`` wide: ``(time, x)`` of each tick (round
+        steps inside each stretch that is not folded, about :data:`TICK_PX` apart), and
+        ``(from, to, labelled)`` of each fold. Labels are laid out left to right and one
+        that would touch the label before it is left out (a fold keeps its band and
+        its title), so no two pile up where narrow folds and short bursts alternate.
+        The page's script lays out the part in view the same way."""
+        ticks: list[tuple[float, float]] = []
+        folds: list[tuple[float, float, bool]] = []
         folded = set(self.folds)
-        last_x = -math.inf
+        free = -math.inf  # the first pixel the next label may take
         for (t0, x0), (t1, x1) in itertools.pairwise(self.knots):
-            if (t0, t1) in folded or t1 <= t0:
+            if t1 <= t0:
+                continue
+            if (t0, t1) in folded:
+                left, right = x0 / 100.0 * width_px, x1 / 100.0 * width_px
+                need = len(duration(t1 - t0)) * FOLD_CHAR_PX + 6
+                labelled = right - left >= need and left >= free
+                if labelled:
+                    free = right + LABEL_GAP_PX
+                folds.append((t0, t1, labelled))
                 continue
             pixels = (x1 - x0) / 100.0 * width_px
             step = nice_step((t1 - t0) / max(pixels / TICK_PX, 1e-9))
@@ -136,11 +163,30 @@ class Scale:
             while self.start + k * step <= t1 + 1e-9:
                 at = self.start + k * step
                 x = self.x(at)
-                if (x - last_x) / 100.0 * width_px >= TICK_PX * 0.6:
-                    out.append((at, x))
-                    last_x = x
+                left, right = label_extent(tick_label(at - self.start), x, width_px)
+                if left >= free:
+                    ticks.append((at, x))
+                    free = right + LABEL_GAP_PX
                 k += 1
-        return out
+        return ticks, folds
+
+
+def tick_label(offset: float) -> str:
+    """A tick's words: ``0`` at the start, else ``+`` and the time since it."""
+    return "0" if offset == 0 else f"+{duration(offset)}"
+
+
+def at_end(x: float, width_px: float) -> bool:
+    """Whether a tick at ``x`` percent is written to the left of its line (near the
+    right edge, where there is no room after it)."""
+    return (100.0 - x) / 100.0 * width_px < END_PX
+
+
+def label_extent(label: str, x: float, width_px: float) -> tuple[float, float]:
+    """The pixels a tick label at ``x`` percent takes: from its line rightwards (4 px
+    in), or leftwards :func:`at_end`."""
+    at_px, width = x / 100.0 * width_px, 4 + len(label) * TICK_CHAR_PX
+    return (at_px - width, at_px) if at_end(x, width_px) else (at_px, at_px + width)
 
 
 def _folds(gaps: list[tuple[float, float]], span: float) -> list[tuple[float, float]]:
@@ -165,4 +211,4 @@ def _folds(gaps: list[tuple[float, float]], span: float) -> list[tuple[float, fl
     return sorted(folded)
 
 
-__all__ = ["STEPS", "Scale", "duration", "nice_step"]
+__all__ = ["STEPS", "Scale", "at_end", "duration", "label_extent", "nice_step", "tick_label"]

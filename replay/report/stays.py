@@ -34,6 +34,8 @@ class Bar:
     end: float | None = None
     planned_end: float | None = None
     """Where a sleep was due to end, if past the bar's end."""
+    note: str = ""
+    """Words written beside the bar's end: how a run or Turn that went wrong ended."""
 
 
 @dataclass
@@ -47,6 +49,9 @@ class Mark:
     position: int
     details: Details = field(default_factory=list)
     state: str = ""
+    note: str = ""
+    """Words written beside the mark, not only in its tooltip: an outcome and its
+    error or reason, a crash, a refusal."""
 
 
 def stay_key(task: TaskState) -> tuple[Any, ...]:

@@ -144,7 +144,8 @@ class TimelineBuilder(Projection):
         ):
             self._mark(row, TASK_LANE, "pass", words(name), position, event)
         elif is_refusal(event):
-            self._mark(row, TASK_LANE, "refusal", words(name), position, event)
+            label = words(name)
+            self._mark(row, TASK_LANE, "refusal", label, position, event, note=label)
 
     # ─── the task lane: stays and the moments between them ──────────────────
 
@@ -157,7 +158,10 @@ class TimelineBuilder(Projection):
             self._end_stay(task_id, event.at, "interrupted")
             worker = f" of worker {event.worker}" if event.worker else ""
             label = f"crash{worker}: recovered, restarts={event.restarts} (rule 9)"
-            self._mark(row, TASK_LANE, "crash", label, position, event)
+            note = f"crash, restart {event.restarts}"
+            if parked(after, limit):
+                note += ": parked"
+            self._mark(row, TASK_LANE, "crash", label, position, event, note=note)
             if parked(after, limit):
                 label = f"parked: restarts {after.restarts} >= restart_limit {limit}"
                 self._mark(row, TASK_LANE, "parked", label, position, event)
@@ -185,7 +189,9 @@ class TimelineBuilder(Projection):
             self._end_stay(task_id, event.at)
             outcome = after.outcome
             status = outcome.status if outcome is not None else "ended"
-            self._mark(row, TASK_LANE, "end", status, position, event, state=status)
+            why = (outcome.message or outcome.reason) if outcome is not None else None
+            note = f"{status}: {why}" if why else status
+            self._mark(row, TASK_LANE, "end", note, position, event, state=status, note=note)
             return
         key = stay_key(after)
         current = self._stays.get(task_id)
@@ -221,10 +227,13 @@ class TimelineBuilder(Projection):
             bar.end = event.at
             bar.state = name.removeprefix("Turn").lower()
             bar.details.append(("ended", brief(event)))
+            if bar.state != "completed":
+                bar.note = f"Turn {bar.state}"
             del self._open[key]
             return
         if name == "TurnCompletionRefused" or name == "TurnObservationDropped":
-            self._mark(row, lane, "refusal", words(name), position, event)
+            label = words(name)
+            self._mark(row, lane, "refusal", label, position, event, note=label)
         elif name in ("TurnDeliveryRetryScheduled", "TurnDeliveryFailed", "TurnDeliveryHeld"):
             self._mark(row, lane, "retry", words(name), position, event)
         elif bar is not None:
@@ -249,7 +258,7 @@ class TimelineBuilder(Projection):
         bar = self._open.get(key)
         if name == "RunSubmitFailed":
             label = f"submit failed: {event.error_class}"
-            self._mark(row, lane, "refusal", label, position, event)
+            self._mark(row, lane, "refusal", label, position, event, note=label)
         if bar is None:
             return
         bar.details.append(("event", brief(event)))
@@ -261,6 +270,10 @@ class TimelineBuilder(Projection):
             code = getattr(event, "code", None)
             if code:
                 bar.label += f" {code}"
+            if bar.state in ("failed", "orphaned"):
+                message = getattr(event, "message", "")
+                bar.note = f"run {bar.state}" + (f": {code}" if code else "")
+                bar.note += f" ({message})" if message and message != code else ""
             del self._open[key]
 
     def _mark(
@@ -273,10 +286,11 @@ class TimelineBuilder(Projection):
         event: Any,
         *,
         state: str = "",
+        note: str = "",
     ) -> None:
         row.lane(lane)
         details = [("event", brief(event))]
-        row.marks.append(Mark(lane, event.at, css, label, position, details, state))
+        row.marks.append(Mark(lane, event.at, css, label, position, details, state, note))
 
     # ─── finishing ──────────────────────────────────────────────────────────
 
