@@ -27,9 +27,6 @@ DOCS = sorted((ROOT / "docs").glob("*.md"))
 TIMEOUT_S = 60.0
 """How long the quickstart's worker may take to end its task (a bound, not a measure)."""
 
-LINKED_FROM_OTHER_BRANCHES = {"docs/operating.md", "docs/hosting.md"}
-"""Pages the README links that other work of issue 29 adds (the operator's and the
-host's guides); until they are merged their links are not checked."""
 
 
 def python_blocks(page: Path) -> list[str]:
@@ -181,8 +178,6 @@ def test_links_between_pages_lead_somewhere() -> None:
             if "://" in target or target.startswith("#"):
                 continue
             path = (page.parent / target.split("#", 1)[0]).resolve()
-            if str(path.relative_to(ROOT)) in LINKED_FROM_OTHER_BRANCHES:
-                continue
             if not path.exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert broken == []

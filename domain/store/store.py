@@ -8,11 +8,9 @@ Durability (SQLite): ``"full"`` (the default) syncs the WAL on every commit (a
 command that returned survives a power cut); ``"normal"`` only at checkpoints (safe
 against a crash of the process, not of the OS). PostgreSQL is always synchronous.
 
-``read_only=True`` opens a store to read it and nothing else: no table is
-created, nothing is written, and a SQLite file is left exactly as it was (see
-:mod:`.files`). Every open reads the store's format marker (:mod:`.meta`) and
-refuses a store a newer tasktrail wrote; a writer adds the marker to a store
-without one.
+``read_only=True`` opens a store to read it and nothing else: no table is created,
+nothing is written, a SQLite file is left as it was (:mod:`.files`). Every open reads
+the format marker (:mod:`.meta`), refusing a newer one; a writer adds a missing one.
 
 Every append checks its events against the stored limits (:mod:`..tasks.fields`),
 seals each with its digest chained to the previous event of its stream

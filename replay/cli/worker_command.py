@@ -24,6 +24,8 @@ from tasktrail.domain import (
     Worker,
 )
 from tasktrail.domain import WorkerSetup as WorkerSetup  # re-exported from its old home
+from tasktrail.domain.app.invocations import check_concurrency
+from tasktrail.domain.app.worker_loop import check_grace
 
 from .common import EXIT_BAD_INPUT, EXIT_OK
 
@@ -31,9 +33,18 @@ HELP = "run a registry as one worker of a fleet on a store (until SIGTERM/SIGINT
 DESCRIPTION = """\
 Run the phases of the tasks in STORE with the definitions in MODULE:ATTR, as one
 worker of a fleet: any number of workers may share a store (SQLite on one
-machine, PostgreSQL across machines). Each renews a lease; a worker killed or
-stalled past its lease has its running tasks recovered by the others (rule 9),
-and one stopped by SIGTERM or SIGINT returns its own tasks (rule 10).
+machine, PostgreSQL across machines). A worker runs up to --concurrency phases
+at once, each on its own task; a phase may be a plain function or an async def.
+
+Each worker renews a lease and holds a lock for its process's life. A worker
+whose process died has its running tasks recovered by the others within about
+a second, or by itself when restarted; one that stalls (stopped, hung, cut off)
+keeps them until its lease lapses (rule 9). SIGTERM or SIGINT starts no new
+phase, gives those in flight --grace seconds, then hands their tasks back as
+pending with no restart counted (rule 10); a second signal does so at once.
+
+Example:
+  PYTHONPATH=. tasktrail worker myapp.tasks:registry --store trail.db --concurrency 32
 
 MODULE:ATTR is a Registry, a function returning one, or a WorkerSetup.
 """
@@ -70,6 +81,23 @@ def add_worker(commands: Any) -> None:
         help="time between looks for new events when idle (default 100)",
     )
     parser.add_argument("--quiet", action="store_true", help="log warnings only, not decisions")
+    parser.add_argument(
+        "--concurrency",
+        type=_concurrency,
+        default=16,
+        metavar="N",
+        help="phases in flight at once, each on its own task (default 16); async def "
+        "phases wait together on one event loop, sync ones each in a thread",
+    )
+    parser.add_argument(
+        "--grace",
+        type=_grace,
+        default=10.0,
+        metavar="S",
+        help="at SIGTERM/SIGINT, seconds the phases in flight get to reach their next "
+        "decision before the close hands their tasks back (default 10); a second "
+        "signal closes at once",
+    )
     parser.add_argument(
         "--stats",
         metavar="FILE",
@@ -124,7 +152,13 @@ def do_worker(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if setup.executor is not None:
         scheduler.configure_runs(executor=setup.executor, settings=setup.run_settings)
-    worker = Worker(scheduler, runtime=setup.runtime, poll_ms=args.poll)
+    worker = Worker(
+        scheduler,
+        runtime=setup.runtime,
+        poll_ms=args.poll,
+        concurrency=args.concurrency,
+        grace_s=args.grace,
+    )
     worker.install_signal_handlers()
     try:
         worker.run()
@@ -139,3 +173,21 @@ def do_worker(args: argparse.Namespace) -> int:
             with open(args.stats, "a") as out:
                 out.write(orjson.dumps(totals).decode() + "\n")
     return EXIT_OK
+
+
+def _concurrency(text: str) -> int:
+    try:
+        return check_concurrency(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--concurrency takes a whole number of at least 1, not {text!r}"
+        ) from None
+
+
+def _grace(text: str) -> float:
+    try:
+        return check_grace(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--grace takes a finite number of seconds >= 0, not {text!r}"
+        ) from None
