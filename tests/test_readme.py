@@ -28,7 +28,6 @@ TIMEOUT_S = 60.0
 """How long the quickstart's worker may take to end its task (a bound, not a measure)."""
 
 
-
 def python_blocks(page: Path) -> list[str]:
     """The page's ```python blocks, in order."""
     return re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
