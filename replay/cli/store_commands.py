@@ -30,6 +30,7 @@ from .common import (
     emit,
     local_file,
     refuse_inputs,
+    report_start,
     say,
     task_id_argument,
     warn,
@@ -205,7 +206,9 @@ def do_tasks(args: argparse.Namespace) -> int:
     # 0 when they are asked for; else the latest snapshot and the tail suffice.
     ended = args.all or args.status == "terminal"
     with open_store(args.store, read_only=True) as store:
-        world = restore(store, snapshots=not ended).world  # read only: nothing appended
+        restored = restore(store, snapshots=not ended)  # read only: nothing appended
+        report_start(restored.snapshot, restored.problems, restored.position)
+        world = restored.world
         limit = restart_limit_of(world)  # the one the log recorded, as the workers decide
         for task in world.tasks.values():
             if args.status is not None and task.status != args.status:
@@ -265,6 +268,9 @@ def do_project(args: argparse.Namespace) -> int:
                 )
             finally:
                 bar.finish()
+            restored = projector.restored
+            if restored is not None:  # it resumed: from a snapshot, or from 0
+                report_start(restored.snapshot, restored.problems, restored.position)
             verb = "rebuilt" if args.rebuild else ("no-op" if report.noop else "caught up")
             say(f"{verb}: {out} at position {report.position} ({report.read} events folded)")
             for name, count in report.written.items():
