@@ -6,7 +6,8 @@
 
 from .diff import StateDiff, TaskDiff, diff
 from .explain import Step, explain, story
-from .log import LogError, LogReader, Skipped, StoreReader, export, import_log, read_log
+from .importing import import_log
+from .log import LogError, LogReader, Skipped, StoreReader, export, read_log
 from .state import Problem, SchedulerState, Until, fold, replay
 from .verify import CHECKS, VerifyReport, Violation, check, verify
 
