@@ -1,8 +1,9 @@
 """The ``tasktrail`` commands that move a log in or out of a store: ``export`` writes
 it as byte-stable JSONL (its stream heads last), ``import`` writes such an export into
-a new, empty store, all or nothing (:mod:`tasktrail.replay.importing`), and ``trace`` rebuilds its phase spans as OTLP/JSON for a tracing
-UI. An output is never one of the inputs (by any name) nor a SQLite database, and is
-written to a temporary file renamed into place. Each command is a parser builder
+a new, empty store, all or nothing (:mod:`tasktrail.replay.importing`), and ``trace``
+rebuilds its phase spans as OTLP/JSON for a tracing UI. An output is never one of the
+inputs (by any name) nor a SQLite database, and is written to a temporary file renamed
+into place. Each command is a parser builder
 ``add_<name>`` and a handler ``do_<name>``.
 """
 
