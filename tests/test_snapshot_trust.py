@@ -254,3 +254,38 @@ def test_every_state_field_and_index_has_a_declared_type_the_snapshot_checks() -
     assert set(world.indexes) <= set(INDEX_TYPES), set(world.indexes) - set(INDEX_TYPES)
     for name, kind in INDEX_TYPES.items():
         assert typing.get_origin(kind) is not None or isinstance(kind, type), name
+
+
+def test_the_projector_passes_over_a_false_snapshot_and_says_so(
+    sqlite_url: str,
+    clock: ManualClock,
+    registry: Registry,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A projector resuming starts from the snapshot at its read models' position: one
+    that fails is passed over there too (named on stderr), and the read models come out
+    as a rebuild from position 0 makes them."""
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    first = s.submit("job", phase="start")
+    s.close()
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    s.submit("job", phase="start")
+    s.close()
+    with open_store(sqlite_url, read_only=True) as store:
+        first_snapshot, latest = SnapshotTable(store).positions()
+    out = tmp_path / "views.db"
+    assert main(["project", sqlite_url, "--out", str(out), "--quiet"]) == 0  # at `latest`
+    _edit_world(sqlite_url, latest, EDITS["an id that is not live"])
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    s.reserve(first)  # more events: the projector has something to catch up
+    s.store.close()  # no snapshot at close
+    capsys.readouterr()
+    assert main(["project", sqlite_url, "--out", str(out), "--quiet", "--checksums"]) == 0
+    caught_up, err = capsys.readouterr()
+    assert f"snapshot at position {latest} is unreadable" in err, err
+    assert f"started from the snapshot at position {first_snapshot}" in err, err
+    rebuilt = tmp_path / "rebuilt.db"
+    assert main(["project", sqlite_url, "--out", str(rebuilt), "--quiet", "--rebuild"]) == 0
+    sums = [line for line in capsys.readouterr().out.splitlines() if "checksum" in line]
+    assert sums and all(line in caught_up for line in sums)
