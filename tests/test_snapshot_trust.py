@@ -226,10 +226,42 @@ def test_prune_drops_unreadable_snapshots(
         bad = SnapshotTable(store).positions()[-1]
     _rewrite(store_url, bad, b"{not a snapshot")
     assert main(["snapshot", store_url, "--prune", "--json"]) == 0
-    assert orjson.loads(capsys.readouterr().out) == {"dropped": [bad], "kept": 1}
+    assert orjson.loads(capsys.readouterr().out) == {"dropped": [bad], "kept": 1, "malformed": 0}
     with open_store(store_url, read_only=True) as store:
         assert SnapshotTable(store).positions() == [good]
         assert restore(store).snapshot == good
+
+
+@pytest.mark.parametrize(
+    "column, value",
+    [("body", "a text, not bytes"), ("format", "five"), ("position", "last"), ("written_at", "x")],
+)
+def test_a_snapshot_row_of_the_wrong_column_types_is_passed_over_and_pruned(
+    sqlite_url: str,
+    clock: ManualClock,
+    registry: Registry,
+    column: str,
+    value: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SQLite keeps whatever a hand edit puts in a column: a text body, a format or a
+    position that is no number. No read takes such a row as a snapshot, none raises,
+    prune drops it."""
+    task_id, position = _one_pending_task(sqlite_url, clock, registry)
+    with open_store(sqlite_url) as store:
+        table = SnapshotTable(store)
+        with table._cursor(commit=True) as cursor:
+            cursor.execute(f"UPDATE {table._table} SET {column} = ?", (value,))
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    # Only the time it was written does not bear on what it says: that one is read.
+    assert s.snapshot_at == (position if column == "written_at" else 0)
+    assert s.task(task_id).status == "pending"
+    s.store.close()
+    assert main(["tasks", sqlite_url]) == 0 and main(["snapshot", sqlite_url, "--list"]) == 0
+    assert main(["snapshot", sqlite_url, "--prune", "--json"]) == 0
+    assert "internal error" not in capsys.readouterr().err
+    with open_store(sqlite_url, read_only=True) as store:
+        assert SnapshotTable(store).count() == 0
 
 
 def test_replay_and_tasks_say_which_snapshot_they_started_from(

@@ -174,6 +174,9 @@ def failing(store: Store) -> dict[int, str]:
     head = store.head()
     found: dict[int, str] = {}
     for kept in table.kept():
+        if kept.format == -1:
+            found[kept.position] = "its format is not a number"
+            continue
         if kept.format != FORMAT:
             continue  # an earlier format's: prune's own rule, a later one's: its release's
         if kept.position > head:

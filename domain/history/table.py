@@ -224,7 +224,8 @@ class SnapshotTable:
         with self._cursor(commit=False) as cursor:
             cursor.execute(f"SELECT position FROM {self._table} ORDER BY position")
             rows = cursor.fetchall()
-        return [_first(row) for row in rows]
+        # A hand-edited SQLite row may hold a position that is no integer: not one.
+        return [value for value in (_column(row) for row in rows) if value.__class__ is int]
 
     def kept(self) -> list[KeptSnapshot]:
         """Every snapshot kept, oldest first, without its body (its size instead)."""
@@ -238,11 +239,37 @@ class SnapshotTable:
             rows = cursor.fetchall()
         found = []
         for row in rows:
-            position, format_, written_at, length = (
-                tuple(row.values()) if isinstance(row, dict) else tuple(row)
-            )
-            found.append(KeptSnapshot(int(position), int(format_), float(written_at), int(length)))
+            position, format_, written_at, length = _values(row)
+            if position.__class__ is int:
+                found.append(
+                    KeptSnapshot(position, _integer(format_), _time(written_at), _integer(length))
+                )
         return found
+
+    def count(self) -> int:
+        """How many rows the table holds (malformed ones included)."""
+        if not self._exists():
+            return 0
+        with self._cursor(commit=False) as cursor:
+            cursor.execute(f"SELECT count(*) FROM {self._table}")
+            return _first(cursor.fetchone(), default=0)
+
+    def drop_malformed(self) -> int:
+        """Drop the rows whose columns are not of their types (only a hand-edited SQLite
+        table holds such: PostgreSQL's columns refuse them), which no read takes as a
+        snapshot; returns how many."""
+        if self._postgres or not self._exists():
+            return 0
+        where = (
+            "WHERE typeof(position) <> 'integer' OR typeof(format) <> 'integer' "
+            "OR typeof(body) <> 'blob' OR typeof(written_at) NOT IN ('real', 'integer')"
+        )
+        with self._cursor(commit=True) as cursor:
+            cursor.execute(f"SELECT count(*) FROM {self._table} {where}")
+            count = _first(cursor.fetchone(), default=0)
+            if count:
+                cursor.execute(f"DELETE FROM {self._table} {where}")
+        return count
 
     def at(self, position: int) -> StoredSnapshot | None:
         """The snapshot at exactly ``position``, if one is kept."""
@@ -327,7 +354,20 @@ def _first(row: Any, default: int | None = None) -> int:
     return int(value)
 
 
+def _column(row: Any) -> Any:
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
+def _integer(value: Any) -> int:
+    """A column that should hold an integer: -1 when a hand-edited row holds none (a
+    format no tasktrail reads)."""
+    return value if value.__class__ is int else -1
+
+
+def _time(value: Any) -> float:
+    return float(value) if value.__class__ in (int, float) else float("nan")
+
+
 def _snapshot(row: Any) -> StoredSnapshot:
-    values = tuple(row.values()) if isinstance(row, dict) else tuple(row)
-    position, format_, written_at, body = values
-    return StoredSnapshot(int(position), int(format_), float(written_at), bytes(body))
+    position, format_, written_at, body = _values(row)
+    return StoredSnapshot(position, _integer(format_), _time(written_at), _as_bytes(body))

@@ -174,19 +174,24 @@ def _prune(args: argparse.Namespace) -> int:
     # Read-only first: with no snapshot kept there is nothing to drop, and a writable
     # open would create the table (or, on a server, the store).
     with open_store(args.store, read_only=True) as store:
+        rows = SnapshotTable(store).count()
         kept = SnapshotTable(store).positions()
         bad = failing(store) if kept else {}
     dropped: list[int] = []
     unreadable: list[int] = []
-    if kept:
+    malformed = 0
+    if rows:
         with open_store(args.store) as store:
             table = SnapshotTable(store)
             unreadable = table.drop(sorted(bad))
+            malformed = table.drop_malformed()
             dropped = sorted(unreadable + table.prune())
     for position in unreadable:
         warn(f"dropped the snapshot at position {position}: {bad[position]}")
+    if malformed:
+        warn(f"dropped {malformed} rows whose columns are not of their types")
     if args.json:
-        emit({"dropped": dropped, "kept": len(kept) - len(dropped)})
+        emit({"dropped": dropped, "kept": len(kept) - len(dropped), "malformed": malformed})
     else:
         say(
             f"{len(dropped)} snapshots dropped (unreadable, or of an earlier format), "
