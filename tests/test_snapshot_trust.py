@@ -11,6 +11,7 @@ not ``tasks``, ``replay``, ``project`` or ``snapshot --prune``.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any
 import orjson
 import pytest
 from fixtures.make_fold_reference import LOG
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, open_store
 from tasktrail.domain.history import SnapshotTable, open_body, restore, snapshot_body
@@ -321,3 +324,85 @@ def test_the_projector_passes_over_a_false_snapshot_and_says_so(
     assert main(["project", sqlite_url, "--out", str(rebuilt), "--quiet", "--rebuild"]) == 0
     sums = [line for line in capsys.readouterr().out.splitlines() if "checksum" in line]
     assert sums and all(line in caught_up for line in sums)
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON value (itself included), as keys and indexes."""
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _paths(item, (*path, index))
+    return found
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {**value, head: _replaced(value[head], rest, new)}
+    return [_replaced(item, rest, new) if i == head else item for i, item in enumerate(value)]
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["c", "v", "t", "d", "m", "l", "s", "f", "n", "x"]), inner
+        )
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(where=st.floats(0, 1, exclude_max=True), new=json_values)
+def test_no_edit_of_a_sealed_snapshot_makes_an_open_or_a_read_raise(
+    registry: Registry, where: float, new: Any
+) -> None:
+    """Any value put anywhere in a snapshot's world, sealed again with a good digest and
+    the log's heads: the open, replay and tasks never raise; the snapshot is either
+    passed over or read into a world of the declared types."""
+    with tempfile.TemporaryDirectory() as folder:
+        location = str(Path(folder) / "trail.db")
+        s = Scheduler.open(location, clock=ManualClock(1_000), registry=registry)
+        owner = s.submit("job", phase="start")
+        s.submit("job", phase="start", owner=owner)
+        s.reserve(owner)
+        s.wait(owner, [s.submit("job", phase="start")], "all")
+        s.close()
+        with open_store(location, read_only=True) as store:
+            (position,) = SnapshotTable(store).positions()
+        paths = _paths(
+            open_body(_body(location, position))[0]  # type: ignore[arg-type]
+        )
+        path = paths[int(where * len(paths))]
+        _edit_world(location, position, lambda data: _assign(data, path, new))
+        s = Scheduler.open(location, clock=ManualClock(2_000), registry=registry)
+        s.store.close()
+        state = replay(location)
+        assert state.position == position
+        assert main(["tasks", location]) == 0
+
+
+def _body(location: str, position: int) -> bytes:
+    with open_store(location, read_only=True) as store:
+        return SnapshotTable(store).at(position).body  # type: ignore[union-attr]
+
+
+def _assign(data: Any, path: tuple[Any, ...], new: Any) -> None:
+    if not path:
+        return
+    *parents, last = path
+    holder = data
+    for key in parents:
+        holder = holder[key]
+    holder[last] = new
