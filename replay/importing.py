@@ -172,11 +172,7 @@ def _import_file(target: Path, rows: list[StoredEvent], last_unchained: int) -> 
         with open_store(temporary) as store:
             _append_all(store, rows, last_unchained)
         _sync(temporary)
-        if target.exists():
-            os.replace(temporary, target)  # an empty store (_check_target): nothing lost
-        else:
-            os.link(temporary, target)  # never over a store made meanwhile
-            os.unlink(temporary)
+        _into_place(temporary, target)
         _sync(folder)
     except BaseException as error:
         for leftover in (temporary, *companions(temporary)):
@@ -187,6 +183,25 @@ def _import_file(target: Path, rows: list[StoredEvent], last_unchained: int) -> 
         if isinstance(error, FileExistsError):
             raise StoreError(f"{target} was created while importing: nothing written") from None
         raise
+
+
+def _into_place(temporary: Path, target: Path) -> None:
+    """Rename the finished store to ``target``: over an empty store (_check_target),
+    else by a hard link, which never goes over a store made meanwhile (a file system
+    without hard links: a plain rename, after looking)."""
+    if target.exists():
+        os.replace(temporary, target)
+        return
+    try:
+        os.link(temporary, target)
+    except OSError as error:
+        if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        if target.exists():
+            raise FileExistsError(errno.EEXIST, "made while importing", str(target)) from None
+        os.replace(temporary, target)
+        return
+    os.unlink(temporary)
 
 
 def _check_target(target: Path) -> None:

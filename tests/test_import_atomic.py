@@ -338,3 +338,19 @@ def test_an_import_into_postgresql_is_one_transaction(
         assert store.head() == 0
     assert import_log(source, postgres_url) == count
     assert verify(postgres_url).ok
+
+
+def test_an_import_onto_a_file_system_without_hard_links_renames(
+    exported: tuple[Path, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, count = exported
+    from tasktrail.replay import importing
+
+    def no_links(*args: object) -> None:
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(importing.os, "link", no_links)
+    target = tmp_path / "target.db"
+    assert import_log(source, target) == count
+    assert verify(target).ok
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".target.db")]
