@@ -29,7 +29,7 @@ from tasktrail.domain.history.codec import _known_classes, world_from
 from tasktrail.domain.history.coherence import INDEX_TYPES
 from tasktrail.domain.history.typecheck import field_checks
 from tasktrail.domain.world_fold import index_task
-from tasktrail.replay import replay
+from tasktrail.replay import replay, verify
 from tasktrail.replay.cli import main
 
 
@@ -165,6 +165,9 @@ def test_heads_that_do_not_match_the_log_are_caught(
         forged = {stream: (version, "0" * 64) for stream, (version, _) in heads.items()}
         _rewrite(store_url, position, seal_body(orjson.dumps(data), forged))
     _assert_passed_over_and_runs(store_url, task_id, clock, registry, "does not match the log")
+    report = verify(store_url)  # the world equals the fold; its heads are not the log's
+    assert [v.check for v in report.violations] == ["snapshots"], report.violations
+    assert "does not match the log" in report.violations[0].message
 
 
 def test_a_snapshot_the_events_after_it_cannot_follow_is_passed_over(

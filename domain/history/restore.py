@@ -220,17 +220,27 @@ def snapshot_body(
     return seal_body(world_bytes if world_bytes is not None else encode_world(world), heads)
 
 
-def snapshot_differs(world: World, body: bytes) -> str | None:
+def snapshot_differs(
+    world: World, body: bytes, store: Store | None = None, position: int | None = None
+) -> str | None:
     """How a stored snapshot differs from the compacted fold ``world`` at its position
-    (``None``: it equals it): unreadable (its digest, its types, its parts), or holding
+    (``None``: it equals it): unreadable (its digest, its types, its parts), heads that
+    are not the log's (given the ``store`` and the snapshot's ``position``), or holding
     another world. ``world`` is compacted in place."""
     try:
         data, heads = open_body(body)
         stored = world_from(data)
+        mismatch = (
+            heads_problem(store, stored, heads, position)
+            if store is not None and position is not None
+            else None
+        )
     except SnapshotUnreadable as error:
         return f"unreadable: {error}"
     except Exception as error:  # whatever the row holds, verify reports it
         return f"unreadable: {_said(error)}"
+    if mismatch is not None:
+        return f"does not match the log: {mismatch}"
     if {stream: version for stream, (version, _) in heads.items()} != held_versions(stored):
         return "its heads are not those of the streams it holds"
     world.compact()
