@@ -237,6 +237,8 @@ def _naming(out: Path) -> Iterator[None]:
         yield
     except sqlite3.Error as error:
         why = _unwritable(out) or disk_full(out) or str(error)
+        if "locked" in why:
+            why += " (another tasktrail process is writing it: try again)"
         raise StoreError(f"cannot write the read models to {out}: {why}") from None
 
 
