@@ -23,7 +23,7 @@ from fixtures.make_fold_reference import LOG
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasktrail.domain import ManualClock, Registry, Scheduler, open_store
+from tasktrail.domain import ManualClock, Registry, Scheduler, World, open_store
 from tasktrail.domain.history import SnapshotTable, open_body, restore, snapshot_body
 from tasktrail.domain.history.codec import _known_classes, world_from
 from tasktrail.domain.history.coherence import INDEX_TYPES
@@ -409,3 +409,17 @@ def _assign(data: Any, path: tuple[Any, ...], new: Any) -> None:
     for key in parents:
         holder = holder[key]
     holder[last] = new
+
+
+def test_a_body_sealed_under_a_key_opens_only_under_it() -> None:
+    """The seam for a keyed store (issue 30's keyed chain): a body sealed under a key
+    does not open without it, nor under another, so an edit cannot be sealed again by
+    someone without the key."""
+    from tasktrail.domain.history.codec import SnapshotUnreadable, encode_world
+    from tasktrail.domain.history.envelope import seal_body
+
+    body = seal_body(encode_world(World()), {}, key=b"k1")
+    assert open_body(body, key=b"k1")[1] == {}
+    for key in (None, b"k2"):
+        with pytest.raises(SnapshotUnreadable, match="does not match its digest"):
+            open_body(body, key=key)

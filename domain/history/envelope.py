@@ -23,6 +23,7 @@ compares every snapshot with the fold from position 0 (docs/reliability.md).
 from __future__ import annotations
 
 import hashlib
+import hmac
 from typing import Any
 
 import orjson
@@ -37,8 +38,12 @@ _HEX = 64
 _SUFFIX = len(_KEY) + _HEX + 2  # the key, the digest, '"}'
 
 
-def body_digest(content: bytes) -> str:
-    """The digest of a body's content (the JSON object before its digest, closed)."""
+def body_digest(content: bytes, key: bytes | None = None) -> str:
+    """The digest of a body's content (the JSON object before its digest, closed):
+    SHA-256, or HMAC-SHA256 under ``key`` (for a keyed store: the keyed chain of issue
+    30 passes its key here, so that no one without it can seal an edited body)."""
+    if key is not None:
+        return hmac.new(key, content, hashlib.sha256).hexdigest()
     return hashlib.sha256(content).hexdigest()
 
 
@@ -49,22 +54,27 @@ def held_versions(world: World) -> dict[str, int]:
     return versions
 
 
-def seal_body(world_bytes: bytes, heads: dict[str, tuple[int, str | None]]) -> bytes:
+def seal_body(
+    world_bytes: bytes, heads: dict[str, tuple[int, str | None]], key: bytes | None = None
+) -> bytes:
     """The body to store: ``world_bytes`` (:func:`~.codec.encode_world`) with the heads
-    of the streams it holds, closed by the digest of both."""
+    of the streams it holds, closed by the digest of both (under ``key``, if given)."""
     listed = {stream: [version, digest] for stream, (version, digest) in sorted(heads.items())}
     content = b'{"heads":' + orjson.dumps(listed) + b',"world":' + world_bytes + b"}"
-    return content[:-1] + _KEY + body_digest(content).encode("ascii") + b'"}'
+    return content[:-1] + _KEY + body_digest(content, key).encode("ascii") + b'"}'
 
 
-def open_body(body: bytes) -> tuple[Any, dict[str, tuple[int, str | None]]]:
-    """The world's data and the heads of a stored body, once its digest matches;
-    :class:`SnapshotUnreadable` if it does not, or the body is no such object."""
+def open_body(
+    body: bytes, key: bytes | None = None
+) -> tuple[Any, dict[str, tuple[int, str | None]]]:
+    """The world's data and the heads of a stored body, once its digest (under ``key``,
+    if given) matches; :class:`SnapshotUnreadable` if it does not, or the body is no
+    such object."""
     if len(body) <= _SUFFIX or not body.endswith(b'"}') or body[-_SUFFIX:][: len(_KEY)] != _KEY:
         raise SnapshotUnreadable("its body carries no digest")
     content = body[:-_SUFFIX] + b"}"
     stated = body[-_HEX - 2 : -2]
-    if body_digest(content).encode("ascii") != stated:
+    if not hmac.compare_digest(body_digest(content, key).encode("ascii"), stated):
         raise SnapshotUnreadable("its body does not match its digest (edited after it was taken)")
     try:
         whole = orjson.loads(body)
