@@ -315,8 +315,11 @@ def main(argv: list[str] | None = None) -> int:
             store = Path(tmp) / f"history-{size}.db"
             shutil.copyfile(cached, store)
             measure_size(table, store, size, args.rounds, cli_rounds)
-            for leftover in Path(tmp).iterdir():
-                leftover.unlink()
+            for leftover in Path(tmp).iterdir():  # the store, its -wal, its workers' locks
+                if leftover.is_dir():
+                    shutil.rmtree(leftover)
+                else:
+                    leftover.unlink()
     rows = table.finish()
     results = {
         "machine": info,

@@ -7,7 +7,8 @@
 from .diff import StateDiff, TaskDiff, diff
 from .explain import Step, explain, story
 from .exporting import export
-from .log import LogError, LogReader, Skipped, StoreReader, import_log, read_log
+from .importing import import_log
+from .log import LogError, LogReader, Skipped, StoreReader, read_log
 from .state import Problem, SchedulerState, Until, fold, replay
 from .verify import CHECKS, VerifyReport, Violation, check, verify
 

@@ -16,7 +16,7 @@ export without it, from an earlier release, still reads). After it comes the sea
 of the export's position, ``{"seal":1,...}`` (:mod:`.seal_check` reads it; every
 reader of events passes over it).
 
-``export`` then ``import_log`` then ``export`` gives the same bytes: the
+``export`` then ``import_log`` (:mod:`.importing`) then ``export`` gives the same bytes: the
 payload is the stored state exactly (recording timestamp and digest included),
 and keys are written in one fixed order. ``export`` writes a temporary file
 beside its target and renames it into place: a failure (a full disk) leaves
@@ -36,20 +36,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 import orjson
-from eventsourcing.persistence import StoredEvent
 
 from tasktrail.domain import CorruptEvent, Store, StoreError, TasktrailError, open_store
-from tasktrail.domain.store.chain import unseal
-from tasktrail.domain.store.event_view import ensure_event_view
-from tasktrail.domain.store.keys import KEY_ID_KEY, KEYED_AFTER_KEY, KEYED_MAC_KEY
-from tasktrail.domain.store.meta import CHAINED_AFTER_KEY
 from tasktrail.domain.store.store import Recorded
 from tasktrail.domain.store.transcoder import decode_payload
 from tasktrail.domain.store.wire import DECODE_ERRORS, line_decoder
 
 LINE_KEYS = ("position", "topic", "originator_id", "originator_version", "at", "payload")
 HEADS_KEYS = ("heads", "events", "chained_after")
-IMPORT_BATCH = 1_000
 _LINE_KEY_SET = frozenset(LINE_KEYS)
 
 
@@ -272,68 +266,3 @@ def read_log(
     return store.read(), None, opened
 
 
-def import_log(
-    path: str | os.PathLike[str],
-    store: Store | str | os.PathLike[str],
-    *,
-    skip_invalid: bool = False,
-    skipped: list[Skipped] | None = None,
-) -> int:
-    """Append a JSONL export's events to an empty store, unchanged; returns how many.
-    With ``skip_invalid``, ``skipped`` (if given) receives each line left out.
-
-    Every line is checked (JSON, known topic, positions in order, each stream's
-    versions contiguous) before anything is written; a bad line raises
-    :class:`LogError` and the store stays empty. Each event keeps its digest, so
-    ``verify`` on the new store checks the chain the export carried.
-    """
-    opened = store if isinstance(store, Store) else open_store(store)
-    try:
-        if opened.head() != 0:
-            raise StoreError(f"{opened.location} is not empty: import only into a new store")
-        reader = LogReader(Path(path), skip_invalid=skip_invalid)
-        versions: dict[str, int] = {}
-        rows: list[StoredEvent] = []
-        last_unchained = -1
-        from .seal_check import export_keying
-
-        keyed, unkeyed = export_keying(path), 0  # a keyed export's marker comes along
-        for recorded, state, line in reader.rows():
-            if unseal(state)[1] is None:
-                last_unchained = len(rows)
-            unkeyed += keyed is not None and recorded.position <= keyed[1]
-            stream_id = recorded.event.stream_id()
-            expected = versions.get(stream_id, 0) + 1
-            if recorded.originator_version != expected:
-                raise LogError(
-                    str(path),
-                    line,
-                    f"stream {stream_id} version {recorded.originator_version}, "
-                    f"expected {expected}",
-                )
-            versions[stream_id] = expected
-            rows.append(
-                StoredEvent(
-                    originator_id=stream_id,
-                    originator_version=recorded.originator_version,
-                    topic=type(recorded.event).topic,
-                    state=state,
-                )
-            )
-        if skipped is not None:
-            skipped.extend(reader.skipped)
-        positions: list[int] = []
-        for start in range(0, len(rows), IMPORT_BATCH):
-            positions += opened.app.recorder.insert_events(rows[start : start + IMPORT_BATCH]) or []
-        if last_unchained >= 0 and len(positions) == len(rows):
-            # Events recorded before the chain came along unchained: say where they end.
-            opened.mark(CHAINED_AFTER_KEY, str(positions[last_unchained]))
-        if keyed is not None and len(positions) == len(rows):
-            opened.mark(KEY_ID_KEY, keyed[0])
-            opened.mark(KEYED_AFTER_KEY, str(positions[unkeyed - 1] if unkeyed else 0))
-            opened.mark(KEYED_MAC_KEY, keyed[2] or "")
-        ensure_event_view(opened)
-        return len(rows)
-    finally:
-        if opened is not store:
-            opened.close()

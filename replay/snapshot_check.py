@@ -1,12 +1,13 @@
 """``verify``'s check of a store's snapshots: each must equal the fold at its position.
 
 A snapshot is derived data (:mod:`tasktrail.domain.history`): the scheduler opens
-from the latest one and trusts it, so ``verify`` folds the log from position 0
+from the latest one that passes its checks, so ``verify`` folds the log from position 0
 and, passing each snapshot's position, compares the snapshot with the fold
-compacted the same way. One that differs, or cannot be read, is a violation
-named by its position. One of another format (an earlier release's) is no violation:
-opening passes over it, so it is only noted in :attr:`SnapshotWatch.outdated` (the next
-snapshot written drops it). The check only reads: it never drops a snapshot.
+compacted the same way, and its recorded heads with the log. One that differs, or
+cannot be read, is a violation named by its position. One of another format (an
+earlier release's) is no violation: opening passes over it, so it is only noted in
+:attr:`SnapshotWatch.outdated` (the next snapshot written drops it). The check only
+reads: it never drops a snapshot.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class SnapshotWatch:
         self.outdated: dict[int, int] = {}
         """The positions of the snapshots of another format, and each one's format."""
         self.checked = 0
+        self._store: Store | None = None
 
     def __call__(self, records: Iterator[Recorded], state: SchedulerState) -> Iterator[Recorded]:
         # One read-only open of the store for the whole fold, not one per snapshot.
@@ -37,6 +39,7 @@ class SnapshotWatch:
         store = source if isinstance(source, Store) else open_store(source, read_only=True)
         try:
             table = SnapshotTable(store)
+            self._store = store
             pending = table.positions()
             for recorded in records:
                 while pending and pending[0] < recorded.position:
@@ -66,6 +69,8 @@ class SnapshotWatch:
             self.outdated[position] = stored.format
             return
         self.checked += 1
-        differs = snapshot_differs(state.held.copy(to_compact=True), stored.body)
+        differs = snapshot_differs(
+            state.held.copy(to_compact=True), stored.body, self._store, position
+        )
         if differs is not None:
             self.problems.append((position, differs))

@@ -68,6 +68,8 @@ class SchedulerState:
     """The snapshot this state started from (``None``: folded from position 0). Such a
     state holds the live work; :meth:`complete` folds the log from 0 the first time
     every task or a read-model table is asked for."""
+    snapshot_problems: list[str] = field(default_factory=list, compare=False)
+    """The snapshots passed over on the way (failed a check), and why."""
     _full: Callable[[], SchedulerState] | None = field(default=None, repr=False, compare=False)
 
     def complete(self) -> SchedulerState:
@@ -362,7 +364,9 @@ def from_snapshot(
             store.close()
     if restored.snapshot is None:
         # No snapshot: the full fold it is, with every table.
-        return replay(source, stop, audit=audit, snapshots=False)
+        state = replay(source, stop, audit=audit, snapshots=False)
+        state.snapshot_problems = restored.problems
+        return state
     world = restored.world
     world.loader = _stream_reader(source, restored.position)
     return SchedulerState(
@@ -370,6 +374,7 @@ def from_snapshot(
         position=restored.position,
         events=world.folded,
         snapshot=restored.snapshot,
+        snapshot_problems=restored.problems,
         _full=lambda: replay(source, stop, audit=audit, snapshots=False),
     )
 

@@ -31,6 +31,10 @@ FOLD_DIGESTS = {
         "fold-reference.jsonl": "416e83816904ea5d",
         "first-release.sqlite": "962617d937937907",
     },
+    5: {  # format 4's world, in a body with its heads and digest (issue 30)
+        "fold-reference.jsonl": "416e83816904ea5d",
+        "first-release.sqlite": "962617d937937907",
+    },
 }
 """The first 16 hex digits of the sha256 of each kept log's compacted world, by FORMAT
 (an earlier FORMAT's entry is of the kept log as it was then: format 4 added a claimed

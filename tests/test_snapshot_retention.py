@@ -203,7 +203,7 @@ def test_snapshot_prune_drops_what_an_earlier_release_kept(
         kept = [p for p, _, _ in rows(store)]
         assert verify(store).ok and verify(store).notes == []
     dropped = sorted({p for p, _, _ in before} - set(kept))
-    assert answer == {"dropped": dropped, "kept": len(kept)}
+    assert answer == {"dropped": dropped, "kept": len(kept), "malformed": 0}
     assert dropped == [p for p, format_, _ in before if format_ < FORMAT]  # those alone
     assert kept == [p for p, format_, _ in before if format_ == FORMAT]
     assert run(["snapshot", store_url, "--prune"], capsys).out.startswith("0 snapshots")

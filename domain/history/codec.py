@@ -12,13 +12,22 @@ corrupt (:class:`SnapshotUnreadable`), never half-read.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
 
 from ..frozen import FrozenDict, FrozenList
 from ..world import World
+from .typecheck import FieldsCheck, fields_check
+
+MAX_DEPTH = 256
+"""How deep a snapshot's values may nest: no deeper than orjson writes (255 levels),
+so deeper is no snapshot tasktrail wrote, and reading on would exhaust Python's stack
+(``RecursionError``)."""
 
 
 class SnapshotUnreadable(ValueError):
@@ -93,15 +102,17 @@ class _Decoder:
     def __init__(self, table: Any) -> None:
         if not isinstance(table, list):
             raise SnapshotUnreadable("its class table is not a list")
-        self.classes: list[tuple[type[Any], list[str], dict[str, Any]]] = []
+        self.classes: list[tuple[type[Any], list[str], dict[str, Any], FieldsCheck]] = []
         known = _known_classes()
         for entry in table:
             name, names = entry
+            if name.__class__ is not str or not isinstance(names, list):
+                raise SnapshotUnreadable("its class table is not of names and fields")
             cls = known.get(name)
             if cls is None:
                 raise SnapshotUnreadable(f"it holds a {name!r}, a class tasktrail does not have")
             fields = {f.name: f for f in dataclasses.fields(cls)}
-            if not set(names) <= set(fields):
+            if not all(n.__class__ is str for n in names) or not set(names) <= set(fields):
                 raise SnapshotUnreadable(f"its {cls.__name__} has fields {sorted(names)}")
             defaults = {}
             for missing in fields.keys() - set(names):
@@ -112,39 +123,72 @@ class _Decoder:
                     defaults[missing] = field.default_factory()
                 else:
                     raise SnapshotUnreadable(f"its {cls.__name__} lacks field {missing!r}")
-            self.classes.append((cls, list(names), defaults))
+            check = fields_check(cls, tuple(names))
+            self.classes.append((cls, list(names), defaults, check))
 
-    def __call__(self, value: Any) -> Any:
-        if type(value) is list:
-            return [self(v) for v in value]
-        if type(value) is not dict:
-            return value
+    def __call__(self, value: Any, depth: int = 0) -> Any:
+        kind = value.__class__
+        if kind is not list and kind is not dict:
+            return value  # JSON's own: a string, a number (never NaN), true, false, null
+        if depth > MAX_DEPTH:
+            raise SnapshotUnreadable(f"its values nest deeper than {MAX_DEPTH} levels")
+        inner = depth + 1
+        if kind is list:
+            return [self(v, inner) for v in value]
+        if len(value) != 1 and set(value) != {"c", "v"}:
+            raise SnapshotUnreadable(f"it holds an object tagged {sorted(value)}")
         if "c" in value:
-            cls, names, defaults = self.classes[value["c"]]
-            values = value["v"]
-            if len(values) != len(names):
-                raise SnapshotUnreadable(f"its {cls.__name__} has {len(values)} values")
-            made = object.__new__(cls)
-            for name, field_value in zip(names, values, strict=True):
-                object.__setattr__(made, name, self(field_value))
-            for name, default in defaults.items():
-                object.__setattr__(made, name, default)
-            return made
-        if "t" in value:
-            return tuple(self(v) for v in value["t"])
-        if "d" in value:
-            return {self(k): self(v) for k, v in value["d"]}
-        if "m" in value:  # read back read-only, as the fold made it
-            return FrozenDict({self(k): self(v) for k, v in value["m"]})
-        if "l" in value:
-            return FrozenList([self(v) for v in value["l"]])
-        if "s" in value:
-            return {self(v) for v in value["s"]}
-        if "f" in value:
-            return frozenset(self(v) for v in value["f"])
-        if "n" in value:
-            return float(value["n"])
-        raise SnapshotUnreadable(f"it holds an object tagged {sorted(value)}")
+            return self._made(value["c"], value["v"], inner)
+        ((tag, items),) = value.items()
+        if tag == "n":
+            number = float(items)  # a non-finite float ("nan", "inf"): the only other type
+            if math.isfinite(number):
+                raise SnapshotUnreadable(f"it tags a finite number {items!r}")
+            return number
+        if items.__class__ is not list:
+            raise SnapshotUnreadable(f"its {tag!r} holds no list")
+        if tag == "t":
+            return tuple(self(v, inner) for v in items)
+        if tag == "d":
+            return {self(k, inner): self(v, inner) for k, v in items}
+        if tag == "m":  # read back read-only, as the fold made it
+            return FrozenDict({self(k, inner): self(v, inner) for k, v in items})
+        if tag == "l":
+            return FrozenList([self(v, inner) for v in items])
+        if tag == "s":
+            return {self(v, inner) for v in items}
+        if tag == "f":
+            return frozenset(self(v, inner) for v in items)
+        raise SnapshotUnreadable(f"it holds an object tagged {tag!r}")
+
+    def _made(self, number: Any, values: Any, depth: int) -> Any:
+        """An object of the class numbered ``number`` in the table, each field read back
+        into its declared type (:mod:`.typecheck`)."""
+        if number.__class__ is not int or not 0 <= number < len(self.classes):
+            raise SnapshotUnreadable(f"it names class number {number!r}, not in its table")
+        cls, names, defaults, check = self.classes[number]
+        if values.__class__ is not list or len(values) != len(names):
+            raise SnapshotUnreadable(f"its {cls.__name__} has {len(values)} values")
+        decoded = [
+            self(v, depth) if v.__class__ is list or v.__class__ is dict else v for v in values
+        ]
+        wrong = check(decoded)
+        if wrong >= 0:
+            raise SnapshotUnreadable(
+                f"its {cls.__name__}.{names[wrong]} holds {_shown(decoded[wrong])}, "
+                "not its declared type"
+            )
+        made = object.__new__(cls)
+        for name, field_value in zip(names, decoded, strict=True):
+            object.__setattr__(made, name, field_value)
+        for name, default in defaults.items():
+            object.__setattr__(made, name, default)
+        return made
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 WORLD_PARTS = (
@@ -176,6 +220,28 @@ def decode_world(body: bytes) -> World:
         whole = orjson.loads(body)
     except orjson.JSONDecodeError as error:
         raise SnapshotUnreadable(f"its body is not JSON ({error})") from None
+    return world_from(whole)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a snapshot is read: it makes many objects and
+    no cycles, and each collector pass would walk them all again."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def world_from(whole: Any) -> World:
+    """A world from :func:`encode_world`'s bytes as parsed JSON, every value read back
+    into its declared type and the whole one a fold could have made
+    (:mod:`.coherence`); :class:`SnapshotUnreadable` if it is not."""
+    from .coherence import world_problem
+
     if not isinstance(whole, dict) or set(whole) != {"classes", "parts"}:
         raise SnapshotUnreadable("its body is not a world's parts")
     parts = whole["parts"]
@@ -183,14 +249,18 @@ def decode_world(body: bytes) -> World:
         raise SnapshotUnreadable("its body is not a world's parts")
     world = World()
     try:
-        decode = _Decoder(whole["classes"])
-        for part in WORLD_PARTS:
-            decoded = decode(parts[part])
-            if type(decoded) is not type(getattr(world, part)):
-                raise SnapshotUnreadable(f"its {part} is a {type(decoded).__name__}")
-            setattr(world, part, decoded)
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
-        if isinstance(error, SnapshotUnreadable):
-            raise
+        with collector_paused():
+            decode = _Decoder(whole["classes"])
+            for part in WORLD_PARTS:
+                decoded = decode(parts[part])
+                if type(decoded) is not type(getattr(world, part)):
+                    raise SnapshotUnreadable(f"its {part} is a {type(decoded).__name__}")
+                setattr(world, part, decoded)
+            problem = world_problem(world)
+    except SnapshotUnreadable:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError) as error:
         raise SnapshotUnreadable(f"its body does not decode ({error})") from None
+    if problem is not None:
+        raise SnapshotUnreadable(problem)
     return world

@@ -12,14 +12,15 @@ of its own position, never ahead of it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..store.store import Store
 from ..tasks.evolve import evolve, evolve_stream
 from ..world import Loader, World
-from .codec import SnapshotUnreadable, decode_world, encode_world
+from .codec import SnapshotUnreadable, collector_paused, encode_world, world_from
+from .envelope import heads_problem, held_versions, open_body, read_heads, seal_body
 from .table import FORMAT, SnapshotTable
 
 log = logging.getLogger("tasktrail.snapshots")
@@ -72,12 +73,40 @@ def restore(
     """The world of ``store`` as of position ``until`` (its end, if ``None``), from the
     latest usable snapshot at or before it (from position 0 with ``snapshots=False``).
     ``on_event(restored)`` is called after each event folded (progress, or a
-    snapshot taken on the way: the world is then the fold up to ``restored.position``)."""
-    restored = _start(store, until) if snapshots else Restored(World(), 0)
+    snapshot taken on the way: the world is then the fold up to ``restored.position``).
+
+    A snapshot is used only once its body matches its digest, every value decodes into
+    its declared type, its parts agree, and the heads it recorded match the log
+    (:mod:`.envelope`); and if the events after it do not fold onto it, it is passed
+    over too. Each one passed over is noted in :attr:`Restored.problems` (and logged):
+    no snapshot's content makes this raise."""
+    problems: list[str] = []
+    starts = _starts(store, until, problems) if snapshots else iter(())
+    for start in starts:
+        try:
+            return _reported(_fold(store, start, until, on_event), store)
+        except _Unfit as unfit:  # the tail does not follow from it: a false snapshot
+            problems.append(
+                f"snapshot at position {start.snapshot} does not fit the events after it: {unfit}"
+            )
+    return _reported(_fold(store, Restored(World(), 0, problems=problems), until, on_event), store)
+
+
+def _fold(
+    store: Store, restored: Restored, until: int | None, on_event: Callable[[Restored], None] | None
+) -> Restored:
     world = restored.world
     world.loader = stream_loader(store, lambda: restored.position)
+    from_snapshot = restored.snapshot is not None
     for recorded in store.read(after=restored.position, until=until):
-        world.apply_stored(recorded.position, recorded.event, recorded.originator_version)
+        try:
+            world.apply_stored(recorded.position, recorded.event, recorded.originator_version)
+        except Exception as error:
+            if not from_snapshot:
+                raise
+            # A state no fold makes, that the checks let by. (Were it the log's own
+            # fault, the fold from position 0 meets it again and raises it.)
+            raise _Unfit(_said(error)) from None
         restored.position = recorded.position
         restored.folded += 1
         if on_event is not None:
@@ -85,10 +114,14 @@ def restore(
     return restored
 
 
-def _start(store: Store, until: int | None) -> Restored:
-    """The latest snapshot at or before ``until`` that decodes; problems noted."""
+class _Unfit(Exception):
+    """The events after a snapshot do not fold onto it."""
+
+
+def _starts(store: Store, until: int | None, problems: list[str]) -> Iterator[Restored]:
+    """The snapshots at or before ``until`` that pass their checks, latest first (each
+    sharing ``problems``, where those that fail are noted)."""
     table = SnapshotTable(store)
-    problems: list[str] = []
     head = store.head()
     limit = head if until is None else min(until, head)
     for position in reversed(table.positions()):
@@ -106,18 +139,61 @@ def _start(store: Store, until: int | None) -> Restored:
                 f"this tasktrail reads {FORMAT}"
             )
             continue
-        try:
-            world = decode_world(stored.body)
-        except SnapshotUnreadable as error:
-            problems.append(f"snapshot at position {position} is unreadable: {error}")
+        world = _checked(store, position, stored.body, problems)
+        if world is not None:
+            yield Restored(world, position, snapshot=position, problems=problems)
+
+
+def _checked(store: Store, position: int, body: bytes, problems: list[str]) -> World | None:
+    """The world of the snapshot at ``position`` once it passes every check, else
+    ``None`` with the reason noted."""
+    try:
+        with collector_paused():
+            data, heads = open_body(body)
+            world = world_from(data)
+            mismatch = heads_problem(store, world, heads, position)
+    except SnapshotUnreadable as error:
+        problems.append(f"snapshot at position {position} is unreadable: {error}")
+        return None
+    except Exception as error:  # never trusted, never fatal: a snapshot is derived data
+        problems.append(f"snapshot at position {position} is unreadable: {_said(error)}")
+        return None
+    if mismatch is not None:
+        problems.append(f"snapshot at position {position} does not match the log: {mismatch}")
+        return None
+    return world
+
+
+def failing(store: Store) -> dict[int, str]:
+    """The snapshots of this format an open would pass over (past the log's end, or
+    failing a check), each with why: what ``snapshot --prune`` drops."""
+    table = SnapshotTable(store)
+    head = store.head()
+    found: dict[int, str] = {}
+    for kept in table.kept():
+        if kept.format == -1:
+            found[kept.position] = "its format is not a number"
             continue
-        return _reported(Restored(world, position, snapshot=position, problems=problems), store)
-    return _reported(Restored(World(), 0, problems=problems), store)
+        if kept.format != FORMAT:
+            continue  # an earlier format's: prune's own rule, a later one's: its release's
+        if kept.position > head:
+            found[kept.position] = f"it is past the log's end ({head})"
+            continue
+        stored = table.at(kept.position)
+        problems: list[str] = []
+        if stored is not None and _checked(store, kept.position, stored.body, problems) is None:
+            found[kept.position] = problems[0].split(": ", 1)[-1]
+    return found
+
+
+def _said(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
 def _reported(restored: Restored, store: Store) -> Restored:
     for problem in restored.problems:
-        log.warning("%s: %s; ignored", store.location, problem)
+        log.warning("%s: %s; passed over", store.location, problem)
     return restored
 
 
@@ -130,16 +206,43 @@ def take_snapshot(
     (the writer's events between two) does not need it, and those of an earlier
     format below it (:meth:`.table.SnapshotTable.write`)."""
     world.compact()
-    return SnapshotTable(store).write(position, encode_world(world), spacing)
+    return SnapshotTable(store).write(position, snapshot_body(store, world, position), spacing)
 
 
-def snapshot_differs(world: World, body: bytes) -> str | None:
+def snapshot_body(
+    store: Store, world: World, position: int, world_bytes: bytes | None = None
+) -> bytes:
+    """The body a snapshot of ``world`` (compacted, the fold of ``store`` up to
+    ``position``) stores: the world (``world_bytes``, if given, else
+    :func:`~.codec.encode_world`'s), the log's heads of the streams it holds, the
+    digest of both (:mod:`.envelope`)."""
+    heads = read_heads(store, held_versions(world), position)
+    return seal_body(world_bytes if world_bytes is not None else encode_world(world), heads)
+
+
+def snapshot_differs(
+    world: World, body: bytes, store: Store | None = None, position: int | None = None
+) -> str | None:
     """How a stored snapshot differs from the compacted fold ``world`` at its position
-    (``None``: it equals it). ``world`` is compacted in place."""
+    (``None``: it equals it): unreadable (its digest, its types, its parts), heads that
+    are not the log's (given the ``store`` and the snapshot's ``position``), or holding
+    another world. ``world`` is compacted in place."""
     try:
-        stored = decode_world(body)
+        data, heads = open_body(body)
+        stored = world_from(data)
+        mismatch = (
+            heads_problem(store, stored, heads, position)
+            if store is not None and position is not None
+            else None
+        )
     except SnapshotUnreadable as error:
         return f"unreadable: {error}"
+    except Exception as error:  # whatever the row holds, verify reports it
+        return f"unreadable: {_said(error)}"
+    if mismatch is not None:
+        return f"does not match the log: {mismatch}"
+    if {stream: version for stream, (version, _) in heads.items()} != held_versions(stored):
+        return "its heads are not those of the streams it holds"
     world.compact()
     from .codec import WORLD_PARTS
 

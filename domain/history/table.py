@@ -21,13 +21,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from ..errors import StoreError
 
 if TYPE_CHECKING:
     from ..store.store import Store
 
 TABLE = "tasktrail_snapshots"
-FORMAT = 4
+FORMAT = 5
 """The body's format; a snapshot of another format is ignored (folded past).
 
 Bumped whenever the fold makes something else of the same events, not only when the
@@ -35,7 +37,9 @@ body's layout changes: a snapshot is trusted at open, so one an earlier fold mad
 be passed over (``tests/test_snapshot_format.py`` holds a reference log's fold to
 digests recorded per format). 2: each object's values in its class's field order;
 3: the run ledger's task markers and Turn folds of seed fidelity rounds three to six;
-4: a runtime-cleanup obligation's claim (``Obligation.claimed_by``, round nine).
+4: a runtime-cleanup obligation's claim (``Obligation.claimed_by``, round nine); 5: the
+body carries the chain heads of the streams it holds and its own digest (issue 30:
+checked before a snapshot is trusted, :mod:`.envelope`); the world inside is format 4's.
 """
 
 
@@ -72,6 +76,8 @@ class SnapshotTable:
         self._datastore: Any = getattr(store.app.recorder, "datastore")  # noqa: B009
         schema = getattr(self._datastore, "schema", "") if self._postgres else ""
         self._table = f'"{schema}".{TABLE}' if schema else TABLE
+        events = getattr(store.app.recorder, "events_table_name", "stored_events")
+        self._events = f'"{schema}".{events}' if schema else events
         self._created = False
         self._indexed = False
 
@@ -180,6 +186,23 @@ class SnapshotTable:
             newest = _first(cursor.fetchone(), default=0)
             return self._drop_outdated(cursor, newest)
 
+    def drop(self, positions: list[int]) -> list[int]:
+        """Drop the snapshots at ``positions`` (those an open passes over); returns the
+        positions of those that were there."""
+        if not positions or not self._exists():
+            return []
+        m = self._mark
+        dropped = []
+        with self._cursor(commit=True) as cursor:
+            for position in positions:
+                cursor.execute(
+                    f"SELECT position FROM {self._table} WHERE position = {m}", (position,)
+                )
+                if cursor.fetchone() is not None:
+                    cursor.execute(f"DELETE FROM {self._table} WHERE position = {m}", (position,))
+                    dropped.append(position)
+        return sorted(dropped)
+
     def _drop_outdated(self, cursor: Any, below: int) -> list[int]:
         """Drop the snapshots of an earlier format below ``below`` (where one of this
         format is): opening and replay pass over them, so once one of this format is
@@ -201,7 +224,8 @@ class SnapshotTable:
         with self._cursor(commit=False) as cursor:
             cursor.execute(f"SELECT position FROM {self._table} ORDER BY position")
             rows = cursor.fetchall()
-        return [_first(row) for row in rows]
+        # A hand-edited SQLite row may hold a position that is no integer: not one.
+        return [value for value in (_column(row) for row in rows) if value.__class__ is int]
 
     def kept(self) -> list[KeptSnapshot]:
         """Every snapshot kept, oldest first, without its body (its size instead)."""
@@ -215,11 +239,37 @@ class SnapshotTable:
             rows = cursor.fetchall()
         found = []
         for row in rows:
-            position, format_, written_at, length = (
-                tuple(row.values()) if isinstance(row, dict) else tuple(row)
-            )
-            found.append(KeptSnapshot(int(position), int(format_), float(written_at), int(length)))
+            position, format_, written_at, length = _values(row)
+            if position.__class__ is int:
+                found.append(
+                    KeptSnapshot(position, _integer(format_), _time(written_at), _integer(length))
+                )
         return found
+
+    def count(self) -> int:
+        """How many rows the table holds (malformed ones included)."""
+        if not self._exists():
+            return 0
+        with self._cursor(commit=False) as cursor:
+            cursor.execute(f"SELECT count(*) FROM {self._table}")
+            return _first(cursor.fetchone(), default=0)
+
+    def drop_malformed(self) -> int:
+        """Drop the rows whose columns are not of their types (only a hand-edited SQLite
+        table holds such: PostgreSQL's columns refuse them), which no read takes as a
+        snapshot; returns how many."""
+        if self._postgres or not self._exists():
+            return 0
+        where = (
+            "WHERE typeof(position) <> 'integer' OR typeof(format) <> 'integer' "
+            "OR typeof(body) <> 'blob' OR typeof(written_at) NOT IN ('real', 'integer')"
+        )
+        with self._cursor(commit=True) as cursor:
+            cursor.execute(f"SELECT count(*) FROM {self._table} {where}")
+            count = _first(cursor.fetchone(), default=0)
+            if count:
+                cursor.execute(f"DELETE FROM {self._table} {where}")
+        return count
 
     def at(self, position: int) -> StoredSnapshot | None:
         """The snapshot at exactly ``position``, if one is kept."""
@@ -233,6 +283,51 @@ class SnapshotTable:
             )
             row = cursor.fetchone()
         return _snapshot(row) if row is not None else None
+
+    def rows_at(self, versions: dict[str, int]) -> dict[tuple[str, int], tuple[int, bytes]]:
+        """The log's rows at each stream's version and the one after it (by indexed
+        lookups: the cost follows how many streams are asked for, not the log), as
+        ``(stream, version) -> (position, the stored state's last bytes)``."""
+        wanted = [
+            (stream, v) for stream, version in versions.items() for v in (version, version + 1)
+        ]
+        found: dict[tuple[str, int], tuple[int, bytes]] = {}
+        tail = 80  # a digest and its key end every sealed state (store/chain.py)
+        with self._cursor(commit=False) as cursor:
+            if self._postgres:
+                for start in range(0, len(wanted), 5000):
+                    chunk = wanted[start : start + 5000]
+                    cursor.execute(
+                        "SELECT e.notification_id, e.originator_id, e.originator_version, "
+                        f"substring(e.state from greatest(octet_length(e.state) - {tail - 1}, 1)) "
+                        f"FROM {self._events} e JOIN unnest(%s::text[], %s::int[]) AS w(id, v) "
+                        "ON e.originator_id = w.id AND e.originator_version = w.v",
+                        ([s for s, _ in chunk], [v for _, v in chunk]),
+                    )
+                    for row in cursor.fetchall():
+                        position, stream, version, state = _values(row)
+                        found[(stream, version)] = (int(position), bytes(state))
+                return found
+            # One statement: SQLite walks the pairs and looks each up by its key.
+            cursor.execute(
+                f"SELECT e.rowid, e.originator_id, e.originator_version, substr(e.state, -{tail}) "
+                f"FROM json_each(?) AS w JOIN {self._events} e "
+                "ON e.originator_id = json_extract(w.value, '$[0]') "
+                "AND e.originator_version = json_extract(w.value, '$[1]')",
+                (orjson.dumps(wanted).decode(),),
+            )
+            for position, stream, version, state in cursor.fetchall():
+                found[(stream, version)] = (int(position), _as_bytes(state))
+        return found
+
+
+def _values(row: Any) -> tuple[Any, ...]:
+    return tuple(row.values()) if isinstance(row, dict) else tuple(row)
+
+
+def _as_bytes(value: Any) -> bytes:
+    """A stored state as bytes (a hand-edited SQLite row may hold it as text)."""
+    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
 
 
 def redundant(before: int, previous: int, position: int, spacing: int) -> bool:
@@ -259,7 +354,20 @@ def _first(row: Any, default: int | None = None) -> int:
     return int(value)
 
 
+def _column(row: Any) -> Any:
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
+def _integer(value: Any) -> int:
+    """A column that should hold an integer: -1 when a hand-edited row holds none (a
+    format no tasktrail reads)."""
+    return value if value.__class__ is int else -1
+
+
+def _time(value: Any) -> float:
+    return float(value) if value.__class__ in (int, float) else float("nan")
+
+
 def _snapshot(row: Any) -> StoredSnapshot:
-    values = tuple(row.values()) if isinstance(row, dict) else tuple(row)
-    position, format_, written_at, body = values
-    return StoredSnapshot(int(position), int(format_), float(written_at), bytes(body))
+    position, format_, written_at, body = _values(row)
+    return StoredSnapshot(position, _integer(format_), _time(written_at), _as_bytes(body))

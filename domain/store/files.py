@@ -81,6 +81,12 @@ def read_only_mode(path: str | os.PathLike[str]) -> str:
     if not Path(f"{target}-wal").exists() and not writable:
         return "immutable=1"
     _probe(target)
+    if not Path(f"{target}-shm").exists():
+        # mode=ro makes the -shm a WAL reader needs: on a full disk SQLite would only
+        # say "disk I/O error" of an intact store.
+        full = disk_full(target)
+        if full is not None:
+            raise StoreError(f"cannot open store {target}: {full}")
     return "mode=ro"
 
 
@@ -96,7 +102,39 @@ def _probe(path: Path) -> None:
         finally:
             connection.close()
     except (sqlite3.Error, UnicodeError) as error:  # a damaged file's bytes in a message
+        if Path(f"{path}-wal").exists() and isinstance(error, sqlite3.DatabaseError):
+            # immutable=1 reads the main file alone: with a -wal beside it (a writer at
+            # work, or one a full disk stopped before its checkpoint), committed pages
+            # may be only there. The mode=ro open reads both and judges.
+            return
+        full = disk_full(path)
+        if full is not None:
+            raise StoreError(f"{path}: {full}") from None
         raise StoreError(f"{path}: cannot read it as a SQLite database ({error})") from None
+
+
+FULL_BELOW = 64 * 1024
+"""Free bytes under which the disk holding a SQLite store counts as full: SQLite needs
+a page or more beside the store (its -wal, and 32 KiB for its -shm) to read or write."""
+
+
+def disk_full(path: str | os.PathLike[str]) -> str | None:
+    """If the disk holding the SQLite file at ``path`` is full, say so (what SQLite then
+    reports, "disk I/O error" or "database disk image is malformed", is no damage to
+    the store); else ``None``."""
+    folder = Path(os.path.abspath(path)).parent
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return None
+    free = stat.f_bavail * stat.f_frsize
+    if free >= FULL_BELOW:
+        return None
+    return (
+        f"disk is full: the disk holding {folder} has {free:,} bytes free, and SQLite cannot "
+        "make or grow the files it keeps beside the store (-wal, -shm); the store is not "
+        "damaged. Free some space (to read it now, copy it elsewhere)"
+    )
 
 
 def existing_companions(path: str | os.PathLike[str]) -> frozenset[Path]:

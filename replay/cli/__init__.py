@@ -12,6 +12,7 @@ otherwise.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sqlite3
 import sys
@@ -135,6 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)  # a bad flag: usage and exit 2, by argparse
+    # A command says itself which snapshots it passed over (common.report_start): not
+    # twice through logging's last resort (a worker's own logging still shows them).
+    snapshots_log = logging.getLogger("tasktrail.snapshots")
+    if not snapshots_log.handlers:
+        snapshots_log.addHandler(logging.NullHandler())
     try:
         return _dispatch(parser, args)
     except BrokenPipeError:

@@ -47,6 +47,17 @@ def warn(line: str) -> None:
     sys.stderr.write(printable(f"tasktrail: {line}") + "\n")
 
 
+def report_start(snapshot: int | None, passed_over: list[str], position: int) -> None:
+    """Say on stderr where a read of a store started: the snapshot it trusted, or
+    position 0, and each snapshot it passed over (failed a check) and why."""
+    for problem in passed_over:
+        warn(f"{problem}; passed over")
+    if snapshot is not None:
+        warn(f"started from the snapshot at position {snapshot}, folded to {position}")
+    else:
+        warn(f"folded from position 0 to {position} (no snapshot used)")
+
+
 def emit(value: Any) -> None:
     """One JSON line for a program on stdout: exact (JSON escapes what it must)."""
     try:

@@ -1,8 +1,9 @@
 """The ``tasktrail`` commands that move a log in or out of a store: ``export`` writes
-it as byte-stable JSONL (its stream heads last), ``import`` appends such an export to
-a new, empty store, and ``trace`` rebuilds its phase spans as OTLP/JSON for a tracing
-UI. An output is never one of the inputs (by any name) nor a SQLite database, and is
-written to a temporary file renamed into place. Each command is a parser builder
+it as byte-stable JSONL (its stream heads last), ``import`` writes such an export into
+a new, empty store, all or nothing (:mod:`tasktrail.replay.importing`), and ``trace``
+rebuilds its phase spans as OTLP/JSON for a tracing UI. An output is never one of the
+inputs (by any name) nor a SQLite database, and is written to a temporary file renamed
+into place. Each command is a parser builder
 ``add_<name>`` and a handler ``do_<name>``.
 """
 
@@ -51,8 +52,14 @@ def add_export(commands: Any) -> None:
 def add_import(commands: Any) -> None:
     imp = commands.add_parser(
         "import",
-        help="append a JSONL export to a new, empty store",
-        description="Check every line, then append the events unchanged to an empty store.",
+        help="write a JSONL export into a new, empty store (all or nothing)",
+        description=(
+            "Check every line as a writer would (the stored limits, each JSON value's size) "
+            "and every digest of the chain, then write the events unchanged to a new store, "
+            "all or nothing: a SQLite store is written beside the target and renamed into "
+            "place, a PostgreSQL one in one transaction. A refused, killed or failed import "
+            "leaves no store; a full disk exits 2 saying what was short."
+        ),
     )
     imp.add_argument("log", type=Path, metavar="LOG.jsonl", help="the .jsonl export")
     imp.add_argument("store", help="SQLite path or postgresql:// URL (new, or empty)")

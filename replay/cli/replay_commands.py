@@ -22,6 +22,7 @@ from .common import (
     SOURCE_HELP,
     UNTIL_HELP,
     emit,
+    report_start,
     say,
     task_id_argument,
     until_argument,
@@ -132,6 +133,7 @@ def do_replay(args: argparse.Namespace) -> int:
         audit=False,
     )
     _report_skipped(state)
+    report_start(state.snapshot, state.snapshot_problems, state.position)
     for problem in state.problems:
         at = "" if problem.message.startswith("event at") else f"position {problem.position}: "
         warn(f"not applied: {at}{problem.message}")
@@ -139,6 +141,8 @@ def do_replay(args: argparse.Namespace) -> int:
         emit(
             {
                 **state.summary(),
+                "snapshot": state.snapshot,
+                "snapshot_problems": state.snapshot_problems,
                 "restart_limit": state.restart_limit,
                 "parked": state.parked,
                 "live": [t.to_dict() for t in state.live.values()],

@@ -49,7 +49,10 @@ release's) is passed over when the store is opened or replayed; once one of this
 format is kept above it, the next snapshot written drops it.
 
 --prune drops those earlier-format snapshots now, without taking one (a table an
-earlier release filled), and prints how many it dropped and kept.
+earlier release filled), and every snapshot an open would pass over: one whose body
+does not match its digest, holds a value of the wrong type or parts that disagree,
+or whose heads do not match the log (each named on stderr); it prints how many it
+dropped and kept.
 
 --list prints the snapshots kept (position, format, written at, size in bytes)
 and only reads, as replay, tasks and verify do: verify checks each snapshot kept
@@ -73,7 +76,7 @@ def add_snapshot(commands: Any) -> None:
     which.add_argument(
         "--prune",
         action="store_true",
-        help="drop the snapshots of an earlier format (below one of this format), take none",
+        help="drop unreadable snapshots and those of an earlier format, take none",
     )
     which.add_argument(
         "--every",
@@ -163,23 +166,35 @@ def do_snapshot(args: argparse.Namespace) -> int:
 
 
 def _prune(args: argparse.Namespace) -> int:
-    """Drop the snapshots the kept ones supersede, taking none."""
-    from tasktrail.domain.history import SnapshotTable
+    """Drop the snapshots an open passes over (unreadable, or failing a check) and those
+    the kept ones supersede, taking none."""
+    from tasktrail.domain.history import SnapshotTable, failing
 
     _check_is_store(args.store)
     # Read-only first: with no snapshot kept there is nothing to drop, and a writable
     # open would create the table (or, on a server, the store).
     with open_store(args.store, read_only=True) as store:
+        rows = SnapshotTable(store).count()
         kept = SnapshotTable(store).positions()
+        bad = failing(store) if kept else {}
     dropped: list[int] = []
-    if kept:
+    unreadable: list[int] = []
+    malformed = 0
+    if rows:
         with open_store(args.store) as store:
-            dropped = SnapshotTable(store).prune()
+            table = SnapshotTable(store)
+            unreadable = table.drop(sorted(bad))
+            malformed = table.drop_malformed()
+            dropped = sorted(unreadable + table.prune())
+    for position in unreadable:
+        warn(f"dropped the snapshot at position {position}: {bad[position]}")
+    if malformed:
+        warn(f"dropped {malformed} rows whose columns are not of their types")
     if args.json:
-        emit({"dropped": dropped, "kept": len(kept) - len(dropped)})
+        emit({"dropped": dropped, "kept": len(kept) - len(dropped), "malformed": malformed})
     else:
         say(
-            f"{len(dropped)} snapshots of an earlier format dropped, "
+            f"{len(dropped)} snapshots dropped (unreadable, or of an earlier format), "
             f"{len(kept) - len(dropped)} kept"
         )
     return EXIT_OK

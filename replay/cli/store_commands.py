@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import sqlite3
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tasktrail.domain import InvalidArgument, UnknownTask, open_store
-from tasktrail.domain.store.files import is_sqlite_file, sqlite_tables
+from tasktrail.domain import InvalidArgument, StoreError, UnknownTask, open_store
+from tasktrail.domain.store.files import disk_full, is_sqlite_file, sqlite_tables
 from tasktrail.domain.tasks.describe import describe, format_at
 from tasktrail.domain.tasks.events import event_payload
 from tasktrail.projections.projector import POSITIONS
@@ -30,6 +33,7 @@ from .common import (
     emit,
     local_file,
     refuse_inputs,
+    report_start,
     say,
     task_id_argument,
     warn,
@@ -166,11 +170,27 @@ def do_history(args: argparse.Namespace) -> int:
     return EXIT_PROBLEMS if gaps else EXIT_OK
 
 
+@contextlib.contextmanager
+def _naming(out: Path) -> Iterator[None]:
+    """SQLite's errors on the read models' file, with the file's name (SQLite's own
+    words name none: "unable to open database file", "disk I/O error")."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        why = _unwritable(out) or disk_full(out) or str(error)
+        if "locked" in why:
+            why += " (another tasktrail process is writing it: try again)"
+        raise StoreError(f"cannot write the read models to {out}: {why}") from None
+
+
 def check_views_out(out: Path, store: str) -> Path:
     """The read models' file: not the store (nor its companions), not another store,
     not some other kind of file; a new file, or read models ``project`` wrote."""
     refuse_inputs(out, [store], what="the read models need a file of their own")
     check_folder(out)
+    unwritable = _unwritable(out)
+    if unwritable is not None:
+        raise InvalidArgument(f"cannot write the read models to {out}: {unwritable}")
     if not out.exists() or out.stat().st_size == 0:
         return out
     if not is_sqlite_file(out):
@@ -181,6 +201,17 @@ def check_views_out(out: Path, store: str) -> Path:
     if tables and POSITIONS not in tables:
         raise InvalidArgument(f"{out} is a SQLite database of something else: refusing to write")
     return out
+
+
+def _unwritable(out: Path) -> str | None:
+    """Why the read models' file cannot be written (its folder, or itself, read-only:
+    SQLite would only say "unable to open database file"), or ``None``."""
+    folder = Path(os.path.realpath(out)).parent
+    if not os.access(folder, os.W_OK):
+        return f"its folder {folder} cannot be written (read-only, or not ours)"
+    if out.exists() and not os.access(out, os.W_OK):
+        return "the file cannot be written (read-only, or not ours)"
+    return None
 
 
 def do_project(args: argparse.Namespace) -> int:
@@ -198,7 +229,7 @@ def do_project(args: argparse.Namespace) -> int:
         )
     store = open_store(args.store, read_only=True)
     try:
-        with Projector(store, out) as projector:
+        with _naming(out), Projector(store, out) as projector:
             bar = ProgressBar("project", enabled=not args.quiet)
             try:
                 report = (
@@ -208,6 +239,9 @@ def do_project(args: argparse.Namespace) -> int:
                 )
             finally:
                 bar.finish()
+            restored = projector.restored
+            if restored is not None:  # it resumed: from a snapshot, or from 0
+                report_start(restored.snapshot, restored.problems, restored.position)
             verb = "rebuilt" if args.rebuild else ("no-op" if report.noop else "caught up")
             say(f"{verb}: {out} at position {report.position} ({report.read} events folded)")
             for name, count in report.written.items():

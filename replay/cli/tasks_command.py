@@ -17,7 +17,7 @@ from typing import Any
 from tasktrail.domain import InvalidArgument, TaskState, open_store
 from tasktrail.domain.tasks.describe import format_at
 
-from .common import EXIT_OK, STORE_HELP, emit, say, warn
+from .common import EXIT_OK, STORE_HELP, emit, report_start, say, warn
 
 STATUSES = ("pending", "running", "waiting", "sleeping", "completing", "terminal")
 OUTCOMES = ("completed", "failed", "faulted", "aborted", "orphaned")
@@ -131,7 +131,9 @@ def do_tasks(args: argparse.Namespace) -> int:
     ended = args.all or args.status == "terminal" or args.outcome is not None
     shown = more = 0
     with open_store(args.store, read_only=True) as store:
-        world = restore(store, snapshots=not ended).world  # read only: nothing appended
+        restored = restore(store, snapshots=not ended)  # read only: nothing appended
+        report_start(restored.snapshot, restored.problems, restored.position)
+        world = restored.world
         limit = restart_limit_of(world)  # the one the log recorded, as the workers decide
         for task in _matching(world.tasks.values(), args, ended):
             if args.limit is not None and shown >= args.limit:
