@@ -131,3 +131,26 @@ def test_replay_and_the_cli_load_no_sqlite_utils() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT)
+
+
+WORKER_MODULES = {
+    "domain.app.worker",
+    "domain.app.worker_loop",
+    "domain.app.worker_reports",
+    "domain.app.invocations",
+}
+
+
+def test_the_worker_drives_the_scheduler_and_the_scheduler_never_imports_the_worker() -> None:
+    """Issue 27, item 7: the modules the Scheduler is made of (and what they import,
+    all the way down) never import the worker's, not even for type checking."""
+    seen: set[str] = set()
+    todo = ["domain.app.scheduler"]
+    by_name = {dotted(p): p for p in modules()}
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        todo.extend(n for n in imported(by_name[name]) if n in by_name)
+    assert seen & WORKER_MODULES == set(), sorted(seen & WORKER_MODULES)

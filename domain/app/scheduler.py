@@ -69,6 +69,12 @@ class Scheduler(
     Open one with :meth:`open`; it loads the store's tasks and runs recovery
     (rule 9). Commands append events and return once they are recorded. Several
     schedulers may share a store, each a worker of a fleet (:mod:`.fleet`).
+
+    Thread-safe: every public method may be called from any thread while a
+    :class:`~.worker.Worker` runs (a web handler submitting, say); each takes the
+    scheduler's lock for the time of one command. An asyncio host hands calls to a
+    thread (``await asyncio.to_thread(s.submit, "kind")``) so that its loop is never
+    blocked for longer than a command.
     """
 
     def __init__(
@@ -113,7 +119,9 @@ class Scheduler(
         under (one that ended is dropped: see ``_forget_ended_migrations``)."""
         self._resumed: set[str] = set()
         self._lock = threading.RLock()
-        """Serializes decisions: controller passes decide from several threads."""
+        """Serializes decisions and the world's folds: a worker's invocations, its
+        heartbeat thread and a host's threads (a web handler submitting) all decide
+        through it, so every public method may be called from any thread."""
 
     # ─── opening and closing ────────────────────────────────────────────────
 
@@ -198,8 +206,11 @@ class Scheduler(
         for attempt in range(5):
             try:
                 # Only what this worker holds now: another may have taken a task of ours.
+                # Its invocations' tasks, and those a drained invocation left running here
+                # (a stopping worker's, which ended after their phase's decision).
                 self.refresh()
                 running = [tid for tid in self._invocations if self._is_running(tid)]
+                running += [tid for tid in self._held_here() if tid not in self._invocations]
                 self._decide(decide.stop, running)
                 break
             except ConflictError:
@@ -239,8 +250,9 @@ class Scheduler(
     def task(self, task_id: str) -> TaskState:
         """The current state of one task (with what other writers appended folded in)."""
         _task_id(task_id)
-        self._catch_up()
-        state = self.world.get(task_id)
+        with self._lock:  # a command of another thread may be folding meanwhile
+            self._catch_up()
+            state = self.world.get(task_id)
         if state is None:
             raise UnknownTask(task_id)
         return state
@@ -250,7 +262,9 @@ class Scheduler(
         order: every live task, and the ended ones not yet dropped from memory (a
         snapshot drops them; :meth:`task` reads any back). The whole history is
         the read models' and :func:`tasktrail.replay.replay`'s."""
-        return [t for t in self.world.tasks.values() if status is None or t.status == status]
+        with self._lock:  # a command of another thread may be folding meanwhile
+            held = list(self.world.tasks.values())
+        return [t for t in held if status is None or t.status == status]
 
     def history(self, task_id: str) -> list[TaskEvent]:
         """Every event of one task, oldest first, as stored."""
@@ -356,6 +370,16 @@ class Scheduler(
         if task.status == "running" and task.id in self._invocations:
             return "running"
         return decide.readiness(draft, ctx, task, self.registry, self._failed_migrations)
+
+    def _held_here(self) -> list[str]:
+        """The live tasks running under this worker's name, in the world as folded."""
+        return [
+            task_id
+            for task_id in self.world.live
+            if (task := self.world.get(task_id)) is not None
+            and task.status == "running"
+            and task.worker == self.worker
+        ]
 
     def _is_running(self, task_id: str) -> bool:
         """Whether the task is running here (not in another worker of the fleet)."""

@@ -122,7 +122,8 @@ class TaskCommands:
         task_id = uuid.uuid4().hex
         # 122 random bits name no stored task: no read asks the store whether one
         # was dropped from memory (the store's unique key would still refuse it).
-        self.world.unknown.add(task_id)
+        with self._lock:  # the world is folded under the lock, from any thread
+            self.world.unknown.add(task_id)
         return task_id
 
     def reserve(self, task_id: str) -> Mode | None:

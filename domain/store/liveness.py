@@ -5,9 +5,12 @@ A lease says a worker renewed recently; it cannot say that a worker's process is
 until the lease runs out (30 s by default). So each writing scheduler also holds a
 lock of its own for as long as it is open:
 
-- SQLite: an advisory ``flock`` on a file named for the store and the worker, in a
-  folder beside the database (``trail.db.workers/``). The kernel releases it when the
-  process exits, however it exits.
+- SQLite: an advisory ``flock`` on a file named for the store (the database file's
+  device and inode) and the worker, in the temporary folder (``tasktrail-workers/``),
+  as the writers' turn files are: every process on the machine finds the same one and
+  none is left beside the store. The kernel releases it when the process exits,
+  however it exits. (Processes that see different temporary folders, as services with
+  a private ``/tmp`` do, cannot see each other's locks: the lease alone decides then.)
 - PostgreSQL: a session advisory lock, keyed by the schema and the worker, held on a
   connection of its own. The server releases it when the session ends (the process
   died, or its connection was cut).
@@ -26,12 +29,13 @@ import fcntl
 import hashlib
 import logging
 import os
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("tasktrail.worker")
-FOLDER_SUFFIX = ".workers"
+FOLDER = "tasktrail-workers"
 
 
 def _digest(text: str) -> bytes:
@@ -62,20 +66,25 @@ class Liveness:
 
 
 class FileLiveness(Liveness):
-    """``flock`` on ``<database>.workers/<digest of worker>.lock`` (SQLite)."""
+    """``flock`` on ``$TMPDIR/tasktrail-workers/<device>-<inode>-<digest of worker>.lock``
+    (SQLite)."""
 
     def __init__(self, database: str) -> None:
-        self.folder = Path(database + FOLDER_SUFFIX)
+        self.database = database
+        self.folder = Path(tempfile.gettempdir()) / FOLDER
         self._fd: int | None = None
         self._path: Path | None = None
 
     def key(self, worker: str) -> str:
-        return _digest(worker).hex() + ".lock"
+        info = os.stat(self.database)
+        return f"{info.st_dev}-{info.st_ino}-{_digest(worker).hex()}.lock"
 
     def hold(self, worker: str) -> bool:
-        path = self.folder / self.key(worker)
         try:
-            self.folder.mkdir(exist_ok=True)
+            path = self.folder / self.key(worker)
+            self.folder.mkdir(mode=0o777, exist_ok=True)
+            with contextlib.suppress(OSError):  # another user's folder: theirs to set
+                self.folder.chmod(0o1777)
             for _ in range(10):
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
                 try:
@@ -95,8 +104,8 @@ class FileLiveness(Liveness):
                 os.write(fd, f"{worker}\n{os.getpid()}\n".encode("utf-8", "surrogatepass"))
                 self._fd, self._path = fd, path
                 return True
-        except OSError as error:  # a folder that cannot be written: the lease alone decides
-            log.info("worker %s: no liveness lock beside the store (%s)", worker, error)
+        except OSError as error:  # no temporary folder to write: the lease alone decides
+            log.info("worker %s: no liveness lock (%s)", worker, error)
         return False
 
     def release(self) -> None:
@@ -110,18 +119,14 @@ class FileLiveness(Liveness):
             os.close(fd)
 
     def gone(self, keys: Mapping[str, str]) -> set[str]:
-        gone = set()
-        for worker, key in keys.items():
-            if self._free(key, remove=False):
-                gone.add(worker)
-        return gone
+        return {worker for worker, key in keys.items() if self._free(key, remove=False)}
 
     def forget(self, keys: Mapping[str, str]) -> None:
         for key in keys.values():
             self._free(key, remove=True)
 
     def _free(self, key: str, *, remove: bool) -> bool:
-        if os.sep in key or key.startswith("."):
+        if os.sep in key or key.startswith(".") or not key.endswith(".lock"):
             return False  # not a key this class wrote
         path = self.folder / key
         try:
