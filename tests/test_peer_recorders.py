@@ -145,7 +145,9 @@ class _PostgresRecorders(_TasktrailRecorders):
             conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
 
     def create_recorder(self) -> GuardedPostgresRecorder:
-        env = Environment(APPLICATION, parse_location(f"{_admin_dsn()}?schema={self.schema}").env)
+        # eventsourcing's cases hold a LISTEN connection while they append: two at least.
+        location = parse_location(f"{_admin_dsn()}?schema={self.schema}", pool_size=3)
+        env = Environment(APPLICATION, location.env)
         factory = InfrastructureFactory.construct(env)
         self.factories.append(factory)
         recorder = factory.application_recorder()

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import StoreError
+from .application import lock_creation
 
 TABLE = "tasktrail_meta"
 STORE_FORMAT = 1
@@ -57,6 +58,8 @@ class Meta:
         chain after); returns the marker as it is now (another writer's, if it won)."""
         m = self._mark
         with self._datastore.transaction(commit=True) as cursor:
+            if self._postgres:
+                lock_creation(cursor, self._schema)
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._table} (key TEXT PRIMARY KEY, value TEXT)"
             )

@@ -16,7 +16,9 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
+from .application import lock_creation
 from .guards import APPENDED_SINCE, STAMPED_LATER, guard_sql
+from .location import checked_schema
 
 AT_PATTERN = r'"at":(-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?)'
 """An event's decision time in its stored JSON: the first ``"at"`` key is the event's own
@@ -58,14 +60,65 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
     every stream: a scheduled run's daily cap, a rare command) goes that way too."""
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
+        # Before the first statement: every statement quotes it too (Identifier).
+        checked_schema(datastore.schema, "a PostgreSQL store")
         super().__init__(datastore, events_table_name=events_table_name)
-        self.append_function = f"{events_table_name}_tasktrail_append"
+        # Versioned: a store made by an earlier release gains this one's function once.
+        self.append_function = f"{events_table_name}_tasktrail_append2"
         self.check_identifier_length(self.append_function)
         self.sql_create_statements.append(self.append_function_sql())
         self._call_append = SQL("SELECT * FROM {schema}.{function}(%s, %s, %s, %s)").format(
             schema=Identifier(self.datastore.schema), function=Identifier(self.append_function)
         )
         self._has_function = True
+
+    def create_table(self) -> None:
+        """Create the table, its index, type and functions, unless all are there: then
+        no DDL at all (one catalog query). Creation runs in one transaction under an
+        advisory lock, so concurrent opens of a fresh schema queue instead of racing in
+        the catalog ("tuple concurrently updated"); each checks again once it holds it."""
+        if not self._missing():
+            self.datastore.register_type_adapters()
+            return
+        with self.datastore.transaction(commit=True) as curs:
+            lock_creation(curs, self.datastore.schema)
+            if self._missing(curs):
+                for statement in self.sql_create_statements:
+                    if "CREATE TYPE" in statement.as_string() and self._type_exists(curs):
+                        continue  # no IF NOT EXISTS for a type
+                    curs.execute(statement, prepare=False)
+        self.datastore.register_type_adapters()
+
+    def _missing(self, curs: Any = None) -> bool:
+        """Whether any object :meth:`create_table` makes is missing."""
+        schema = self.datastore.schema
+        query = (
+            "SELECT to_regclass(%(table)s) IS NOT NULL AND to_regclass(%(index)s) IS NOT NULL "
+            "AND to_regtype(%(type)s) IS NOT NULL AND (SELECT count(DISTINCT proname) "
+            "FROM pg_proc WHERE pronamespace = to_regnamespace(%(schema)s) "
+            "AND proname IN (%(append)s, %(insert)s)) = 2 AS present"
+        )
+        quoted = f'"{schema}".'
+        params = {
+            "table": quoted + f'"{self.events_table_name}"',
+            "index": quoted + f'"{self.notification_id_index_name}"',
+            "type": quoted + f'"{self.stored_event_type_name}"',
+            "schema": f'"{schema}"',
+            "append": self.append_function,
+            "insert": self.pg_function_name_insert_events,
+        }
+        if curs is not None:
+            curs.execute(query, params)
+            return not curs.fetchone()["present"]
+        with self.datastore.transaction(commit=False) as own:
+            own.execute(query, params)
+            found: Any = own.fetchone()
+            return not found["present"]
+
+    def _type_exists(self, curs: Any) -> bool:
+        name = f'"{self.datastore.schema}"."{self.stored_event_type_name}"'
+        curs.execute("SELECT to_regtype(%s) IS NOT NULL AS present", (name,))
+        return bool(curs.fetchone()["present"])
 
     def append_function_sql(self) -> Composed:
         """``CREATE OR REPLACE FUNCTION``: an append as one statement (see the class)."""

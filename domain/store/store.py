@@ -50,6 +50,7 @@ from eventsourcing.persistence import (
 from ..errors import ClockConflict, ConflictError, CorruptEvent, InvalidArgument, StoreError
 from ..tasks.events import TaskEvent, event_problem
 from .application import TaskApplication, close_quietly, creation_race
+from .application import describe as _describe
 from .chain import Sealer
 from .files import existing_companions, remove_created_companions
 from .guards import APPENDED_SINCE, STAMPED_LATER
@@ -382,19 +383,17 @@ def open_store(
     *,
     durability: Durability = "full",
     read_only: bool = False,
+    pool_size: int | None = None,
 ) -> Store:
     """Open (creating if needed) the store at a SQLite path or a ``postgresql://`` URL.
 
     ``read_only=True`` creates and writes nothing: the store must exist (a SQLite
     file, or a SQLite ``file:`` URI; ``mode=ro`` or ``immutable=1`` in a URI read
-    only as well), and a SQLite file is left exactly as it was.
+    only as well), and a SQLite file is left exactly as it was. ``pool_size``: the
+    server connections a PostgreSQL store keeps (default 1, or the URL's ``pool_size``).
     """
-    return Store(parse_location(location), durability=durability, read_only=read_only)
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0]
+    parsed = parse_location(location, pool_size=pool_size)
+    return Store(parsed, durability=durability, read_only=read_only)
 
 
 __all__ = ["Durability", "Recorded", "Store", "open_store"]
