@@ -115,9 +115,9 @@ def _refusals_hold(store: object, scheduler: Scheduler) -> None:
         store.append(  # type: ignore[attr-defined]
             [dataclasses.replace(first, task_id="v")], [1], guards={"u": 0}
         )
-    with pytest.raises(ClockConflict):
+    with pytest.raises(ClockConflict):  # stamped before the event of "t" it read
         store.append(  # type: ignore[attr-defined]
-            [dataclasses.replace(first, task_id="w", at=first.at - 1_000)], [1]
+            [dataclasses.replace(first, task_id="w", at=first.at - 1_000)], [1], guards={"t": 1}
         )
     assert store.stream("v") == [] and store.stream("w") == []  # type: ignore[attr-defined]
     assert [e.task_id for e in store.stream("t")] == ["t"]  # type: ignore[attr-defined]

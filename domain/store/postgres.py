@@ -28,13 +28,16 @@ STORED_AT_SQL = f"substring(encode(state, 'escape') from '{AT_PATTERN}')::float8
 """A row's ``at``, read from its stored JSON (``NULL`` where none is readable)."""
 
 
-def stamped_later_guard_sql(table: str) -> str:
+def depended_later_guard_sql(table: str) -> str:
     """The time guard as one statement: cast the guard's message to an integer (an error
-    that names it) when the last row's ``at`` is later than the append's earliest time.
+    that names it and the later time) when an event the append depended on (parameters:
+    their streams and versions) is stamped later than the append's earliest time.
     A row whose state holds no readable ``at`` is verify's to report, not this append's."""
     return (
-        f"SELECT CAST(CASE WHEN {STORED_AT_SQL} > %s THEN %s ELSE '0' END AS integer) "
-        f"FROM {table} ORDER BY notification_id DESC LIMIT 1"
+        f"SELECT CAST(CASE WHEN max(at) > %s THEN %s || ' (at ' || max(at) || ')' ELSE '0' END "
+        f"AS integer) FROM (SELECT {STORED_AT_SQL} AS at FROM {table} t "
+        "JOIN unnest(%s::text[], %s::bigint[]) AS d(id, v) "
+        "ON t.originator_id = d.id AND t.originator_version = d.v) depended"
     )
 
 
@@ -51,7 +54,8 @@ def unseen_guard_sql(table: str) -> str:
 class GuardedPostgresRecorder(PostgresApplicationRecorder):
     """Appends in one round trip to the server and one statement: a function
     (:meth:`append_function_sql`, created with the table) takes eventsourcing's
-    EXCLUSIVE table lock, notifies, runs the time guard, inserts and runs a decision's
+    EXCLUSIVE table lock, notifies, runs the time guard (against the events the
+    decision depended on, :func:`.guards.depended_on`), inserts and runs a decision's
     read guards, in the statement's own transaction. A store whose function is missing
     (its tables made by an earlier release and opened without creating any) appends
     through one pipeline of the same statements instead: one round trip too, but
@@ -67,7 +71,7 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
         self.append_function = f"{events_table_name}_tasktrail_append2"
         self.check_identifier_length(self.append_function)
         self.sql_create_statements.append(self.append_function_sql())
-        self._call_append = SQL("SELECT * FROM {schema}.{function}(%s, %s, %s, %s)").format(
+        self._call_append = SQL("SELECT * FROM {schema}.{function}(%s, %s, %s, %s, %s, %s)").format(
             schema=Identifier(self.datastore.schema), function=Identifier(self.append_function)
         )
         self._has_function = True
@@ -128,18 +132,21 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
         return SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{function}("
             "events {schema}.{event}[], earliest float8, "
-            "guard_ids {id_type}[], guard_versions bigint[]) "
+            "guard_ids {id_type}[], guard_versions bigint[], "
+            "depended_ids {id_type}[], depended_versions bigint[]) "
             "RETURNS SETOF bigint LANGUAGE plpgsql AS $BODY$ "
-            "DECLARE last_at float8; "
+            "DECLARE later float8; "
             "BEGIN "
             "SET LOCAL lock_timeout = {lock_timeout}; "
             "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
             "NOTIFY {channel}; "
-            # Under the lock, before the INSERT: the last row is the one just before it.
+            # The time guard (guards.later_stamp): the events the decision depended on.
             "IF earliest IS NOT NULL THEN "
-            "SELECT {stored_at} INTO last_at "
-            "FROM {schema}.{table} ORDER BY notification_id DESC LIMIT 1; "
-            "IF last_at > earliest THEN RAISE EXCEPTION '%', {stamped_later}; END IF; "
+            "SELECT max({stored_at}) INTO later FROM {schema}.{table} t "
+            "JOIN unnest(depended_ids, depended_versions) AS d(id, v) "
+            "ON t.originator_id = d.id AND t.originator_version = d.v; "
+            "IF later > earliest THEN "
+            "RAISE EXCEPTION '% (at %)', {stamped_later}, later; END IF; "
             "END IF; "
             "RETURN QUERY INSERT INTO {schema}.{table} ({columns}) "
             "SELECT {columns} FROM unnest(events) RETURNING notification_id; "
@@ -175,24 +182,33 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
         earliest = kwargs.get("earliest_at")
         guards = kwargs.get("guards") or {}
         unseen = kwargs.get("unseen")
+        depended: list[tuple[str, int]] = kwargs.get("depended") or []
         if self._has_function and unseen is None:
             with self.datastore.get_connection() as conn, conn.cursor() as curs:
                 try:
                     curs.execute(
                         self._call_append,
-                        (rows, earliest, list(guards), [v + 1 for v in guards.values()]),
+                        (
+                            rows,
+                            earliest,
+                            list(guards),
+                            [v + 1 for v in guards.values()],
+                            [stream for stream, _ in depended],
+                            [version for _, version in depended],
+                        ),
                         prepare=True,
                     )
                     return [row[self.append_function] for row in curs.fetchall()]
                 except psycopg.errors.UndefinedFunction:
                     self._has_function = False  # an earlier release's tables, not created here
-        return self._insert_in_pipeline(rows, earliest, guards, unseen)
+        return self._insert_in_pipeline(rows, earliest, guards, depended, unseen)
 
     def _insert_in_pipeline(
         self,
         rows: list[Any],
         earliest: float | None,
         guards: dict[str, int],
+        depended: list[tuple[str, int]],
         unseen: tuple[int, list[str]] | None = None,
     ) -> list[int]:
         table = self._table
@@ -204,11 +220,13 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
                         for statement in self.lock_table_statements:
                             curs.execute(statement, prepare=True)
                         self._notify_channel(curs)
-                        if earliest is not None:
-                            # Under the lock, before the INSERT: the last row is the one
-                            # just before this append. It fails the transaction itself.
-                            guard = stamped_later_guard_sql(table)
-                            curs.execute(guard, (earliest, STAMPED_LATER), prepare=True)
+                        if earliest is not None and depended:
+                            # The time guard (guards.later_stamp); it fails the transaction.
+                            guard = depended_later_guard_sql(table)
+                            ids = [stream for stream, _ in depended]
+                            versions = [version for _, version in depended]
+                            params = (earliest, STAMPED_LATER, ids, versions)
+                            curs.execute(guard, params, prepare=True)
                         if unseen is not None:
                             since, topics = unseen
                             guard = unseen_guard_sql(table)

@@ -19,9 +19,10 @@ without one.
 
 Every append checks its events against the stored limits (:mod:`..tasks.fields`),
 seals each with its digest chained to the previous event of its stream
-(:mod:`.chain`), and, inside its transaction, checks that no event stamped later
-precedes it (decision times never run backwards within a store: :meth:`Store.stamp`
-clamps the scheduler's clock to the latest time the store holds).
+(:mod:`.chain`), and, inside its transaction, checks that no event its decision
+depended on is stamped later (times never run backwards along a stream, nor from an
+event to a decision that read it: :meth:`Store.stamp` clamps the scheduler's clock
+to the latest time the store has read).
 
 This module is the :class:`Store` facade and :func:`open_store`; beside it are
 :mod:`.location` (parsing a path or URL), :mod:`.files` (a SQLite file on disk),
@@ -53,7 +54,7 @@ from .application import TaskApplication, close_quietly, creation_race
 from .application import describe as _describe
 from .chain import Sealer
 from .files import existing_companions, remove_created_companions
-from .guards import APPENDED_SINCE, STAMPED_LATER
+from .guards import APPENDED_SINCE, STAMPED_LATER, depended_on, stamped_later_at
 from .location import StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
 from .recorded import Recorded
@@ -93,9 +94,6 @@ class Store:
         """The latest decision time this store has read or appended (see :meth:`stamp`)."""
         self.clamped = 0
         """How many clock readings :meth:`stamp` moved forward to :attr:`latest_at`."""
-        self._seen: tuple[int, float] | None = None
-        """The position and time of the last event read or appended (the time guard
-        reads nothing when it is the one just before an append)."""
         self._sealer = Sealer(self._previous_row)
         path = None if self.read_only else location.path
         self._turns = WriterTurns(path) if path is not None else None
@@ -197,7 +195,7 @@ class Store:
 
     def stamp(self, reading: float) -> float:
         """The decision time for a clock ``reading``: never earlier than the latest time
-        this store holds (decision times never run backwards within a store). A
+        this store has read (times never run backwards from what a decision read). A
         reading behind it is moved up to it and counted in :attr:`clamped`."""
         if reading < self.latest_at:
             self.clamped += 1
@@ -246,13 +244,20 @@ class Store:
             written = {row.originator_id for row in rows}
             read_guards = {k: v for k, v in (guards or {}).items() if k not in written}
             counted = (unseen[0], sorted(unseen[1])) if unseen else None
-            earliest = min(e.at for e in events)
             positions = self.app.recorder.insert_events(
-                rows, guards=read_guards, earliest_at=earliest, known=self._seen, unseen=counted
+                rows,
+                guards=read_guards,
+                earliest_at=min(e.at for e in events),
+                depended=depended_on(
+                    [(str(r.originator_id), r.originator_version) for r in rows], read_guards
+                ),
+                unseen=counted,
             )
         except (RecordConflictError, PersistenceError) as error:
             streams = sorted({e.stream_id() for e in events})
             if STAMPED_LATER in str(error):
+                # Decided again, stamped no earlier than the event it depended on.
+                self.latest_at = max(self.latest_at, stamped_later_at(str(error)) or self.latest_at)
                 raise ClockConflict(streams, _describe(error)) from None
             if APPENDED_SINCE in str(error):
                 raise ConflictError(streams, APPENDED_SINCE.removeprefix("tasktrail: ")) from None
@@ -264,7 +269,6 @@ class Store:
             raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
         assert positions is not None and len(positions) == len(rows)
         self._sealer.appended()
-        self._seen = (positions[-1], events[-1].at)
         self.latest_at = max(self.latest_at, max(e.at for e in events))
         return list(positions)
 
@@ -286,7 +290,6 @@ class Store:
         cannot be read raises :class:`CorruptEvent`; given ``skip``, it is handed the
         error instead and the row is left out (``replay(skip_invalid=True)``)."""
         latest = self.latest_at
-        last: Recorded | None = None
         try:
             for page in self._pages(after, until):
                 for position, originator_id, version, topic, state in page:
@@ -306,13 +309,9 @@ class Store:
                             continue
                     if recorded.event.at > latest:
                         latest = recorded.event.at
-                    last = recorded
                     yield recorded
         finally:
             self.latest_at = max(self.latest_at, latest)
-            seen = self._seen
-            if last is not None and (seen is None or last.position >= seen[0]):
-                self._seen = (last.position, last.event.at)
 
     def rows(self, after: int = 0, *, until: int | None = None) -> Iterator[Row]:
         """The stored rows after position ``after`` (up to ``until``), in log order, as
