@@ -1,5 +1,6 @@
 """A PostgreSQL store at open: what it creates, how many server connections it holds,
-and which schema names it accepts (issue 28 items 2 and 3, issue 30's quoting)."""
+whether its appends NOTIFY, and which schema names it accepts (issue 28 items 2, 3 and
+5, issue 30's quoting)."""
 
 from __future__ import annotations
 
@@ -183,3 +184,27 @@ def test_a_hostile_schema_name_is_refused_before_anything_runs(schema: str) -> N
     finally:
         with psycopg.connect(_admin_dsn(), autocommit=True) as admin:
             admin.execute(f'DROP TABLE IF EXISTS public."{victim}"')
+
+
+def _notifications(url: str, channel: str) -> int:
+    """How many notifications one submit through ``url`` sends on ``channel``."""
+    import psycopg
+
+    with psycopg.connect(_admin_dsn(), autocommit=True) as listener:
+        listener.execute(f'LISTEN "{channel}"')
+        with open_store(url) as store:
+            datastore = store.app.recorder.datastore  # type: ignore[attr-defined]
+            with datastore.get_connection() as connection:  # the pool's only one
+                pid = connection.info.backend_pid
+            Scheduler(store, worker="a").submit("job", phase="a")
+        # The channel is the table's name, not the schema's: other stores send on it too.
+        return sum(1 for sent in listener.notifies(timeout=0.5) if sent.pid == pid)
+
+
+@pytest.mark.parametrize("notify", ["", "&notify=on"])
+def test_appends_notify_only_when_asked(postgres_url: str, notify: str) -> None:
+    """Off by default: nothing of tasktrail LISTENs, and a NOTIFY holds the server's one
+    notify lock through the commit (every store on the server queues behind it)."""
+    with open_store(postgres_url) as store:
+        channel = store.app.recorder.channel_name  # type: ignore[attr-defined]
+    assert _notifications(postgres_url + notify, channel) == (1 if notify else 0)

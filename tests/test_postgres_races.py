@@ -1,7 +1,7 @@
 """Writers racing on one PostgreSQL store (issue 28 items 1 and 4): none is refused for
 its time, and the snapshots they take equal the fold.
 
-Each writer is a process (``helpers/racing_writer.py``) with the system clock, started
+Each writer is a process (``benchmarks/fleet_writer.py``) with the system clock, started
 behind a barrier, submitting, reserving and finishing its own tasks: their appends
 queue for the store's table lock, so a writer's decision time is often earlier than
 the last row's when its append gets the lock."""
@@ -22,7 +22,7 @@ from tasktrail.domain import ManualClock, Scheduler, open_store
 
 pytestmark = pytest.mark.postgres
 
-WRITER = Path(__file__).parent / "helpers" / "racing_writer.py"
+ROOT = Path(__file__).resolve().parents[1]
 WRITERS = 4
 COMMANDS = 150
 START = 1_767_603_600_000
@@ -32,15 +32,19 @@ def race(
     location: str, writers: int, commands: int, snapshot_every: int | None = None
 ) -> list[dict[str, Any]]:
     """Run ``writers`` racing writers to ``commands`` commands each; their reports."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
-    extra = [str(snapshot_every)] if snapshot_every else []
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "benchmarks.fleet_writer", location]
+    extra = ["--commands", str(commands)]
+    if snapshot_every:
+        extra += ["--snapshot-every", str(snapshot_every)]
     processes = [
         subprocess.Popen(
-            [sys.executable, str(WRITER), location, f"w{n}", str(commands), *extra],
+            [*command, f"w{n}", *extra],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             env=env,
+            cwd=ROOT,
         )
         for n in range(writers)
     ]

@@ -45,6 +45,11 @@ DEFAULT_POOL_SIZE = 1
 """Server connections a PostgreSQL store keeps: one; a worker's liveness lock holds a
 second of its own (docs/scaling.md, "Connections")."""
 MAX_POOL_SIZE = 100
+NOTIFY_KEY = "TASKTRAIL_POSTGRES_NOTIFY"
+"""Whether appends NOTIFY (``?notify=on``; the recorder's ``notify``), in a location's env."""
+SWITCHES = {"on": "on", "true": "on", "1": "on", "yes": "on"} | {
+    "off": "", "false": "", "0": "", "no": ""
+}
 
 
 def parse_location(
@@ -54,7 +59,8 @@ def parse_location(
 
     A PostgreSQL store keeps ``pool_size`` server connections (default
     :data:`DEFAULT_POOL_SIZE`; ``?pool_size=N`` in the URL, which the argument
-    overrides); a SQLite store ignores it."""
+    overrides); a SQLite store ignores it. ``?notify=on`` makes its appends NOTIFY,
+    for an eventsourcing subscriber (tasktrail's readers never LISTEN)."""
     text = os.fspath(location) if isinstance(location, str | os.PathLike) else None
     if not isinstance(text, str) or not text.strip():
         raise StoreError("a store location must be a file path or a postgresql:// URL")
@@ -87,6 +93,10 @@ def parse_location(
         }
         if "schema" in query:
             env["POSTGRES_SCHEMA"] = checked_schema(query["schema"][0], _redact(text))
+        notify = query.get("notify", ["off"])[-1].lower()
+        if notify not in SWITCHES:
+            raise StoreError(f"{_redact(text)}: notify must be on or off, not {notify!r}")
+        env[NOTIFY_KEY] = SWITCHES[notify]
         size = _pool_size(query, pool_size, _redact(text))
         # The pool never grows past its size: the connections are a fleet's budget.
         env.update({"POSTGRES_POOL_SIZE": str(size), "POSTGRES_MAX_OVERFLOW": "0"})

@@ -54,14 +54,20 @@ def unseen_guard_sql(table: str) -> str:
 class GuardedPostgresRecorder(PostgresApplicationRecorder):
     """Appends in one round trip to the server and one statement: a function
     (:meth:`append_function_sql`, created with the table) takes eventsourcing's
-    EXCLUSIVE table lock, notifies, runs the time guard (against the events the
-    decision depended on, :func:`.guards.depended_on`), inserts and runs a decision's
-    read guards, in the statement's own transaction. A store whose function is missing
-    (its tables made by an earlier release and opened without creating any) appends
-    through one pipeline of the same statements instead: one round trip too, but
-    seven statements' work in the driver (about 0.4 ms of client CPU an append,
+    EXCLUSIVE table lock, notifies (when asked: :attr:`notify`), runs the time guard
+    (against the events the decision depended on, :func:`.guards.depended_on`), inserts
+    and runs a decision's read guards, in the statement's own transaction. A store whose
+    function is missing (its tables made by an earlier release and opened without
+    creating any) appends through one pipeline of the same statements instead: one
+    round trip too, but seven statements' work in the driver (about 0.4 ms of client CPU an append,
     against 0.1). An append with an unseen guard (a decision that counted events of
     every stream: a scheduled run's daily cap, a rare command) goes that way too."""
+
+    notify = False
+    """Whether an append NOTIFYs the table's channel (``?notify=on`` in the URL). Off by
+    default: tasktrail's readers poll by position and never LISTEN, and a NOTIFY takes
+    the server's one notify lock through the commit, so it serializes the appends of
+    every store on the server (docs/scaling.md). An eventsourcing subscriber needs it."""
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
         # Before the first statement: every statement quotes it too (Identifier).
@@ -71,8 +77,11 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
         self.append_function = f"{events_table_name}_tasktrail_append2"
         self.check_identifier_length(self.append_function)
         self.sql_create_statements.append(self.append_function_sql())
-        self._call_append = SQL("SELECT * FROM {schema}.{function}(%s, %s, %s, %s, %s, %s)").format(
-            schema=Identifier(self.datastore.schema), function=Identifier(self.append_function)
+        arguments = SQL(", ").join([SQL("%s")] * 7)
+        self._call_append = SQL("SELECT * FROM {schema}.{function}({arguments})").format(
+            arguments=arguments,
+            schema=Identifier(self.datastore.schema),
+            function=Identifier(self.append_function),
         )
         self._has_function = True
 
@@ -133,13 +142,13 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
             "CREATE OR REPLACE FUNCTION {schema}.{function}("
             "events {schema}.{event}[], earliest float8, "
             "guard_ids {id_type}[], guard_versions bigint[], "
-            "depended_ids {id_type}[], depended_versions bigint[]) "
+            "depended_ids {id_type}[], depended_versions bigint[], notify boolean) "
             "RETURNS SETOF bigint LANGUAGE plpgsql AS $BODY$ "
             "DECLARE later float8; "
             "BEGIN "
             "SET LOCAL lock_timeout = {lock_timeout}; "
             "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
-            "NOTIFY {channel}; "
+            "IF notify THEN NOTIFY {channel}; END IF; "
             # The time guard (guards.later_stamp): the events the decision depended on.
             "IF earliest IS NOT NULL THEN "
             "SELECT max({stored_at}) INTO later FROM {schema}.{table} t "
@@ -195,6 +204,7 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
                             [v + 1 for v in guards.values()],
                             [stream for stream, _ in depended],
                             [version for _, version in depended],
+                            self.notify,
                         ),
                         prepare=True,
                     )
@@ -219,7 +229,8 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
                         curs.execute("BEGIN")
                         for statement in self.lock_table_statements:
                             curs.execute(statement, prepare=True)
-                        self._notify_channel(curs)
+                        if self.notify:
+                            self._notify_channel(curs)
                         if earliest is not None and depended:
                             # The time guard (guards.later_stamp); it fails the transaction.
                             guard = depended_later_guard_sql(table)

@@ -55,7 +55,7 @@ from .application import describe as _describe
 from .chain import Sealer
 from .files import existing_companions, remove_created_companions
 from .guards import APPENDED_SINCE, STAMPED_LATER, depended_on, stamped_later_at
-from .location import StoreLocation, parse_location, read_only_location
+from .location import NOTIFY_KEY, StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
 from .recorded import Recorded
 from .sqlite import TunedSQLiteFactory
@@ -116,6 +116,8 @@ class Store:
                         read_only=self.read_only,
                     )
                 self.app = TaskApplication(location.env, factory)
+                if location.env.get(NOTIFY_KEY):
+                    self.app.recorder.notify = True  # type: ignore[attr-defined]
                 # Reading the head proves the file is a database and the server answers.
                 self.app.recorder.max_notification_id()
                 self._read_marker()
