@@ -146,7 +146,11 @@ class BatchCommands:
             positions: list[int] | None = None
             try:
                 positions = self.store.append(
-                    batch.events, batch.versions, guards=batch.guards, unseen=unseen
+                    batch.events,
+                    batch.versions,
+                    guards=batch.guards,
+                    unseen=unseen,
+                    since=self.position,
                 )
                 self.events_written += len(positions)
                 # Contiguous positions right after ours mean no other writer came between.

@@ -150,7 +150,9 @@ class DecisionCycle:
             # Every event up to self.position is folded into the world it decided on.
             unseen = (self.position, across) if across else None
             try:
-                positions = self.store.append(events, versions, guards=guards, unseen=unseen)
+                positions = self.store.append(
+                    events, versions, guards=guards, unseen=unseen, since=self.position
+                )
             except ConflictError:
                 self.conflicts += 1
                 self.refresh()

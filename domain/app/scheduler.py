@@ -300,14 +300,16 @@ class Scheduler(
 
     def _fold_new(self, own: Collection[int] = ()) -> int:
         """:meth:`refresh`; events at the positions ``own`` are this scheduler's, just
-        appended and not folded yet (telemetry took them in as committed)."""
+        appended and not folded yet (telemetry took them in as committed): then up to
+        the last of them only (the append brought the others' back: no round trip)."""
         folded = 0
         with self._lock:
             # Telemetry takes in other writers' events of tasks it follows: a recovery
             # of one this process was running tells it another worker took the task.
             follows = telemetry.follows(self)
             seen: list[tuple[TaskEvent, int, TaskState]] = []
-            for recorded in self.store.read(after=self.position):
+            until = max(own) if own else None
+            for recorded in self.store.read(after=self.position, until=until):
                 event = recorded.event
                 stream_id, task_stream = event.stream_id(), type(event).task_stream
                 version = recorded.originator_version

@@ -71,6 +71,18 @@ def describe(error: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def open_failure(kind: str, env: dict[str, str], error: BaseException) -> str:
+    """Why opening failed: a database without the log, or the server's own words."""
+    text = describe(error)
+    if "no such table" in text or "does not exist" in text:
+        return "it holds no tasktrail log (no table of events)"
+    if kind == "postgresql":
+        from .postgres import connection_problem  # the driver: PostgreSQL stores only
+
+        return connection_problem(env) or text
+    return text
+
+
 def close_quietly(resource: Any) -> None:
     """Close an application or factory that failed to open; its own errors do not matter."""
     if resource is not None:

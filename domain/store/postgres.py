@@ -28,6 +28,10 @@ STORED_AT_SQL = f"substring(encode(state, 'escape') from '{AT_PATTERN}')::float8
 """A row's ``at``, read from its stored JSON (``NULL`` where none is readable)."""
 
 
+PREFETCH_LIMIT = 1_000
+"""At most this many rows of other writers come back with an append; more are read."""
+
+
 def depended_later_guard_sql(table: str) -> str:
     """The time guard as one statement: cast the guard's message to an integer (an error
     that names it and the later time) when an event the append depended on (parameters:
@@ -63,6 +67,10 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
     against 0.1). An append with an unseen guard (a decision that counted events of
     every stream: a scheduled run's daily cap, a rare command) goes that way too."""
 
+    prefetched: list[tuple[int, str, int, str, bytes]] | None = None
+    """The rows other writers appended between the ``since`` position an append was
+    given and its own first position, as ``select_rows`` returns them (``None``: not
+    known)."""
     notify = False
     """Whether an append NOTIFYs the table's channel (``?notify=on`` in the URL). Off by
     default: tasktrail's readers poll by position and never LISTEN, and a NOTIFY takes
@@ -77,7 +85,7 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
         self.append_function = f"{events_table_name}_tasktrail_append2"
         self.check_identifier_length(self.append_function)
         self.sql_create_statements.append(self.append_function_sql())
-        arguments = SQL(", ").join([SQL("%s")] * 7)
+        arguments = SQL(", ").join([SQL("%s")] * 8)
         self._call_append = SQL("SELECT * FROM {schema}.{function}({arguments})").format(
             arguments=arguments,
             schema=Identifier(self.datastore.schema),
@@ -142,8 +150,9 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
             "CREATE OR REPLACE FUNCTION {schema}.{function}("
             "events {schema}.{event}[], earliest float8, "
             "guard_ids {id_type}[], guard_versions bigint[], "
-            "depended_ids {id_type}[], depended_versions bigint[], notify boolean) "
-            "RETURNS SETOF bigint LANGUAGE plpgsql AS $BODY$ "
+            "depended_ids {id_type}[], depended_versions bigint[], notify boolean, "
+            "since bigint) RETURNS TABLE(r_position bigint, r_id {id_type}, "
+            "r_version bigint, r_topic text, r_state bytea) LANGUAGE plpgsql AS $BODY$ "
             "DECLARE later float8; "
             "BEGIN "
             "SET LOCAL lock_timeout = {lock_timeout}; "
@@ -157,8 +166,15 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
             "IF later > earliest THEN "
             "RAISE EXCEPTION '% (at %)', {stamped_later}, later; END IF; "
             "END IF; "
-            "RETURN QUERY INSERT INTO {schema}.{table} ({columns}) "
-            "SELECT {columns} FROM unnest(events) RETURNING notification_id; "
+            # Under the lock: every row past the writer's position is committed; they
+            # come back first, so that it folds them without reading (PREFETCH_LIMIT).
+            "IF since IS NOT NULL THEN RETURN QUERY SELECT t.notification_id, "
+            "t.originator_id, t.originator_version, t.topic, t.state FROM {schema}.{table} t "
+            "WHERE t.notification_id > since ORDER BY t.notification_id LIMIT {limit}; "
+            "END IF; "
+            "RETURN QUERY INSERT INTO {schema}.{table} AS t ({columns}) "
+            "SELECT {columns} FROM unnest(events) RETURNING t.notification_id, "
+            "NULL::{id_type}, NULL::bigint, NULL::text, NULL::bytea; "
             # The read guards (guards.guard_sql): a moved stream breaks the key.
             "INSERT INTO {schema}.{table} ({columns}) SELECT {t_columns} "
             "FROM {schema}.{table} t JOIN unnest(guard_ids, guard_versions) AS g(id, v) "
@@ -176,6 +192,7 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
             stamped_later=Literal(STAMPED_LATER),
             columns=columns,
             t_columns=SQL("t.originator_id, t.originator_version, t.topic, t.state"),
+            limit=Literal(PREFETCH_LIMIT),
         )
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
@@ -205,13 +222,27 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
                             [stream for stream, _ in depended],
                             [version for _, version in depended],
                             self.notify,
+                            kwargs.get("since"),
                         ),
                         prepare=True,
                     )
-                    return [row[self.append_function] for row in curs.fetchall()]
+                    return self._positions(curs.fetchall())
                 except psycopg.errors.UndefinedFunction:
                     self._has_function = False  # an earlier release's tables, not created here
+        self.prefetched = None
         return self._insert_in_pipeline(rows, earliest, guards, depended, unseen)
+
+    def _positions(self, returned: list[Any]) -> list[int]:
+        """The append's positions; the rows before them (other writers' since the
+        writer's position, complete when fewer than :data:`PREFETCH_LIMIT`) are kept in
+        :attr:`prefetched` for the writer to fold without reading them."""
+        others = [
+            (r["r_position"], r["r_id"], r["r_version"], r["r_topic"], bytes(r["r_state"]))
+            for r in returned
+            if r["r_id"] is not None
+        ]
+        self.prefetched = others if len(others) < PREFETCH_LIMIT else None
+        return [r["r_position"] for r in returned if r["r_id"] is None]
 
     def _insert_in_pipeline(
         self,

@@ -50,13 +50,14 @@ from eventsourcing.persistence import (
 
 from ..errors import ClockConflict, ConflictError, CorruptEvent, InvalidArgument, StoreError
 from ..tasks.events import TaskEvent, event_problem
-from .application import TaskApplication, close_quietly, creation_race
+from .application import TaskApplication, close_quietly, creation_race, open_failure
 from .application import describe as _describe
 from .chain import Sealer
 from .files import existing_companions, remove_created_companions
 from .guards import APPENDED_SINCE, STAMPED_LATER, depended_on, stamped_later_at
 from .location import NOTIFY_KEY, StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
+from .prefetch import Prefetched
 from .recorded import Recorded
 from .sqlite import TunedSQLiteFactory
 from .transcoder import Row, decode_event, encodable, printable_id, record_checked, row_problem
@@ -95,6 +96,7 @@ class Store:
         self.clamped = 0
         """How many clock readings :meth:`stamp` moved forward to :attr:`latest_at`."""
         self._sealer = Sealer(self._previous_row)
+        self._prefetched = Prefetched()
         path = None if self.read_only else location.path
         self._turns = WriterTurns(path) if path is not None else None
         self._companions = (
@@ -131,7 +133,8 @@ class Store:
                     # Another process created the tables at the same moment; they are there now.
                     time.sleep(0.05 * attempt)
                     continue
-                raise StoreError(f"cannot open store {location}: {self._cause(error)}") from None
+                why = open_failure(location.kind, location.env, error)
+                raise StoreError(f"cannot open store {location}: {why}") from None
 
     def _read_marker(self) -> None:
         """Read the format marker: refuse a newer format; a writer marks an unmarked store."""
@@ -144,17 +147,6 @@ class Store:
         self.marker: dict[str, str] = dict(marker or {})
         self.chained_after = chained_after(marker)
         """Every event after this position carries a digest (``None``: no marker)."""
-
-    def _cause(self, error: BaseException) -> str:
-        """Why opening failed: a database without the log, or the server's own words."""
-        text = _describe(error)
-        if "no such table" in text or "does not exist" in text:
-            return "it holds no tasktrail log (no table of events)"
-        if self.location.kind == "postgresql":
-            from .postgres import connection_problem  # the driver: PostgreSQL stores only
-
-            return connection_problem(self.location.env) or text
-        return text
 
     def _why(self, error: BaseException) -> str:
         """Why a read or write failed; when PostgreSQL's pool only says it timed out, with
@@ -217,6 +209,7 @@ class Store:
         *,
         guards: Mapping[str, int] | None = None,
         unseen: tuple[int, Collection[str]] | None = None,
+        since: int | None = None,
     ) -> list[int]:
         """Append events atomically, each as version ``versions[i]`` of its task.
 
@@ -226,7 +219,7 @@ class Store:
         log up to ``position``. Returns the positions. If another writer appended
         any of these versions first, to a guarded stream or an event of a counted
         topic after ``position``, the decision was taken on stale state: raises
-        :class:`ConflictError` and appends none.
+        :class:`ConflictError` and appends none. ``since``: see :mod:`.prefetch`.
         """
         if not events:
             return []
@@ -254,6 +247,7 @@ class Store:
                     [(str(r.originator_id), r.originator_version) for r in rows], read_guards
                 ),
                 unseen=counted,
+                since=since,
             )
         except (RecordConflictError, PersistenceError) as error:
             streams = sorted({e.stream_id() for e in events})
@@ -271,6 +265,8 @@ class Store:
             raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
         assert positions is not None and len(positions) == len(rows)
         self._sealer.appended()
+        others = getattr(self.app.recorder, "prefetched", None)
+        self._prefetched.keep(since, others, rows, positions)
         self.latest_at = max(self.latest_at, max(e.at for e in events))
         return list(positions)
 
@@ -321,6 +317,10 @@ class Store:
         return chain.from_iterable(self._pages(after, until))
 
     def _pages(self, after: int, until: int | None) -> Iterator[list[Row]]:
+        kept = self._prefetched.take(after, until)
+        if kept is not None:
+            yield kept  # what the append brought back (store.prefetch)
+            return
         start = after + 1
         recorder = self.app.recorder
         # Both recorders (SQLite's, PostgreSQL's) give plain tuples straight from the cursor.
