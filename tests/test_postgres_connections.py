@@ -4,6 +4,7 @@ whether its appends NOTIFY, and which schema names it accepts (issue 28 items 2,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import uuid
@@ -208,3 +209,17 @@ def test_appends_notify_only_when_asked(postgres_url: str, notify: str) -> None:
     with open_store(postgres_url) as store:
         channel = store.app.recorder.channel_name  # type: ignore[attr-defined]
     assert _notifications(postgres_url + notify, channel) == (1 if notify else 0)
+
+
+def test_a_hostile_schema_in_a_location_built_by_hand_is_refused_by_the_recorder() -> None:
+    """The recorder checks the name too: every PostgreSQL store is made through it."""
+    from conftest import require_postgres
+
+    from tasktrail.domain.store.location import parse_location
+    from tasktrail.domain.store.store import Store
+
+    require_postgres()
+    location = parse_location(_admin_dsn())
+    env = {**location.env, "POSTGRES_SCHEMA": 'x"; DROP TABLE public.anything; --'}
+    with pytest.raises(StoreError, match="not a plain name"):
+        Store(dataclasses.replace(location, env=env))
