@@ -223,3 +223,13 @@ def test_a_hostile_schema_in_a_location_built_by_hand_is_refused_by_the_recorder
     env = {**location.env, "POSTGRES_SCHEMA": 'x"; DROP TABLE public.anything; --'}
     with pytest.raises(StoreError, match="not a plain name"):
         Store(dataclasses.replace(location, env=env))
+
+
+@pytest.mark.parametrize("option", ['schema=x";DROP TABLE y;--', "pool_size=0", "notify=maybe"])
+def test_the_cli_refuses_a_bad_url_option_with_exit_2(
+    option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from helpers.cli import run
+
+    ran = run(["verify", f"{_admin_dsn()}?{option}"], capsys)
+    assert ran.code == 2 and option.split("=")[0] in ran.err, ran
