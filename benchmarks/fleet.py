@@ -1,4 +1,5 @@
-"""``python -m benchmarks.fleet [--quick] [--json PATH] [--postgres URL]``: a fleet on one store.
+"""``python -m benchmarks.fleet [--quick] [--json PATH] [--postgres URL] [--only WHAT]
+[--seconds S] [--rounds N]``: a fleet on one store.
 
 Three measurements, each in rounds, on SQLite and on PostgreSQL:
 
@@ -8,8 +9,12 @@ Three measurements, each in rounds, on SQLite and on PostgreSQL:
 2. **Recovery**: the time from a SIGKILL of a worker mid-phase to the moment
    another worker recorded the recovery of its task (lease 2 s; the goal is
    lease + one heartbeat, a third of the lease).
-3. **Where one store stops**: the appends per second one store takes from 1 to 16
-   writer processes, each submitting tasks one command (one transaction) at a time.
+3. **Where one store stops**: the commands per second one store takes from 1 to 16
+   writer processes (``benchmarks/fleet_writer.py``), each submitting, reserving and
+   finishing its own tasks one command (one transaction) at a time, started behind a
+   ready barrier (the clock starts once every writer has opened its store); with the
+   appends the store refused per command and the errors that reached the writers
+   (their stderr is kept and shown).
 
 Figures are medians over the rounds with their min-max spread. Run from the
 repository root; the PostgreSQL rows need a server (default
@@ -19,6 +24,7 @@ repository root; the PostgreSQL rows need a server (default
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -38,21 +44,8 @@ from .fleet_registry import TASKS_PER_TREE
 from .report import machine, machine_line
 
 ROOT = Path(__file__).resolve().parent.parent
+MEASUREMENTS = ("throughput", "recovery", "appends")
 POSTGRES = os.environ.get("TASKTRAIL_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-WRITER = """
-import sys, time
-from tasktrail.domain import Registry, Scheduler, TaskDefinition
-registry = Registry([TaskDefinition("job", 1, {"go": lambda inv: inv.finish()})])
-s = Scheduler.open(sys.argv[1], registry=registry, worker=sys.argv[2])
-start, stop, n = float(sys.argv[3]), float(sys.argv[4]), 0
-while time.time() < start:
-    time.sleep(0.001)
-while time.time() < stop:
-    s.submit("job")
-    n += 1
-print(n)
-s.close()
-"""
 
 
 class Stores:
@@ -203,23 +196,94 @@ def recovery(stores: Stores, kind: str) -> float:
         survivor.wait(30)
 
 
-def appends(stores: Stores, kind: str, writers: int, seconds: float) -> float:
-    """One round: commands per second ``writers`` processes append to one store."""
+def appends(stores: Stores, kind: str, writers: int, seconds: float) -> dict[str, Any]:
+    """One round: ``writers`` processes (``benchmarks/fleet_writer.py``) submit, reserve
+    and finish tasks on one store for ``seconds``. The clock starts once every writer
+    has opened its store (a ready barrier: imports and opens are not timed). Returns
+    commands/s, the appends the store refused per command (by cause), the errors that
+    reached the writers, and what they wrote to stderr."""
     location = stores.new(kind)
     Scheduler.open(location, worker="setup").close()  # tables made before the race
-    start = time.time() + 2.0  # every writer imported and open before the clock starts
-    stop = start + seconds
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", WRITER, location, f"writer{n}", str(start), str(stop)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        for n in range(writers)
-    ]
-    counts = [int(p.communicate(timeout=seconds + 120)[0] or 0) for p in processes]
-    return sum(counts) / seconds
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "benchmarks.fleet_writer", location]
+    with contextlib.ExitStack() as files:
+        errs = [files.enter_context(tempfile.TemporaryFile(mode="w+")) for _ in range(writers)]
+        processes = [
+            subprocess.Popen(
+                [*command, f"writer{n}", "--seconds", str(seconds)],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errs[n],
+                text=True,
+            )
+            for n in range(writers)
+        ]
+        try:
+            ready = [p.stdout.readline() if p.stdout else "" for p in processes]
+            for process in processes:  # the barrier: every writer is open
+                if process.stdin is not None:
+                    process.stdin.write("go\n")
+                    process.stdin.flush()
+            outputs = [p.communicate(timeout=seconds + 300)[0] for p in processes]
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+        reports, stderr = [], []
+        for n, (process, output) in enumerate(zip(processes, outputs, strict=True)):
+            errs[n].seek(0)
+            text = errs[n].read().strip()
+            if text:
+                stderr.append(f"writer{n}: {text.splitlines()[-1]}")
+            if ready[n] != "ready\n" or process.returncode != 0 or not output.strip():
+                stderr.append(f"writer{n}: exit {process.returncode}, no report")
+                continue
+            reports.append(json.loads(output))
+    issued = sum(r["commands"] for r in reports) or 1
+    errors: dict[str, int] = {}
+    for report in reports:
+        for name, count in report["errors"].items():
+            errors[name] = errors.get(name, 0) + count
+    return {
+        "commands_per_s": sum(r["commands"] / r["seconds"] for r in reports),
+        "refused_per_command": sum(sum(r["refused"].values()) for r in reports) / issued,
+        "clock_refused_per_command": sum(r["refused"].get("clock", 0) for r in reports) / issued,
+        "errors": errors,
+        "stderr": stderr[:5],
+    }
+
+
+def writer_races(
+    stores: Stores, kinds: list[str], counts: tuple[int, ...], rounds: int, seconds: float
+) -> dict[str, Any]:
+    """:func:`appends` for every store and writer count, rounds outermost: a round runs
+    them all back to back, so a burst of load on the (shared) machine touches one
+    round's figures alike, and each count's ratio to one writer is taken within its
+    round (the figure is the median of those ratios, with their min-max)."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for _ in range(rounds):
+        for kind in kinds:
+            for writers in counts:
+                run = appends(stores, kind, writers, seconds)
+                runs.setdefault(f"{kind}/{writers}", []).append(run)
+                print(kind, writers, "writers", {k: run[k] for k in list(run)[:3]}, flush=True)
+    rows: dict[str, Any] = {}
+    for key, done in runs.items():
+        ones = runs.get(f"{key.split('/')[0]}/1", [])
+        ratios = [
+            r["commands_per_s"] / o["commands_per_s"] for r, o in zip(done, ones, strict=False)
+        ]
+        rows[key] = {
+            "commands_per_s": spread([r["commands_per_s"] for r in done]),
+            "ratio_to_one_writer": spread(ratios or [0.0]),
+            "refused_per_command": spread([r["refused_per_command"] for r in done]),
+            "clock_refused_per_command": spread([r["clock_refused_per_command"] for r in done]),
+            "errors": sum(sum(r["errors"].values()) for r in done),
+            "stderr": [line for r in done for line in r["stderr"]][:5],
+        }
+    return rows
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -232,8 +296,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer trees, rounds and writers")
     parser.add_argument("--json", default=None, help="write the figures as JSON to this file")
     parser.add_argument("--postgres", default=POSTGRES, help="server URL ('' to skip)")
+    parser.add_argument(
+        "--only", choices=MEASUREMENTS, action="append", help="run only these (repeatable)"
+    )
+    parser.add_argument("--seconds", type=float, default=5.0, help="a writer round's length")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds of each figure")
     args = parser.parse_args(argv)
     rounds, trees = (2, 60) if args.quick else (3, 150)
+    rounds = args.rounds or rounds
+    only = set(args.only or MEASUREMENTS)
     writer_counts = (1, 4, 16) if args.quick else (1, 2, 4, 8, 16)
     kinds = ["sqlite"] + (["postgresql"] if args.postgres else [])
     results: dict[str, Any] = {"machine": machine(), "throughput": {}, "recovery": {}}
@@ -242,19 +313,21 @@ def main(argv: list[str] | None = None) -> int:
         stores = Stores(Path(tmp), args.postgres or None)
         try:
             for kind in kinds:
-                for workers in (1, 2, 4):
+                for workers in (1, 2, 4) if "throughput" in only else ():
                     runs = [throughput(stores, kind, workers, trees) for _ in range(rounds)]
                     results["throughput"][f"{kind}/{workers}"] = {
                         "tasks_per_s": spread([r["tasks_per_s"] for r in runs]),
                         "conflicts_per_task": spread([r["conflicts_per_task"] for r in runs]),
                     }
                     print(kind, workers, "workers", results["throughput"][f"{kind}/{workers}"])
-                results["recovery"][kind] = spread([recovery(stores, kind) for _ in range(rounds)])
-                print(kind, "recovery ms", results["recovery"][kind])
-                for writers in writer_counts:
-                    rates = [appends(stores, kind, writers, 5.0) for _ in range(rounds)]
-                    results["appends"][f"{kind}/{writers}"] = spread(rates)
-                    print(kind, writers, "writers", results["appends"][f"{kind}/{writers}"])
+                if "recovery" in only:
+                    runs_ms = [recovery(stores, kind) for _ in range(rounds)]
+                    results["recovery"][kind] = spread(runs_ms)
+                    print(kind, "recovery ms", results["recovery"][kind])
+            if "appends" in only:
+                results["appends"] = writer_races(
+                    stores, kinds, writer_counts, rounds, args.seconds
+                )
         finally:
             stores.drop()
     print(format_fleet(results))
@@ -284,11 +357,30 @@ def format_fleet(results: dict[str, Any]) -> str:
         lines.append(
             f"| {kind} | {r['median']:.0f} ({r['min']:.0f}-{r['max']:.0f}) | <= 2667 {verdict} |"
         )
-    lines += ["", "| store | writer processes | commands/s (median, min-max) |", "|---|---|---|"]
+    lines += ["", APPENDS_HEADER, "|---|---|---|---|---|---|---|"]
     for key, r in results["appends"].items():
         kind, writers = key.split("/")
-        lines.append(f"| {kind} | {writers} | {r['median']:.0f} ({r['min']:.0f}-{r['max']:.0f}) |")
+        if "commands_per_s" not in r:
+            continue  # a figure of the benchmark before issue 28: commands/s alone
+        rate, refused, clock = (
+            r["commands_per_s"],
+            r["refused_per_command"],
+            r["clock_refused_per_command"],
+        )
+        ratio = r["ratio_to_one_writer"]
+        lines.append(
+            f"| {kind} | {writers} | {rate['median']:.0f} ({rate['min']:.0f}-{rate['max']:.0f}) "
+            f"| {ratio['median']:.2f}x ({ratio['min']:.2f}-{ratio['max']:.2f}) "
+            f"| {refused['median']:.3f} ({refused['min']:.3f}-{refused['max']:.3f}) "
+            f"| {clock['median']:.3f} | {r['errors']} |"
+        )
     return "\n".join(lines)
+
+
+APPENDS_HEADER = (
+    "| store | writer processes | commands/s (median, min-max) | vs 1 writer, per round "
+    "| refused appends per command (median, min-max) | of them the time guard's | errors |"
+)
 
 
 if __name__ == "__main__":

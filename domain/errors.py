@@ -82,10 +82,10 @@ class ConflictError(TasktrailError):
 
 
 class ClockConflict(ConflictError):
-    """Another writer, its clock ahead, appended an event stamped later than this
-    decision first: appended after it, this one would run the store's decision
-    times backwards. Nothing was recorded; the :class:`Scheduler` decides such a
-    command again on fresh state, stamped no earlier, on its own."""
+    """An event this decision depended on (the previous event of a stream it writes,
+    an event it read) is stamped later than the decision: its stamp missed the
+    clamp to what the store holds. Nothing was recorded; the :class:`Scheduler`
+    decides such a command again, stamped no earlier, on its own."""
 
 
 class StoreError(TasktrailError):

@@ -237,11 +237,16 @@ def fold(
     apply_stored = world.apply_stored
     # No stop (a whole log): no call per event to ask. Only a per-event projection
     # deletes rows between flushes, so only then are deletes looked at per event.
-    reached = stop.reached if stop.position is not None or stop.at is not None else None
+    reached = stop.reached if stop.position is not None else None
+    # A time stop folds every event stamped at or before it, in log order: an event may
+    # follow a later-stamped one of a writer it never read (docs/reliability.md).
+    latest = stop.at
     for recorded in records:
         if reached is not None and reached(recorded):
             break
         event = recorded.event
+        if latest is not None and event.at > latest:
+            continue
         position = recorded.position
         # A task's stream is named by its id (TaskEvent.stream_id) without the call.
         stream_id = event.task_id if type(event).task_stream else event.stream_id()

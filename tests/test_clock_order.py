@@ -1,11 +1,13 @@
-"""Issue 17, item 6: decision times never run backwards within a store.
+"""Issue 17, item 6, restated by issue 28: decision times never run backwards along a
+stream, nor from an event to a decision that read it.
 
-A clock reading behind the latest time the store holds is moved up to it (and
-counted); an append whose events are stamped earlier than the event before it in
-the store (another writer's clock ran ahead, between this one's decision and its
-append) is refused inside the append's transaction as a :class:`ClockConflict`,
-which the scheduler decides again on its own. So ``replay --until TIME`` is a
-prefix of the log.
+A clock reading behind the latest time the store has read is moved up to it (and
+counted); an append stamped earlier than an event its decision depended on (the
+previous event of a stream it writes, an event it read) is refused inside the
+append's transaction as a :class:`ClockConflict`, which the scheduler decides again on
+its own. Another writer's later-stamped event of a stream this decision did not read
+is no reason to refuse it, so ``replay --until TIME`` folds every event stamped at or
+before TIME, in log order: one writer's log is a prefix.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tasktrail.domain import ClockConflict, ManualClock, Scheduler, open_store
-from tasktrail.domain.tasks.events import TaskSubmitted
+from tasktrail.domain.tasks.events import AbortMarked, TaskSubmitted
 from tasktrail.replay import replay
 
 START = 1_767_603_600_000
@@ -59,27 +61,55 @@ def test_a_clock_running_backwards_is_clamped_and_counted(store_url: str) -> Non
     assert ats == sorted(ats) and ats[-1] >= START
 
 
-def test_an_append_stamped_before_the_store_latest_event_is_a_clock_conflict(
+def _submitted(task_id: str, at: float) -> TaskSubmitted:
+    return TaskSubmitted(task_id=task_id, at=at, kind="k", version=1, phase="p")
+
+
+def test_an_append_stamped_before_its_streams_last_event_is_a_clock_conflict(
     store_url: str,
 ) -> None:
     ahead = open_store(store_url)
     behind = open_store(store_url)
-    ahead.append([TaskSubmitted(task_id="a", at=START, kind="k", version=1, phase="p")], [1])
+    ahead.append([_submitted("a", START)], [1])
     head = ahead.head()
+    marked = AbortMarked(task_id="a", at=START - 1, rule=5)
     with pytest.raises(ClockConflict) as caught:
-        behind.append(
-            [TaskSubmitted(task_id="b", at=START - 1, kind="k", version=1, phase="p")], [1]
-        )
-    assert "stamped later" in str(caught.value)
+        behind.append([marked], [2])
+    assert "is stamped later" in str(caught.value) and str(START) in str(caught.value)
     assert behind.head() == head  # nothing appended
-    behind.append([TaskSubmitted(task_id="b", at=START, kind="k", version=1, phase="p")], [1])
+    assert behind.latest_at == START  # its next decision is stamped no earlier
+    behind.append([AbortMarked(task_id="a", at=START, rule=5)], [2])
     ahead.close()
     behind.close()
 
 
-def test_a_scheduler_that_lost_the_time_race_decides_again(store_url: str) -> None:
+def test_an_append_stamped_before_an_event_it_read_is_a_clock_conflict(store_url: str) -> None:
+    ahead = open_store(store_url)
+    behind = open_store(store_url)
+    ahead.append([_submitted("read", START)], [1])
+    with pytest.raises(ClockConflict):
+        behind.append([_submitted("written", START - 1)], [1], guards={"read": 1})
+    behind.append([_submitted("written", START)], [1], guards={"read": 1})
+    ahead.close()
+    behind.close()
+
+
+def test_a_writer_that_waited_appends_at_its_own_time(store_url: str) -> None:
+    """Issue 28: another writer's later-stamped event of another stream, appended while
+    this one waited for the lock, is no reason to refuse it: it did not read it."""
+    ahead = open_store(store_url)
+    behind = open_store(store_url)
+    ahead.append([_submitted("a", START)], [1])
+    behind.append([_submitted("b", START - 1)], [1])
+    assert _ats(store_url) == [START, START - 1]
+    ahead.close()
+    behind.close()
+
+
+def test_a_scheduler_that_waited_is_not_refused(store_url: str) -> None:
     """Writer B decided at its (earlier) time; writer A, clock ahead, appended between
-    B's decision and B's append. B's append is refused and B decides again, later."""
+    B's decision and B's append. B's decision read nothing A wrote: it is appended as
+    decided, and a replay until B's time holds B's task and not A's."""
     a_clock, b_clock = ManualClock(START + 5_000), ManualClock(START)
     a = Scheduler.open(store_url, clock=a_clock, worker="a")
     b = Scheduler.open(store_url, clock=b_clock, worker="b")
@@ -94,11 +124,33 @@ def test_a_scheduler_that_lost_the_time_race_decides_again(store_url: str) -> No
 
     b.store.append = append_after_a  # type: ignore[method-assign]
     b.submit("job", phase="p", id="from-b")
-    assert raced and b.task("from-b").submitted_at == START + 5_000
+    assert raced and b.task("from-b").submitted_at == START and b.conflicts == 0
     a.close()
     b.close()
-    ats = _ats(store_url)
-    assert ats == sorted(ats)
+    assert set(replay(store_url, until=float(START)).tasks) == {"from-b"}
+    assert set(replay(store_url, until=float(START + 5_000)).tasks) == {"from-a", "from-b"}
+
+
+def test_a_decision_not_clamped_to_what_it_read_is_decided_again(store_url: str) -> None:
+    """A stamp that missed the clamp (a process that never read the event its decision
+    depends on) is refused inside the append and decided again, later, unseen by the
+    caller."""
+    a = Scheduler.open(store_url, clock=ManualClock(START + 5_000), worker="a")
+    b = Scheduler.open(store_url, clock=ManualClock(START), worker="b")
+    a.submit("job", phase="p", id="task")
+    stamp = b.store.stamp
+
+    def unclamped_once(reading: float) -> float:
+        b.store.stamp = stamp  # type: ignore[method-assign]
+        return reading
+
+    b.store.stamp = unclamped_once  # type: ignore[method-assign]
+    b.abort("task")
+    assert b.conflicts >= 1
+    ats = [r.event.at for r in b.store.stream_records("task")]
+    assert ats == sorted(ats) and ats[-1] == START + 5_000
+    a.close()
+    b.close()
 
 
 moves = st.lists(st.integers(min_value=-5_000, max_value=5_000), min_size=1, max_size=30)

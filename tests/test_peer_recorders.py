@@ -36,7 +36,7 @@ from eventsourcing.tests.persistence import (
 )
 from eventsourcing.utils import Environment
 
-from tasktrail.domain.store.location import parse_location
+from tasktrail.domain.store.location import NOTIFY_KEY, parse_location
 from tasktrail.domain.store.postgres import GuardedPostgresRecorder
 from tasktrail.domain.store.sqlite import TunedSQLiteFactory, _BulkSQLiteApplicationRecorder
 
@@ -145,11 +145,16 @@ class _PostgresRecorders(_TasktrailRecorders):
             conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
 
     def create_recorder(self) -> GuardedPostgresRecorder:
-        env = Environment(APPLICATION, parse_location(f"{_admin_dsn()}?schema={self.schema}").env)
+        # eventsourcing's cases hold a LISTEN connection while they append: two at least,
+        # and a subscriber needs the appends to NOTIFY.
+        url = f"{_admin_dsn()}?schema={self.schema}&notify=on"
+        location = parse_location(url, pool_size=3)
+        env = Environment(APPLICATION, location.env)
         factory = InfrastructureFactory.construct(env)
         self.factories.append(factory)
         recorder = factory.application_recorder()
         assert type(recorder) is GuardedPostgresRecorder
+        recorder.notify = bool(location.env[NOTIFY_KEY])  # as Store does
         return recorder
 
 

@@ -73,6 +73,34 @@ def test_after_another_writer_a_submit_still_takes_three(postgres_url: str) -> N
         other.close()
 
 
+def test_a_writer_overtaken_before_its_append_reads_nothing_more(postgres_url: str) -> None:
+    """Another writer appends between this one's refresh and its append: the append
+    brings those rows back, and this writer folds them and its own in log order
+    (issue 28 item 4) without another round trip."""
+    bench = _bench()
+    with open_store(postgres_url) as store, open_store(postgres_url) as other_store:
+        clock = ManualClock(1_000_000)
+        scheduler = Scheduler(store, worker="a", clock=clock)
+        other = Scheduler(other_store, worker="b", clock=clock)
+        for n in range(12):  # each pooled connection prepares its statements
+            scheduler.submit("job", phase="start", id=f"first-{n}")
+        append = store.append
+
+        def overtaken(*args: object, **kwargs: object) -> list[int]:
+            other.submit("job", phase="start", id="theirs")
+            return append(*args, **kwargs)  # type: ignore[arg-type]
+
+        store.append = overtaken  # type: ignore[method-assign]
+        with bench.counting(store) as trips:
+            scheduler.submit("job", phase="start")
+        store.append = append  # type: ignore[method-assign]
+        assert trips.count() <= GENERATED_ID_ROUND_TRIPS
+        assert scheduler.world.get("theirs") is not None  # folded from what came back
+        assert scheduler.position == store.head()
+        scheduler.close()
+        other.close()
+
+
 def test_a_refused_append_leaves_the_connection_usable(postgres_url: str) -> None:
     with open_store(postgres_url) as store:
         scheduler = Scheduler(store, worker="a", clock=ManualClock(1_000_000))
@@ -115,9 +143,9 @@ def _refusals_hold(store: object, scheduler: Scheduler) -> None:
         store.append(  # type: ignore[attr-defined]
             [dataclasses.replace(first, task_id="v")], [1], guards={"u": 0}
         )
-    with pytest.raises(ClockConflict):
+    with pytest.raises(ClockConflict):  # stamped before the event of "t" it read
         store.append(  # type: ignore[attr-defined]
-            [dataclasses.replace(first, task_id="w", at=first.at - 1_000)], [1]
+            [dataclasses.replace(first, task_id="w", at=first.at - 1_000)], [1], guards={"t": 1}
         )
     assert store.stream("v") == [] and store.stream("w") == []  # type: ignore[attr-defined]
     assert [e.task_id for e in store.stream("t")] == ["t"]  # type: ignore[attr-defined]

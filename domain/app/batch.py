@@ -29,10 +29,11 @@ batch's events only after the batch exits.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ..errors import StoreError
 from ..history import stream_loader
 from ..tasks.events import TaskEvent
 from ..tasks.live_index import LIVE_ORDER, TASK_SEQ
@@ -95,6 +96,7 @@ class BatchCommands:
     if TYPE_CHECKING:
 
         def refresh(self) -> int: ...
+        def _fold_new(self, own: Collection[int] = ()) -> int: ...
 
         def _is_running(self, task_id: str) -> bool: ...
         def _restore(self, in_place: bool = False) -> None: ...
@@ -141,22 +143,42 @@ class BatchCommands:
                 return
             # A batch's commands decided on the world as folded up to self.position.
             unseen = (self.position, batch.across) if batch.across else None
+            positions: list[int] | None = None
             try:
                 positions = self.store.append(
-                    batch.events, batch.versions, guards=batch.guards, unseen=unseen
+                    batch.events,
+                    batch.versions,
+                    guards=batch.guards,
+                    unseen=unseen,
+                    since=self.position,
                 )
+                self.events_written += len(positions)
+                # Contiguous positions right after ours mean no other writer came between.
+                if positions[0] == self.position + 1 and positions[-1] == self.position + len(
+                    positions
+                ):
+                    self.position = positions[-1]
+                else:
+                    self._fold_in_log_order(batch, positions)
             except BaseException:
-                self._reload(batch)
+                if positions is None:
+                    self._reload(batch)
                 raise
             finally:
                 batch.events, batch.versions, batch.guards = [], [], {}
                 batch.across = set()
-            self.events_written += len(positions)
-            # Contiguous positions right after ours mean no other writer came between.
-            if positions[0] == self.position + 1 and positions[-1] == self.position + len(
-                positions
-            ):
-                self.position = positions[-1]
+
+    def _fold_in_log_order(self, batch: Batch, positions: list[int]) -> None:
+        """Others' events landed before the batch's: the world must hold the log's order
+        (a snapshot of it must equal the fold), so the batch's events are taken out and
+        folded again after theirs, from the store. Appended already: a read that fails
+        leaves them for the next refresh (or, where it failed first, out of order)."""
+        try:
+            if not self._undo(batch):
+                self._restore(in_place=True)
+            self._fold_new(positions)
+        except StoreError:
+            pass
 
     def _reload(self, batch: Batch) -> None:
         """Fold the world again from the store: a batch that was not appended left

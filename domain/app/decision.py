@@ -9,11 +9,11 @@ only then folds them into the world. A refused decision raises and appends nothi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock
-from ..errors import ClockConflict, ConflictError, RuleViolation, UnknownTask
+from ..errors import ClockConflict, ConflictError, RuleViolation, StoreError, UnknownTask
 from ..store.store import Store
 from ..tasks import decide
 from ..tasks.events import TaskEvent
@@ -48,6 +48,7 @@ class DecisionCycle:
     if TYPE_CHECKING:
 
         def refresh(self) -> int: ...
+        def _fold_new(self, own: Collection[int] = ()) -> int: ...
         def _renew_lease(self, *, force: bool = False) -> None: ...
         def _snapshot_due(self) -> None: ...
 
@@ -56,7 +57,7 @@ class DecisionCycle:
         return checked_reading(self.clock())
 
     def _context(self) -> decide.Context:
-        # Decision times never run backwards within a store: a reading behind the
+        # Times never run backwards from what a decision read: a reading behind the
         # latest time the store holds is moved up to it (Store.stamp counts it).
         now = self.store.stamp(self._reading())
         # Rules 9 and 12 decide with the limit the world recorded (any writer's), never
@@ -149,21 +150,36 @@ class DecisionCycle:
             # Every event up to self.position is folded into the world it decided on.
             unseen = (self.position, across) if across else None
             try:
-                positions = self.store.append(events, versions, guards=guards, unseen=unseen)
+                positions = self.store.append(
+                    events, versions, guards=guards, unseen=unseen, since=self.position
+                )
             except ConflictError:
                 self.conflicts += 1
                 self.refresh()
                 raise
         telemetry.committed(self, events, versions)  # never raises
+        if batch is None:
+            self.events_written += len(events)
+            if not self._follows_on(positions):
+                # Other writers' events landed first: fold them, then ours, from the
+                # store, so the world holds the log's order (its indexes number tasks by
+                # it, and a snapshot of it must equal the fold). Ours are appended
+                # already: should the read fail, they are applied here, out of order.
+                try:
+                    self._fold_new(positions)
+                    return
+                except StoreError:
+                    pass
+            else:
+                self.position = positions[-1]
         if states is not None:
             for event, state in zip(events, states, strict=True):
                 world.apply(event, state)
         else:
             for event in events:
                 world.apply(event)
-        if batch is not None:
-            return
-        self.events_written += len(events)
-        # Contiguous positions right after ours mean no other writer came between.
-        if positions[0] == self.position + 1 and positions[-1] == self.position + len(positions):
-            self.position = positions[-1]
+
+    def _follows_on(self, positions: Sequence[int]) -> bool:
+        """Whether ``positions`` come right after :attr:`position` (no other writer
+        appended between the world this scheduler holds and its append)."""
+        return positions[0] == self.position + 1 and positions[-1] == self.position + len(positions)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from ..clock import Clock, system_clock
@@ -330,13 +330,20 @@ class Scheduler(
 
     def refresh(self) -> int:
         """Fold in events other writers appended since the last read; returns how many."""
+        return self._fold_new()
+
+    def _fold_new(self, own: Collection[int] = ()) -> int:
+        """:meth:`refresh`; events at the positions ``own`` are this scheduler's, just
+        appended and not folded yet (telemetry took them in as committed): then up to
+        the last of them only (the append brought the others' back: no round trip)."""
         folded = 0
         with self._lock:
             # Telemetry takes in other writers' events of tasks it follows: a recovery
             # of one this process was running tells it another worker took the task.
             follows = telemetry.follows(self)
             seen: list[tuple[TaskEvent, int, TaskState]] = []
-            for recorded in self.store.read(after=self.position):
+            until = max(own) if own else None
+            for recorded in self.store.read(after=self.position, until=until):
                 event = recorded.event
                 stream_id, task_stream = event.stream_id(), type(event).task_stream
                 version = recorded.originator_version
@@ -347,7 +354,12 @@ class Scheduler(
                 if version > have:
                     _, after = self.world.apply_stored(recorded.position, event, version)
                     folded += 1
-                    if follows is not None and task_stream and follows(stream_id):
+                    if (
+                        follows is not None
+                        and task_stream
+                        and follows(stream_id)
+                        and recorded.position not in own
+                    ):
                         seen.append((event, version, after))
                 self.position = recorded.position
             if seen:

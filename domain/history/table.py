@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..errors import StoreError
+from ..store.application import lock_creation
 
 if TYPE_CHECKING:
     from ..store.store import Store
@@ -96,6 +97,8 @@ class SnapshotTable:
             return
         blob = "BYTEA" if self._postgres else "BLOB"
         with self._cursor(commit=True) as cursor:
+            if self._postgres:  # concurrent creations race in PostgreSQL's catalog
+                lock_creation(cursor, self._datastore.schema)
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._table} ("
                 "position BIGINT PRIMARY KEY, format INTEGER NOT NULL, "

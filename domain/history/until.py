@@ -51,7 +51,8 @@ class Until:
         return cls(at=moment.timestamp() * 1000.0)
 
     def reached(self, recorded: Recorded) -> bool:
-        """Whether this event is past the stop (and so not folded)."""
+        """Whether this event is past the stop (and so not folded); past a time stop,
+        a later event may still be at or before it (a fold skips only this one)."""
         if self.position is not None and recorded.position > self.position:
             return True
         return self.at is not None and recorded.event.at > self.at

@@ -54,6 +54,35 @@ def creation_race(error: BaseException) -> bool:
     return False
 
 
+def lock_creation(cursor: Any, schema: str) -> None:
+    """Hold, until the cursor's transaction ends, PostgreSQL's advisory lock on creating
+    tasktrail's objects in ``schema``: concurrent ``CREATE ... IF NOT EXISTS`` of one
+    object race in the catalog (a unique violation, "tuple concurrently updated"), so
+    every creation takes this lock first and the second finds the object made."""
+    cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (CREATION_LOCK + schema,))
+
+
+CREATION_LOCK = "tasktrail create in schema "
+
+
+def describe(error: BaseException) -> str:
+    """An error's first line (its class name when it has no text)."""
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+def open_failure(kind: str, env: dict[str, str], error: BaseException) -> str:
+    """Why opening failed: a database without the log, or the server's own words."""
+    text = describe(error)
+    if "no such table" in text or "does not exist" in text:
+        return "it holds no tasktrail log (no table of events)"
+    if kind == "postgresql":
+        from .postgres import connection_problem  # the driver: PostgreSQL stores only
+
+        return connection_problem(env) or text
+    return text
+
+
 def close_quietly(resource: Any) -> None:
     """Close an application or factory that failed to open; its own errors do not matter."""
     if resource is not None:

@@ -130,3 +130,14 @@ def _schema_exists(location: StoreLocation, schema: str) -> bool | None:
     except Exception:  # the server's own words come from the caller's path
         return None
     return found is not None
+
+
+def open_problem(location: StoreLocation, error: BaseException) -> str:
+    """Why opening failed: a database without the log (a PostgreSQL schema that is
+    missing, with how to make it), or the server's own words."""
+    from .application import describe, open_failure
+
+    text = describe(error)
+    if "no such table" in text or "does not exist" in text:
+        return missing_schema_problem(location) or NO_LOG
+    return open_failure(location.kind, location.env, error)

@@ -4,8 +4,10 @@ version it read; both recorders (SQLite's and PostgreSQL's) run the SQL of
 :func:`guard_sql` inside the append's transaction, after its INSERTs and under the
 write lock, so a guard that trips breaks the (stream, version) key and the store's
 own conflict handling rolls the whole append back. The time guard
-(:func:`later_stamp`; on PostgreSQL, :func:`.postgres.stamped_later_guard_sql`) runs
-in the same transaction, under the same lock.
+(:func:`later_stamp`; on PostgreSQL, in the append function) runs in the same
+transaction: it compares the append's time with the events its decision depended on
+(:func:`depended_on`), not with whichever event another writer appended last, so a
+writer that waited for the lock is not refused for having waited.
 
 A decision that counted events of every stream (the daily cap counts every run minted
 today) has no stream to guard: its *unseen* guard (:func:`unseen_sql`) refuses it if
@@ -15,7 +17,8 @@ folded, under the same lock, with :data:`APPENDED_SINCE`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -40,7 +43,7 @@ def check_guards(cursor: Any, statement: str, guards: Mapping[str, int] | None) 
         cursor.executemany(statement, [(stream, version + 1) for stream, version in guards.items()])
 
 
-STAMPED_LATER = "tasktrail: an event stamped later was appended first"
+STAMPED_LATER = "tasktrail: an event the decision depended on is stamped later"
 """What the time guard raises (both stores), so the store can tell it from other conflicts."""
 APPENDED_SINCE = "tasktrail: an event the decision counted was appended since it read the log"
 """What the unseen guard raises (both stores): the store reports it as a conflict."""
@@ -57,39 +60,57 @@ def unseen_sql(table: str, position: str, mark: str, topics: int) -> str:
     )
 
 
-def previous_at_sql(table: str, mark: str, position: str) -> str:
-    """The stored state of the row just before a position (the time guard reads its ``at``)."""
-    return f"SELECT state FROM {table} WHERE {position} < {mark} ORDER BY {position} DESC LIMIT 1"
+def depended_sql(table: str, mark: str) -> str:
+    """The stored state of one version of one stream (the time guard reads its ``at``)."""
+    return f"SELECT state FROM {table} WHERE originator_id = {mark} AND originator_version = {mark}"
+
+
+def depended_on(
+    written: Sequence[tuple[str, int]], guards: Mapping[str, int] | None
+) -> list[tuple[str, int]]:
+    """The stored events an append's decision depended on, as ``(stream, version)``:
+    the version before the first one it writes of each stream, and each version a read
+    guard names. The time guard compares their ``at`` with the append's."""
+    first: dict[str, int] = {}
+    for stream, version in written:
+        if version < first.get(stream, version + 1):
+            first[stream] = version
+    depended = [(stream, version - 1) for stream, version in first.items() if version > 1]
+    return depended + [(stream, version) for stream, version in (guards or {}).items() if version]
 
 
 def later_stamp(
-    cursor: Any,
-    statement: str,
-    first_position: int,
-    earliest_at: float | None,
-    known: tuple[int, float] | None = None,
+    cursor: Any, statement: str, depended: Sequence[tuple[str, int]], earliest_at: float | None
 ) -> float | None:
-    """The time guard: run inside the append's transaction, under the write lock, it
-    returns the ``at`` of the event just before the append when that is later than
-    the append's earliest event (another writer, its clock ahead, appended first),
-    else ``None``. Decision times then never run backwards within a store.
-
-    ``known`` is the position and time of the last event the appending store read
-    or wrote: when it is the event just before the append, nothing need be read."""
+    """The time guard: run inside the append's transaction, it returns the latest ``at``
+    of the events the decision depended on (:func:`depended_on`) when that is later than
+    the append's earliest event, else ``None``. A decision is stamped no earlier than
+    every event it folded (``Store.stamp``), so this trips only when a stamp was not
+    clamped (a process that never read that event): times then never run backwards
+    along any stream, nor from an event to a decision that read it."""
     if earliest_at is None:
         return None
-    if known is not None and known[0] == first_position - 1 and known[1] <= earliest_at:
-        return None
-    cursor.execute(statement, (first_position,))
-    row = cursor.fetchone()
-    if row is None:
-        return None
-    state = row["state"] if isinstance(row, dict) else row[0]
+    later = None
+    for stream, version in depended:
+        cursor.execute(statement, (stream, version))
+        row = cursor.fetchone()
+        if row is None:
+            continue
+        state = row["state"] if isinstance(row, dict) else row[0]
+        try:
+            payload = orjson.loads(state)
+        except orjson.JSONDecodeError:
+            continue  # a damaged row is verify's to report, not this append's to refuse
+        at = payload.get("at") if isinstance(payload, dict) else None
+        if isinstance(at, int | float) and not isinstance(at, bool) and at > earliest_at:
+            later = max(at, later or at)
+    return None if later is None else float(later)
+
+
+def stamped_later_at(message: str) -> float | None:
+    """The later time a time guard's refusal names (``... (at 1767603600000.0)``)."""
+    found = re.search(r"\(at (-?[0-9.eE+-]+)\)", message)
     try:
-        payload = orjson.loads(state)
-    except orjson.JSONDecodeError:
-        return None  # a damaged row is verify's to report, not this append's to refuse
-    at = payload.get("at") if isinstance(payload, dict) else None
-    if isinstance(at, int | float) and not isinstance(at, bool) and at > earliest_at:
-        return float(at)
-    return None
+        return float(found.group(1)) if found else None
+    except ValueError:
+        return None

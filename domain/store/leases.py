@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
+from .application import lock_creation
 
 if TYPE_CHECKING:
     from .store import Store
@@ -57,8 +58,8 @@ class Leases:
         self._mark = "%s" if self._postgres else "?"
         # eventsourcing's recorders for SQLite and PostgreSQL both keep a datastore.
         self._datastore: Any = getattr(store.app.recorder, "datastore")  # noqa: B009
-        schema = getattr(self._datastore, "schema", "") if self._postgres else ""
-        self._table = f'"{schema}".{TABLE}' if schema else TABLE
+        self._schema = getattr(self._datastore, "schema", "") if self._postgres else ""
+        self._table = f'"{self._schema}".{TABLE}' if self._schema else TABLE
         self._created = False
 
     @contextmanager
@@ -75,6 +76,8 @@ class Leases:
         if self._created:
             return
         with self._cursor() as cursor:
+            if self._postgres:
+                lock_creation(cursor, self._schema)
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._table} ("
                 "worker TEXT PRIMARY KEY, expires_at DOUBLE PRECISION NOT NULL, "

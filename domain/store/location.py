@@ -11,6 +11,7 @@ writing anything (see :mod:`.files` for how a SQLite file is opened that way).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -36,8 +37,30 @@ class StoreLocation:
         return self.target
 
 
-def parse_location(location: str | os.PathLike[str]) -> StoreLocation:
-    """Turn a path or a ``postgresql://`` URL into the settings of a store."""
+SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+"""The PostgreSQL schema names a store accepts: a letter or ``_``, then letters, digits
+and ``_``, 63 characters at most (the server's limit). Every statement quotes the name
+as well; a name outside the pattern is refused before anything runs."""
+DEFAULT_POOL_SIZE = 1
+"""Server connections a PostgreSQL store keeps: one; a worker's liveness lock holds a
+second of its own (docs/scaling.md, "Connections")."""
+MAX_POOL_SIZE = 100
+NOTIFY_KEY = "TASKTRAIL_POSTGRES_NOTIFY"
+"""Whether appends NOTIFY (``?notify=on``; the recorder's ``notify``), in a location's env."""
+SWITCHES = {"on": "on", "true": "on", "1": "on", "yes": "on"} | {
+    "off": "", "false": "", "0": "", "no": ""
+}
+
+
+def parse_location(
+    location: str | os.PathLike[str], *, pool_size: int | None = None
+) -> StoreLocation:
+    """Turn a path or a ``postgresql://`` URL into the settings of a store.
+
+    A PostgreSQL store keeps ``pool_size`` server connections (default
+    :data:`DEFAULT_POOL_SIZE`; ``?pool_size=N`` in the URL, which the argument
+    overrides); a SQLite store ignores it. ``?notify=on`` makes its appends NOTIFY,
+    for an eventsourcing subscriber (tasktrail's readers never LISTEN)."""
     text = os.fspath(location) if isinstance(location, str | os.PathLike) else None
     if not isinstance(text, str) or not text.strip():
         raise StoreError("a store location must be a file path or a postgresql:// URL")
@@ -69,7 +92,14 @@ def parse_location(location: str | os.PathLike[str]) -> StoreLocation:
             "APPLICATION_RECORDER_TOPIC": "tasktrail.domain.store.postgres:GuardedPostgresRecorder",
         }
         if "schema" in query:
-            env["POSTGRES_SCHEMA"] = query["schema"][0]
+            env["POSTGRES_SCHEMA"] = checked_schema(query["schema"][0], _redact(text))
+        notify = query.get("notify", ["off"])[-1].lower()
+        if notify not in SWITCHES:
+            raise StoreError(f"{_redact(text)}: notify must be on or off, not {notify!r}")
+        env[NOTIFY_KEY] = SWITCHES[notify]
+        size = _pool_size(query, pool_size, _redact(text))
+        # The pool never grows past its size: the connections are a fleet's budget.
+        env.update({"POSTGRES_POOL_SIZE": str(size), "POSTGRES_MAX_OVERFLOW": "0"})
         return StoreLocation("postgresql", _redact(text), env)
     if text.startswith("file:"):
         return _sqlite_uri(text)
@@ -88,6 +118,31 @@ def parse_location(location: str | os.PathLike[str]) -> StoreLocation:
         "ORIGINATOR_ID_TYPE": "text",
     }
     return StoreLocation("sqlite", str(path), env, path=str(path))
+
+
+def checked_schema(name: str, where: str) -> str:
+    """``name`` if it is a schema name a store accepts (:data:`SCHEMA_NAME`), else
+    :class:`StoreError` naming it, before any statement runs."""
+    if not SCHEMA_NAME.fullmatch(name):
+        raise StoreError(
+            f"{where}: schema {name!r} is not a plain name: use letters, digits and _ "
+            "(starting with a letter or _), at most 63 characters"
+        )
+    return name
+
+
+def _pool_size(query: dict[str, list[str]], argument: int | None, where: str) -> int:
+    """The pool size the argument or the URL's ``pool_size`` asks for (checked)."""
+    if argument is None:
+        text = query.get("pool_size", [str(DEFAULT_POOL_SIZE)])[-1]
+        if not text.strip().isdigit():
+            raise StoreError(f"{where}: pool_size must be a whole number, not {text!r}")
+        argument = int(text)
+    if isinstance(argument, bool) or not isinstance(argument, int):
+        raise StoreError(f"pool_size must be a whole number, not {argument!r}")
+    if not 1 <= argument <= MAX_POOL_SIZE:
+        raise StoreError(f"{where}: pool_size must be from 1 to {MAX_POOL_SIZE}, not {argument}")
+    return argument
 
 
 def _sqlite_uri(text: str) -> StoreLocation:

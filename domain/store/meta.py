@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import StoreError
+from .application import lock_creation
 from .keys import KEY_ID_KEY, KEYED_AFTER_KEY, KEYED_MAC_KEY, key_id, keyed_mac
 
 TABLE = "tasktrail_meta"
@@ -60,6 +61,8 @@ class Meta:
         chain after); returns the marker as it is now (another writer's, if it won)."""
         m = self._mark
         with self._datastore.transaction(commit=True) as cursor:
+            if self._postgres:
+                lock_creation(cursor, self._schema)
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._table} (key TEXT PRIMARY KEY, value TEXT)"
             )

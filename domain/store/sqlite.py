@@ -41,9 +41,9 @@ from .guards import (
     APPENDED_SINCE,
     STAMPED_LATER,
     check_guards,
+    depended_sql,
     guard_sql,
     later_stamp,
-    previous_at_sql,
     unseen_sql,
 )
 from .transcoder import Row
@@ -222,11 +222,7 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
             positions = list(range(last - len(stored_events) + 1, last + 1))
         check_guards(c, self.guard_statement, kwargs.get("guards"))
         later = later_stamp(
-            c,
-            self.previous_at_statement,
-            positions[0],
-            kwargs.get("earliest_at"),
-            kwargs.get("known"),
+            c, self.depended_statement, kwargs.get("depended", ()), kwargs.get("earliest_at")
         )
         if later is not None:  # raised inside the transaction: it rolls back
             raise IntegrityError(f"{STAMPED_LATER} (at {later})")
@@ -249,8 +245,8 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
         return guard_sql(self.events_table_name, "?")
 
     @property
-    def previous_at_statement(self) -> str:
-        return previous_at_sql(self.events_table_name, "?", "rowid")
+    def depended_statement(self) -> str:
+        return depended_sql(self.events_table_name, "?")
 
     def select_stream_rows(self, stream_id: str) -> list[tuple[int, int, str, bytes]]:
         """One stream's rows, by version: ``(position, version, topic, state)``."""

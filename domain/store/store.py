@@ -14,9 +14,10 @@ the format marker (:mod:`.meta`), refusing a newer one; a writer adds a missing 
 
 Every append checks its events against the stored limits (:mod:`..tasks.fields`),
 seals each with its digest chained to the previous event of its stream
-(:mod:`.chain`), and, inside its transaction, checks that no event stamped later
-precedes it (decision times never run backwards within a store: :meth:`Store.stamp`
-clamps the scheduler's clock to the latest time the store holds).
+(:mod:`.chain`), and, inside its transaction, checks that no event its decision
+depended on is stamped later (times never run backwards along a stream, nor from an
+event to a decision that read it: :meth:`Store.stamp` clamps the scheduler's clock
+to the latest time the store has read).
 
 Beside this facade: :mod:`.location`, :mod:`.files`, :mod:`.first_look`, :mod:`.meta`,
 :mod:`.chain`, :mod:`.keys` (a keyed chain), :mod:`.transcoder`, :mod:`.sqlite`,
@@ -42,13 +43,15 @@ from eventsourcing.persistence import (
 from ..errors import ClockConflict, ConflictError, CorruptEvent, InvalidArgument, StoreError
 from ..tasks.events import TaskEvent, event_problem
 from .application import TaskApplication, close_quietly, creation_race
+from .application import describe as _describe
 from .chain import Digester, Sealer
 from .files import existing_companions, remove_created_companions
-from .first_look import NO_LOG, made_schema, missing_schema_problem, refuse_foreign_file
-from .guards import APPENDED_SINCE, STAMPED_LATER
+from .first_look import made_schema, open_problem, refuse_foreign_file
+from .guards import APPENDED_SINCE, STAMPED_LATER, depended_on, stamped_later_at
 from .keys import KEY_ID_KEY, ChainKey, keyed_after, resolve_key, settle_key
-from .location import StoreLocation, parse_location, read_only_location
+from .location import NOTIFY_KEY, StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
+from .prefetch import Prefetched
 from .recorded import Recorded
 from .sqlite import TunedSQLiteFactory
 from .transcoder import Row, decode_event, encodable, printable_id, record_checked, row_problem
@@ -88,9 +91,8 @@ class Store:
         """The latest decision time this store has read or appended (see :meth:`stamp`)."""
         self.clamped = 0
         """How many clock readings :meth:`stamp` moved forward to :attr:`latest_at`."""
-        self._seen: tuple[int, float] | None = None
-        """The position and time of the last event read or appended (the time guard's)."""
         self._sealer = Sealer(self._previous_row)
+        self._prefetched = Prefetched()
         path = None if self.read_only else location.path
         refuse_foreign_file(path)  # before SQLite opens it to write: another app's file?
         self._turns = WriterTurns(path) if path is not None else None
@@ -110,6 +112,8 @@ class Store:
                         read_only=self.read_only,
                     )
                 self.app = TaskApplication(location.env, factory)
+                if location.env.get(NOTIFY_KEY):
+                    self.app.recorder.notify = True  # type: ignore[attr-defined]
                 # Reading the head proves the file is a database and the server answers.
                 self.app.recorder.max_notification_id()
                 self._read_marker()
@@ -124,7 +128,8 @@ class Store:
                     # Another process created the tables meanwhile, or the URL's schema is new.
                     time.sleep(0.05 * attempt)
                     continue
-                raise StoreError(f"cannot open store {location}: {self._cause(error)}") from None
+                why = open_problem(location, error)
+                raise StoreError(f"cannot open store {location}: {why}") from None
 
     def _read_marker(self) -> None:
         """Read the format marker: refuse a newer format; a writer marks an unmarked store."""
@@ -141,17 +146,6 @@ class Store:
         self.keyed_after = keyed_after(self.marker)  # digests after it keyed (None: unkeyed)
         self.key_id = self.marker.get(KEY_ID_KEY)
         self._sealer.digest = Digester(self.chain_key if self.key_id else None)
-
-    def _cause(self, error: BaseException) -> str:
-        """Why opening failed: a database without the log, or the server's own words."""
-        text = _describe(error)
-        if "no such table" in text or "does not exist" in text:
-            return missing_schema_problem(self.location) or NO_LOG
-        if self.location.kind == "postgresql":
-            from .postgres import connection_problem  # the driver: PostgreSQL stores only
-
-            return connection_problem(self.location.env) or text
-        return text
 
     def _why(self, error: BaseException) -> str:
         """Why a read or write failed; when PostgreSQL's pool only says it timed out, with
@@ -194,7 +188,7 @@ class Store:
 
     def stamp(self, reading: float) -> float:
         """The decision time for a clock ``reading``: never earlier than the latest time
-        this store holds (decision times never run backwards within a store). A
+        this store has read (times never run backwards from what a decision read). A
         reading behind it is moved up to it and counted in :attr:`clamped`."""
         if reading < self.latest_at:
             self.clamped += 1
@@ -214,6 +208,7 @@ class Store:
         *,
         guards: Mapping[str, int] | None = None,
         unseen: tuple[int, Collection[str]] | None = None,
+        since: int | None = None,
     ) -> list[int]:
         """Append events atomically, each as version ``versions[i]`` of its task.
 
@@ -223,7 +218,7 @@ class Store:
         log up to ``position``. Returns the positions. If another writer appended
         any of these versions first, to a guarded stream or an event of a counted
         topic after ``position``, the decision was taken on stale state: raises
-        :class:`ConflictError` and appends none.
+        :class:`ConflictError` and appends none. ``since``: see :mod:`.prefetch`.
         """
         if not events:
             return []
@@ -243,13 +238,21 @@ class Store:
             written = {row.originator_id for row in rows}
             read_guards = {k: v for k, v in (guards or {}).items() if k not in written}
             counted = (unseen[0], sorted(unseen[1])) if unseen else None
-            earliest = min(e.at for e in events)
             positions = self.app.recorder.insert_events(
-                rows, guards=read_guards, earliest_at=earliest, known=self._seen, unseen=counted
+                rows,
+                guards=read_guards,
+                earliest_at=min(e.at for e in events),
+                depended=depended_on(
+                    [(str(r.originator_id), r.originator_version) for r in rows], read_guards
+                ),
+                unseen=counted,
+                since=since,
             )
         except (RecordConflictError, PersistenceError) as error:
             streams = sorted({e.stream_id() for e in events})
             if STAMPED_LATER in str(error):
+                # Decided again, stamped no earlier than the event it depended on.
+                self.latest_at = max(self.latest_at, stamped_later_at(str(error)) or self.latest_at)
                 raise ClockConflict(streams, _describe(error)) from None
             if APPENDED_SINCE in str(error):
                 raise ConflictError(streams, APPENDED_SINCE.removeprefix("tasktrail: ")) from None
@@ -261,7 +264,8 @@ class Store:
             raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
         assert positions is not None and len(positions) == len(rows)
         self._sealer.appended()
-        self._seen = (positions[-1], events[-1].at)
+        others = getattr(self.app.recorder, "prefetched", None)
+        self._prefetched.keep(since, others, rows, positions)
         self.latest_at = max(self.latest_at, max(e.at for e in events))
         return list(positions)
 
@@ -283,7 +287,6 @@ class Store:
         cannot be read raises :class:`CorruptEvent`; given ``skip``, it is handed the
         error instead and the row is left out (``replay(skip_invalid=True)``)."""
         latest = self.latest_at
-        last: Recorded | None = None
         try:
             for page in self._pages(after, until):
                 for position, originator_id, version, topic, state in page:
@@ -303,13 +306,9 @@ class Store:
                             continue
                     if recorded.event.at > latest:
                         latest = recorded.event.at
-                    last = recorded
                     yield recorded
         finally:
             self.latest_at = max(self.latest_at, latest)
-            seen = self._seen
-            if last is not None and (seen is None or last.position >= seen[0]):
-                self._seen = (last.position, last.event.at)
 
     def rows(self, after: int = 0, *, until: int | None = None) -> Iterator[Row]:
         """The stored rows after position ``after`` (up to ``until``), in log order, as
@@ -317,6 +316,10 @@ class Store:
         return chain.from_iterable(self._pages(after, until))
 
     def _pages(self, after: int, until: int | None) -> Iterator[list[Row]]:
+        kept = self._prefetched.take(after, until)
+        if kept is not None:
+            yield kept  # what the append brought back (store.prefetch)
+            return
         start = after + 1
         recorder = self.app.recorder
         # Both recorders (SQLite's, PostgreSQL's) give plain tuples straight from the cursor.
@@ -380,21 +383,18 @@ def open_store(
     durability: Durability = "full",
     read_only: bool = False,
     chain_key: ChainKey | None = None,
+    pool_size: int | None = None,
 ) -> Store:
     """Open (creating if needed) the store at a SQLite path or a ``postgresql://`` URL.
 
     ``read_only=True`` creates and writes nothing: the store must exist (a SQLite
     file, or a SQLite ``file:`` URI; ``mode=ro`` or ``immutable=1`` in a URI read
     only as well), and a SQLite file is left exactly as it was. ``chain_key`` (else
-    ``$TASKTRAIL_CHAIN_KEY``) is a keyed store's key (:mod:`.keys`).
+    ``$TASKTRAIL_CHAIN_KEY``) is a keyed store's key (:mod:`.keys`). ``pool_size``: the
+    server connections a PostgreSQL store keeps (default 1, or the URL's ``pool_size``).
     """
-    where = parse_location(location)
+    where = parse_location(location, pool_size=pool_size)
     return Store(where, durability=durability, read_only=read_only, chain_key=chain_key)
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0]
 
 
 __all__ = ["Durability", "Recorded", "Store", "open_store"]
