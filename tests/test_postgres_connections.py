@@ -77,6 +77,16 @@ def test_an_open_scheduler_holds_at_most_two_server_connections(
         scheduler.run_until_idle()
         scheduler.snapshot()
     assert 1 <= counted[0] <= MAX_CONNECTIONS, counted
+    # The liveness lock's connection (issue 27) is one of them: the pool keeps one.
+    assert scheduler._liveness is not None and scheduler._liveness_key is not None
+    scheduler.close()
+
+
+def test_a_scheduler_takes_the_pool_size_as_an_argument(postgres_url: str) -> None:
+    """Its store's pool, plus the writer's liveness connection."""
+    with _connections_opened() as counted:
+        scheduler = Scheduler.open(postgres_url, worker="w", pool_size=3)
+    assert counted == [4]
     scheduler.close()
 
 

@@ -70,11 +70,8 @@ class Scheduler(
     (rule 9). Commands append events and return once they are recorded. Several
     schedulers may share a store, each a worker of a fleet (:mod:`.fleet`).
 
-    Thread-safe: every public method may be called from any thread while a
-    :class:`~.worker.Worker` runs (a web handler submitting, say); each takes the
-    scheduler's lock for the time of one command. An asyncio host hands calls to a
-    thread (``await asyncio.to_thread(s.submit, "kind")``) so that its loop is never
-    blocked for longer than a command.
+    Every public method may be called from any thread while a Worker runs, taking the
+    lock for one command; an asyncio host uses ``asyncio.to_thread`` (docs/fleet.md).
     """
 
     def __init__(
@@ -119,9 +116,7 @@ class Scheduler(
         under (one that ended is dropped: see ``_forget_ended_migrations``)."""
         self._resumed: set[str] = set()
         self._lock = threading.RLock()
-        """Serializes decisions and the world's folds: a worker's invocations, its
-        heartbeat thread and a host's threads (a web handler submitting) all decide
-        through it, so every public method may be called from any thread."""
+        """Serializes decisions and folds (invocations, heartbeats, a host's threads)."""
 
     # ─── opening and closing ────────────────────────────────────────────────
 
@@ -138,6 +133,7 @@ class Scheduler(
         lease: float = DEFAULT_LEASE_MS,
         snapshot_every: int | None = DEFAULT_EVERY,
         chain_key: bytes | str | None = None,
+        pool_size: int | None = None,
     ) -> Scheduler:
         """Open the store at a SQLite path or ``postgresql://`` URL, load it, recover.
 
@@ -158,13 +154,17 @@ class Scheduler(
         a command names one. A snapshot is taken every ``snapshot_every`` events
         (``None``: only at close) and at :meth:`close`. ``chain_key`` (else
         ``$TASKTRAIL_CHAIN_KEY``) keys the digest chain (:mod:`..store.keys`): a keyed
-        store refuses a writer without its key.
+        store refuses a writer without its key. ``pool_size``: the server connections a
+        PostgreSQL store keeps (default 1, or the URL's ``?pool_size=``); a writer holds
+        one more for its liveness lock (:mod:`..store.liveness`).
         """
         check_open_arguments(clock, registry, restart_limit, snapshot_every)
         store = (
             location
             if isinstance(location, Store)
-            else open_store(location, durability=durability, chain_key=chain_key)
+            else open_store(
+                location, durability=durability, chain_key=chain_key, pool_size=pool_size
+            )
         )
         scheduler: Scheduler | None = None
         try:
