@@ -264,5 +264,3 @@ def read_log(
         lenient = StoreReader(store)
         return iter(lenient), lenient, opened
     return store.read(), None, opened
-
-

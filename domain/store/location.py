@@ -48,7 +48,10 @@ MAX_POOL_SIZE = 100
 NOTIFY_KEY = "TASKTRAIL_POSTGRES_NOTIFY"
 """Whether appends NOTIFY (``?notify=on``; the recorder's ``notify``), in a location's env."""
 SWITCHES = {"on": "on", "true": "on", "1": "on", "yes": "on"} | {
-    "off": "", "false": "", "0": "", "no": ""
+    "off": "",
+    "false": "",
+    "0": "",
+    "no": "",
 }
 
 
