@@ -102,6 +102,7 @@ class FleetCommands:
         def _context(self) -> Context: ...
         def _reading(self) -> float: ...
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        def _catch_up(self) -> None: ...
 
     _leases: Leases | None = None
     _liveness: Liveness | None = None
@@ -133,6 +134,7 @@ class FleetCommands:
         only while another worker holds a running task here: its cost follows the live
         work. A :class:`~.worker.Worker` asks every second."""
         with self._lock:
+            self._catch_up()  # a task another worker reserved since this one last read
             holders = {
                 task.worker
                 for task_id in self.world.live

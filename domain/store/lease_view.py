@@ -35,15 +35,27 @@ def read_leases(store: Store) -> dict[str, Lease]:
             (present,) = _values(cursor.fetchall()[0])
             if not present:
                 return {}
-            cursor.execute(f"SELECT worker, expires_at, renewed_at, started_at FROM {table}")
-            rows = cursor.fetchall()
+            # SELECT *: a table an earlier release made has no liveness column.
+            cursor.execute(f"SELECT * FROM {table}")
+            rows = [_named(row) for row in cursor.fetchall()]
     except Exception as error:  # sqlite3 / psycopg errors: locked, gone
         raise StoreError(f"cannot read the lease table of {store.location}: {error}") from None
     leases = {}
     for row in rows:
-        worker, expires_at, renewed_at, started_at = _values(row)
-        leases[worker] = Lease(worker, expires_at, renewed_at, started_at)
+        worker = row["worker"]
+        leases[worker] = Lease(
+            worker,
+            row["expires_at"],
+            row["renewed_at"],
+            row["started_at"],
+            row.get("liveness"),
+        )
     return leases
+
+
+def _named(row: Any) -> dict[str, Any]:
+    """A row by column name: PostgreSQL's rows are dicts, SQLite's ``sqlite3.Row``."""
+    return dict(row) if isinstance(row, dict) else dict(zip(row.keys(), tuple(row), strict=True))
 
 
 def _values(row: Any) -> tuple[Any, ...]:

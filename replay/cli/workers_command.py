@@ -16,6 +16,7 @@ from typing import Any
 
 from tasktrail.domain import open_store, system_clock
 from tasktrail.domain.store.lease_view import read_leases
+from tasktrail.domain.store.liveness import liveness_for
 from tasktrail.domain.tasks.describe import format_at
 
 from .common import EXIT_OK, STORE_HELP, emit, say
@@ -24,8 +25,9 @@ HEADER = f"{'WORKER':<32} {'LIVE':<5} {'LAST HEARTBEAT':<24}  {'LEASE UNTIL':<24
 
 DESCRIPTION = """\
 List the workers of a store: each worker's name, whether it is live (its lease
-is current by this machine's clock; "gone": it holds running tasks and no
-lease, as after a crash), its last heartbeat, when its lease runs out, and how
+is current by this machine's clock and its process holds its liveness lock;
+"gone": its process died, so its lock is free though its lease runs, or it holds
+running tasks and no lease), its last heartbeat, when its lease runs out, and how
 many tasks it holds running (their ids follow). Workers of one fleet share a
 clock: the system clock. When no worker ever held a lease and none holds a
 task, a line says so (exit 0). The store is only read: a store no worker ran
@@ -58,7 +60,19 @@ def do_workers(args: argparse.Namespace) -> int:
     with open_store(args.store, read_only=True) as store:
         leases = read_leases(store)
         world = restore(store).world  # read only: nothing appended
-    now = system_clock()
+        now = system_clock()
+        # A worker whose lease runs but whose process is gone (its liveness lock free).
+        location = store.location
+        liveness = liveness_for(location.kind, location.path, location.env)
+        keys = {
+            name: lease.liveness
+            for name, lease in leases.items()
+            if lease.liveness and not lease.expired(now)
+        }
+        try:
+            gone = liveness.gone(keys) if keys else set()
+        finally:
+            liveness.release()
     running: dict[str, list[str]] = {}
     for task in world.tasks.values():
         if task.status == "running" and task.worker is not None:
@@ -66,13 +80,14 @@ def do_workers(args: argparse.Namespace) -> int:
     names = sorted(set(leases) | set(running))
     for number, name in enumerate(names):
         lease = leases.get(name)
-        live = lease is not None and not lease.expired(now)
+        live = lease is not None and not lease.expired(now) and name not in gone
         held = running.get(name, [])
         if args.json:
             emit(
                 {
                     "worker": name,
                     "live": live,
+                    "process_gone": name in gone,
                     "renewed_at": lease.renewed_at if lease else None,
                     "expires_at": lease.expires_at if lease else None,
                     "started_at": lease.started_at if lease else None,
@@ -82,7 +97,7 @@ def do_workers(args: argparse.Namespace) -> int:
             continue
         if number == 0:
             say(HEADER)
-        state = "yes" if live else ("no" if lease is not None else "gone")
+        state = "yes" if live else ("no" if lease is not None and name not in gone else "gone")
         heartbeat = format_at(lease.renewed_at) if lease else "-"
         until = format_at(lease.expires_at) if lease else "-"
         tasks = f"{len(held)}" + (f"  {', '.join(held)}" if held else "")
