@@ -423,3 +423,41 @@ def test_a_body_sealed_under_a_key_opens_only_under_it() -> None:
     for key in (None, b"k2"):
         with pytest.raises(SnapshotUnreadable, match="does not match its digest"):
             open_body(body, key=key)
+
+
+def test_a_keyed_stores_snapshot_resealed_without_the_key_is_passed_over(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """Issue 30: on a keyed store a snapshot's digest is an HMAC under the key, so an
+    edit sealed again by the public scheme, or under another key, is passed over; and a
+    reader without the key follows no keyed snapshot."""
+    from tasktrail.domain.history.envelope import read_heads, seal_body
+
+    key = b"the auditors' key"
+    s = Scheduler.open(store_url, clock=clock, registry=registry, chain_key=key)
+    task_id = s.submit("job", phase="start")
+    s.close()
+    with open_store(store_url, read_only=True, chain_key=key) as store:
+        (position,) = SnapshotTable(store).positions()
+        assert restore(store).snapshot == position  # with the key: trusted
+        data, _ = open_body(SnapshotTable(store).at(position).body, key)  # type: ignore[union-attr]
+        heads = read_heads(store, {task_id: 1}, position)
+    with open_store(store_url, read_only=True) as store:
+        unkeyed = restore(store)
+        assert unkeyed.snapshot is None
+        assert "keyed and no key was given" in unkeyed.problems[0]
+    for resealed_under in (None, b"another key"):
+        with open_store(store_url, chain_key=key) as store:
+            table = SnapshotTable(store)
+            mark = "%s" if store_url.startswith("postgresql") else "?"
+            with table._cursor(commit=True) as cursor:
+                cursor.execute(
+                    f"UPDATE {table._table} SET body = {mark} WHERE position = {mark}",
+                    (seal_body(orjson.dumps(data), heads, resealed_under), position),
+                )
+        s = Scheduler.open(store_url, clock=clock, registry=registry, chain_key=key)
+        try:
+            assert s.snapshot_at == 0 and "digest" in s.snapshot_problems[0], s.snapshot_problems
+            assert s.task(task_id).status == "pending"
+        finally:
+            s.close()

@@ -147,9 +147,13 @@ def _starts(store: Store, until: int | None, problems: list[str]) -> Iterator[Re
 def _checked(store: Store, position: int, body: bytes, problems: list[str]) -> World | None:
     """The world of the snapshot at ``position`` once it passes every check, else
     ``None`` with the reason noted."""
+    if store.key_id is not None and store.chain_key is None:
+        # Keyed: its digest is an HMAC under the store's key, which this reader lacks.
+        problems.append(f"snapshot at position {position} is keyed and no key was given")
+        return None
     try:
         with collector_paused():
-            data, heads = open_body(body)
+            data, heads = open_body(body, body_key(store))
             world = world_from(data)
             mismatch = heads_problem(store, world, heads, position)
     except SnapshotUnreadable as error:
@@ -217,7 +221,14 @@ def snapshot_body(
     :func:`~.codec.encode_world`'s), the log's heads of the streams it holds, the
     digest of both (:mod:`.envelope`)."""
     heads = read_heads(store, held_versions(world), position)
-    return seal_body(world_bytes if world_bytes is not None else encode_world(world), heads)
+    world_bytes = world_bytes if world_bytes is not None else encode_world(world)
+    return seal_body(world_bytes, heads, body_key(store))
+
+
+def body_key(store: Store | None) -> bytes | None:
+    """The key a snapshot body's digest is an HMAC under: a keyed store's (issue 30),
+    else none (a plain SHA-256)."""
+    return store.chain_key if store is not None and store.key_id is not None else None
 
 
 def snapshot_differs(
@@ -228,7 +239,7 @@ def snapshot_differs(
     are not the log's (given the ``store`` and the snapshot's ``position``), or holding
     another world. ``world`` is compacted in place."""
     try:
-        data, heads = open_body(body)
+        data, heads = open_body(body, body_key(store))
         stored = world_from(data)
         mismatch = (
             heads_problem(store, stored, heads, position)
