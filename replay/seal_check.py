@@ -19,8 +19,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasktrail.domain import InvalidArgument, Store, StoreError
+from tasktrail.domain import InvalidArgument, Store, StoreError, open_store
 from tasktrail.domain.history import SnapshotTable
+from tasktrail.domain.store.keys import resolve_key
 from tasktrail.domain.store.seals import LogTree, Seal, parse_seal
 
 from .log import is_jsonl
@@ -86,6 +87,9 @@ class SealCheck:
 
     seals: list[tuple[int, Seal]]
     key: bytes | None = None
+    labels: dict[int, str] = field(default_factory=dict)
+    """How a seal is named in a finding, by its line (default: its line in the file):
+    a snapshot's recorded seal (:func:`snapshot_seals`) has a line of its own."""
     problems: list[SealProblem] = field(default_factory=list)
     macs_unchecked: int = 0
     tree: LogTree = field(default_factory=LogTree)
@@ -227,8 +231,62 @@ class SealCheck:
                 )
 
 
+def snapshot_seals(store: Store) -> tuple[list[tuple[int, Seal]], dict[int, str]]:
+    """The seals a store's snapshots recorded (issue 30: a snapshot records the seal of
+    its position, :mod:`tasktrail.domain.history.sealed`), each under a negative line
+    with its label; a snapshot that records none, or fails its digest, gives none
+    (``verify``'s snapshot check reports it)."""
+    from tasktrail.domain.history import FORMAT
+    from tasktrail.domain.history.envelope import body_key
+    from tasktrail.domain.history.sealed import recorded_seal
+
+    table = SnapshotTable(store)
+    seals: list[tuple[int, Seal]] = []
+    labels: dict[int, str] = {}
+    for position in table.positions():
+        stored = table.at(position)
+        if stored is None or stored.format != FORMAT:
+            continue
+        if store.key_id is not None and store.chain_key is None:
+            continue  # a keyed store's snapshots open only under the key
+        seal = recorded_seal(stored.body, body_key(store, position))
+        if seal is not None:
+            line = -len(seals) - 1
+            seals.append((line, seal))
+            labels[line] = f"the seal the snapshot at position {position} recorded"
+    return seals, labels
+
+
+def seal_check_for(
+    source: str | os.PathLike[str] | Store | object,
+    seals: str | os.PathLike[str] | None,
+    chain_key: bytes | str | None,
+) -> SealCheck | None:
+    """The seals the log must still extend: a file's (``--seals``), and those a store's
+    snapshots recorded; ``None`` when there are none."""
+    kept = read_seals(seals) if seals is not None else []
+    recorded: list[tuple[int, Seal]] = []
+    labels: dict[int, str] = {}
+    if isinstance(source, Store):
+        recorded, labels = snapshot_seals(source)
+    elif isinstance(source, str | os.PathLike) and not is_jsonl(source):
+        with open_store(source, read_only=True, chain_key=chain_key) as store:
+            recorded, labels = snapshot_seals(store)
+    if not kept and not recorded:
+        return None
+    return SealCheck([*kept, *recorded], resolve_key(chain_key), labels)
+
+
 def _sealed(seal: Seal) -> str:
     return f"{seal.count} events to position {seal.position}, at {seal.at}"
 
 
-__all__ = ["SealCheck", "SealProblem", "export_keying", "export_seal", "read_seals"]
+__all__ = [
+    "SealCheck",
+    "SealProblem",
+    "export_keying",
+    "export_seal",
+    "read_seals",
+    "seal_check_for",
+    "snapshot_seals",
+]

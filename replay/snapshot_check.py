@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from tasktrail.domain import Store, open_store
 from tasktrail.domain.history import FORMAT, SnapshotTable, snapshot_differs
+from tasktrail.domain.history.envelope import keyed_snapshot
 from tasktrail.domain.store.store import Recorded
 
 from .state import SchedulerState
@@ -25,18 +26,28 @@ from .state import SchedulerState
 class SnapshotWatch:
     """Wraps a fold's records; :attr:`problems` are the snapshots that differ."""
 
-    def __init__(self, source: str | os.PathLike[str] | Store) -> None:
+    def __init__(
+        self, source: str | os.PathLike[str] | Store, chain_key: bytes | str | None = None
+    ) -> None:
         self.source = source
+        self.chain_key = chain_key
+        """A keyed store's key: its snapshots' digests are HMACs under it."""
         self.problems: list[tuple[int, str]] = []
         self.outdated: dict[int, int] = {}
         """The positions of the snapshots of another format, and each one's format."""
         self.checked = 0
+        self.unkeyed = 0
+        """Snapshots of a keyed store left unchecked: no key was given."""
         self._store: Store | None = None
 
     def __call__(self, records: Iterator[Recorded], state: SchedulerState) -> Iterator[Recorded]:
         # One read-only open of the store for the whole fold, not one per snapshot.
         source = self.source
-        store = source if isinstance(source, Store) else open_store(source, read_only=True)
+        store = (
+            source
+            if isinstance(source, Store)
+            else open_store(source, read_only=True, chain_key=self.chain_key)
+        )
         try:
             table = SnapshotTable(store)
             self._store = store
@@ -67,6 +78,10 @@ class SnapshotWatch:
             return
         if stored.format != FORMAT:
             self.outdated[position] = stored.format
+            return
+        assert self._store is not None
+        if keyed_snapshot(self._store, position) and self._store.chain_key is None:
+            self.unkeyed += 1  # its digest is an HMAC under a key not given: unchecked
             return
         self.checked += 1
         differs = snapshot_differs(

@@ -17,14 +17,13 @@ from typing import Any
 
 from tasktrail.domain import CorruptEvent, InvalidArgument, Store
 from tasktrail.domain.history import FORMAT
-from tasktrail.domain.store.keys import resolve_key
 from tasktrail.domain.tasks.ending import cancelling_ancestor
 from tasktrail.domain.tasks.waits import waits_for
 from tasktrail.domain.turns.state import turn_id_for
 from tasktrail.domain.world import Draft
 
 from .log import is_jsonl
-from .seal_check import SealCheck, read_seals
+from .seal_check import SealCheck, seal_check_for
 from .snapshot_check import SnapshotWatch
 from .state import SchedulerState, replay
 from .tamper import ChainReport, check_chain
@@ -284,13 +283,14 @@ def verify(
     watch: SnapshotWatch | None = None
     if seals is not None and isinstance(source, SchedulerState):
         raise InvalidArgument("seals are checked against a log, not a state already folded")
-    sealed = SealCheck(read_seals(seals), resolve_key(chain_key)) if seals is not None else None
+    sealed = seal_check_for(source, seals, chain_key)
     if isinstance(source, SchedulerState):
         state = source
     else:
         unreadable: CorruptEvent | None = None
         # A store's snapshots are checked against the fold (from position 0) on the way.
-        watch = SnapshotWatch(source) if isinstance(source, Store) or not is_jsonl(source) else None
+        keyed = isinstance(source, Store) or not is_jsonl(source)
+        watch = SnapshotWatch(source, chain_key) if keyed else None
         try:
             # No invariant reads the audit trail: leave out its row per event.
             state = replay(
@@ -332,6 +332,11 @@ def verify(
         text = f"snapshot at position {position}: {why}"
         violations.append(Violation("snapshots", None, text, (position,)))
     notes = _outdated_note(watch.outdated) if chain is not None and watch is not None else []
+    unchecked = unchecked_keys(chain, sealed)
+    if watch is not None and watch.unkeyed:
+        unchecked.append(
+            f"{watch.unkeyed} snapshots of a keyed store not checked: no key was given"
+        )
     return VerifyReport(
         position=state.position,
         events=state.events,
@@ -340,12 +345,12 @@ def verify(
             *CHECKS,
             *(["chain"] if chain is not None else []),
             *(["snapshots"] if chain is not None and watch is not None else []),
-            *(["seals"] if sealed is not None else []),
+            *(["seals"] if seals is not None else []),
         ],
         violations=violations,
         chain=chain,
         notes=notes,
-        unchecked=unchecked_keys(chain, sealed),
+        unchecked=unchecked,
     )
 
 

@@ -96,11 +96,14 @@ class VerifyReport:
 
 def seal_violations(sealed: SealCheck | None) -> list[Violation]:
     """Each seal the log no longer extends, as a ``seals`` violation."""
-    problems = sealed.problems if sealed is not None else []
-    return [
-        Violation("seals", None, f"seal line {p.line}: {p.message}", _positions(p.position))
-        for p in problems
-    ]
+    if sealed is None:
+        return []
+    found = []
+    for p in sealed.problems:
+        label = sealed.labels.get(p.line)  # a snapshot's recorded seal
+        check, where = ("snapshots", label) if label else ("seals", f"seal line {p.line}")
+        found.append(Violation(check, None, f"{where}: {p.message}", _positions(p.position)))
+    return found
 
 
 def _positions(position: int | None) -> tuple[int, ...]:

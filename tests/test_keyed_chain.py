@@ -157,7 +157,11 @@ def test_digests_stripped_and_the_marker_lowered_is_caught_with_the_key(
     tamper.set_marker("chain_key_id", None)
     tamper.set_marker("keyed_after", None)
     tamper.set_marker("chained_after", str(tamper.rows()[-1][0]))  # "recorded before the chain"
-    assert verify(location, chain_key=None).ok  # without the key, nothing to hold it to
+    # Without the key the chain holds nothing to it; the snapshot, sealed under the key
+    # while the store was keyed, no longer opens by the public scheme: the downgrade shows.
+    report = verify(location, chain_key=None)
+    assert [v.check for v in report.violations] == ["snapshots"], report.violations
+    assert "digest" in report.violations[0].message
     found = chain_findings(location)
     assert len(found) == 1 and "the store's marker records none" in found[0][0]
 

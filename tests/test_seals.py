@@ -324,3 +324,41 @@ def test_a_later_seal_is_proved_to_extend_an_earlier_one_from_the_events_between
     # An earlier seal that is not a prefix of this log (another store's): no proof.
     other = replace(earlier, peaks=(later.peaks[0], *earlier.peaks[1:]))
     assert not extends(other, later, between)
+
+
+def test_a_snapshot_records_the_seal_of_its_position_and_verify_holds_the_log_to_it(
+    sqlite_url: str,
+) -> None:
+    """Issue 30: a snapshot records the seal of the log up to its position; the next
+    snapshot resumes the tree from it; ``verify`` (no ``--seals``) reports an event
+    edited before a snapshot's position, with its stream rechained by the public
+    scheme, which the plain chain cannot see."""
+    from tasktrail.domain.history import SnapshotTable
+    from tasktrail.domain.history.sealed import recorded_seal
+
+    workload(sqlite_url, key=None, tasks=3, name="monday")
+    workload(sqlite_url, key=None, tasks=3, name="tuesday")
+    with open_store(sqlite_url, read_only=True) as store:
+        table = SnapshotTable(store)
+        positions = table.positions()
+        assert len(positions) == 2
+        seals = [recorded_seal(table.at(p).body, None) for p in positions]  # type: ignore[union-attr]
+        for position, recorded in zip(positions, seals, strict=True):
+            assert recorded is not None and recorded.position == position
+            assert recorded.root == take_seal(store, until=position).root
+        rows = [(p, s, v, t, bytes(b)) for p, s, v, t, b in store.rows()]
+    assert seals[0] is not None and seals[1] is not None
+    assert extends(seals[0], seals[1], rows)
+    assert verify(sqlite_url).ok
+    tamper = Tamperer(sqlite_url)
+    position, *_, state = tamper.stream("monday-1")[-1]  # the aborted task's end
+    edited = state.replace(b'"aborted"', b'"completed"')
+    assert edited != state
+    tamper.set_state(position, edited)
+    tamper.rechain("monday-1")
+    assert [v.check for v in verify(sqlite_url, seals=None).violations if v.check == "chain"] == []
+    report = verify(sqlite_url)
+    assert [v.check for v in report.violations] == ["snapshots", "snapshots"], report.violations
+    first = report.violations[0]
+    assert "the seal the snapshot at position" in first.message
+    assert first.positions and first.positions[0] <= position

@@ -5,26 +5,14 @@ root and peaks, the marker and the latest snapshot as they are, a MAC when keyed
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from ..errors import CorruptEvent
 from ..history import SnapshotTable
+from ..history.sealed import seal_marker
 from ..store.chain import as_bytes
-from ..store.keys import KEYED_MAC_KEY
 from ..store.seals import LogTree, Seal, make_seal
 from ..store.store import Store
 from ..store.transcoder import row_problem
-
-
-def seal_marker(store: Store) -> dict[str, Any]:
-    """What a seal records of a store's marker."""
-    return {
-        "format": store.format,
-        "chained_after": store.chained_after,
-        "keyed_after": store.keyed_after,
-        "key_id": store.key_id,
-        "keyed_mac": store.marker.get(KEYED_MAC_KEY),
-    }
 
 
 def take_seal(store: Store, *, until: int | None = None, at: datetime | None = None) -> Seal:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -32,6 +32,9 @@ from ..store.chain import unseal
 from ..world import World
 from .codec import SnapshotUnreadable
 from .table import SnapshotTable
+
+if TYPE_CHECKING:
+    from ..store.store import Store
 
 _KEY = b',"digest":"'
 _HEX = 64
@@ -47,6 +50,18 @@ def body_digest(content: bytes, key: bytes | None = None) -> str:
     return hashlib.sha256(content).hexdigest()
 
 
+def keyed_snapshot(store: Store | None, position: int | None) -> bool:
+    """Whether the snapshot at ``position`` is sealed under the chain key: one of a keyed
+    store past the position it was keyed after (one taken before, plain SHA-256)."""
+    after = store.keyed_after if store is not None and store.key_id is not None else None
+    return after is not None and position is not None and position > after
+
+
+def body_key(store: Store | None, position: int | None) -> bytes | None:
+    """The key a snapshot body's digest is an HMAC under (issue 30), else ``None``."""
+    return store.chain_key if store is not None and keyed_snapshot(store, position) else None
+
+
 def held_versions(world: World) -> dict[str, int]:
     """Each stream ``world`` holds (tasks' and the others), with the version it folded."""
     versions = {task_id: task.events for task_id, task in world.tasks.items()}
@@ -55,12 +70,19 @@ def held_versions(world: World) -> dict[str, int]:
 
 
 def seal_body(
-    world_bytes: bytes, heads: dict[str, tuple[int, str | None]], key: bytes | None = None
+    world_bytes: bytes,
+    heads: dict[str, tuple[int, str | None]],
+    key: bytes | None = None,
+    seal: dict[str, Any] | None = None,
 ) -> bytes:
     """The body to store: ``world_bytes`` (:func:`~.codec.encode_world`) with the heads
-    of the streams it holds, closed by the digest of both (under ``key``, if given)."""
+    of the streams it holds and the ``seal`` of the log at its position (if given:
+    :mod:`.sealed`), closed by the digest of all (under ``key``, if given)."""
     listed = {stream: [version, digest] for stream, (version, digest) in sorted(heads.items())}
-    content = b'{"heads":' + orjson.dumps(listed) + b',"world":' + world_bytes + b"}"
+    content = b'{"heads":' + orjson.dumps(listed) + b',"world":' + world_bytes
+    if seal is not None:
+        content += b',"seal":' + orjson.dumps(seal)
+    content += b"}"
     return content[:-1] + _KEY + body_digest(content, key).encode("ascii") + b'"}'
 
 

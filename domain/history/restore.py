@@ -20,7 +20,16 @@ from ..store.store import Store
 from ..tasks.evolve import evolve, evolve_stream
 from ..world import Loader, World
 from .codec import SnapshotUnreadable, collector_paused, encode_world, world_from
-from .envelope import heads_problem, held_versions, open_body, read_heads, seal_body
+from .envelope import (
+    body_key,
+    heads_problem,
+    held_versions,
+    keyed_snapshot,
+    open_body,
+    read_heads,
+    seal_body,
+)
+from .sealed import seal_upto
 from .table import FORMAT, SnapshotTable
 
 log = logging.getLogger("tasktrail.snapshots")
@@ -147,13 +156,13 @@ def _starts(store: Store, until: int | None, problems: list[str]) -> Iterator[Re
 def _checked(store: Store, position: int, body: bytes, problems: list[str]) -> World | None:
     """The world of the snapshot at ``position`` once it passes every check, else
     ``None`` with the reason noted."""
-    if store.key_id is not None and store.chain_key is None:
+    if keyed_snapshot(store, position) and store.chain_key is None:
         # Keyed: its digest is an HMAC under the store's key, which this reader lacks.
         problems.append(f"snapshot at position {position} is keyed and no key was given")
         return None
     try:
         with collector_paused():
-            data, heads = open_body(body, body_key(store))
+            data, heads = open_body(body, body_key(store, position))
             world = world_from(data)
             mismatch = heads_problem(store, world, heads, position)
     except SnapshotUnreadable as error:
@@ -218,17 +227,13 @@ def snapshot_body(
 ) -> bytes:
     """The body a snapshot of ``world`` (compacted, the fold of ``store`` up to
     ``position``) stores: the world (``world_bytes``, if given, else
-    :func:`~.codec.encode_world`'s), the log's heads of the streams it holds, the
-    digest of both (:mod:`.envelope`)."""
+    :func:`~.codec.encode_world`'s), the log's heads of the streams it holds, the seal
+    of the log up to ``position`` (:mod:`.sealed`), the digest of all (:mod:`.envelope`)."""
     heads = read_heads(store, held_versions(world), position)
     world_bytes = world_bytes if world_bytes is not None else encode_world(world)
-    return seal_body(world_bytes, heads, body_key(store))
-
-
-def body_key(store: Store | None) -> bytes | None:
-    """The key a snapshot body's digest is an HMAC under: a keyed store's (issue 30),
-    else none (a plain SHA-256)."""
-    return store.chain_key if store is not None and store.key_id is not None else None
+    key = body_key(store, position)
+    seal = seal_upto(store, position).to_dict()
+    return seal_body(world_bytes, heads, key, seal)
 
 
 def snapshot_differs(
@@ -239,7 +244,7 @@ def snapshot_differs(
     are not the log's (given the ``store`` and the snapshot's ``position``), or holding
     another world. ``world`` is compacted in place."""
     try:
-        data, heads = open_body(body, body_key(store))
+        data, heads = open_body(body, body_key(store, position))
         stored = world_from(data)
         mismatch = (
             heads_problem(store, stored, heads, position)
