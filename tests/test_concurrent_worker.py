@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tasktrail.domain import (
+    ConflictError,
     LeaseLost,
     ManualClock,
     Registry,
@@ -406,3 +407,35 @@ def test_other_threads_submit_while_the_worker_runs(store_url: str, stopping: li
     thread.join(15)
     assert log.overlapping_invocations_of_one_task() == []
     assert len(log.spans) == 120
+
+
+def test_a_phase_decision_that_loses_a_race_is_taken_again_not_faulted(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    """Another writer's append came first (ConflictError, nothing written): with many
+    invocations and workers deciding at once this is timing, not the phase's fault, so
+    the invocation decides again on fresh state."""
+    registry = Registry(
+        [
+            TaskDefinition(
+                "two", 1, {"a": lambda inv: inv.checkpoint("b"), "b": lambda inv: inv.finish()}
+            )
+        ]
+    )
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry, worker="w")
+    task = s.submit("two")
+    real_append = s.store.append
+    calls = {"n": 0}
+
+    def racing_append(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the checkpoint: another writer came first
+            raise ConflictError([task], "appended since")
+        return real_append(*args, **kwargs)
+
+    s.store.append = racing_append  # type: ignore[method-assign]
+    Worker(s, concurrency=2).tick()
+    outcome = s.task(task).outcome
+    assert outcome is not None and outcome.status == "completed", outcome
+    assert s.conflicts == 1
+    s.close()

@@ -67,6 +67,7 @@ class PhaseCommands:
     current phase's decision (the close that follows returns its task: rule 10)."""
     _invocations: dict[str, Invocation]
     _resumed: set[str]
+    _drained: set[str]
 
     if TYPE_CHECKING:
 
@@ -240,7 +241,11 @@ class PhaseCommands:
             task = self._task_now(task_id)
             # 1. Not running, 2. closing (or draining: a worker that stops starts no
             # further phase; its close returns the task), 3. abort-marked: it ends.
-            if task.status != "running" or self.closing or self.draining or task.abort_requested:
+            if task.status != "running" or self.closing or task.abort_requested:
+                return
+            if self.draining:
+                with self._lock:
+                    self._drained.add(task_id)  # the close that follows returns it
                 return
             # An invocation keeps the definition it started with; a registry change
             # meanwhile is reported once per definition it changed to (pi-durable).

@@ -115,6 +115,9 @@ class Scheduler(
         """Each live task whose migration failed here, with the definition it failed
         under (one that ended is dropped: see ``_forget_ended_migrations``)."""
         self._resumed: set[str] = set()
+        self._drained: set[str] = set()
+        """Tasks whose invocation a worker's stop ended after a decision, still running
+        here until the close returns them (rule 10)."""
         self._lock = threading.RLock()
         """Serializes decisions and folds (invocations, heartbeats, a host's threads)."""
 
@@ -207,10 +210,13 @@ class Scheduler(
             try:
                 # Only what this worker holds now: another may have taken a task of ours.
                 # Its invocations' tasks, and those a drained invocation left running here
-                # (a stopping worker's, which ended after their phase's decision).
+                # (a stopping worker's, which ended after its phase's decision).
                 self.refresh()
-                running = [tid for tid in self._invocations if self._is_running(tid)]
-                running += [tid for tid in self._held_here() if tid not in self._invocations]
+                held = [
+                    *self._invocations,
+                    *(t for t in self._drained if t not in self._invocations),
+                ]
+                running = [tid for tid in held if self._is_running(tid)]
                 self._decide(decide.stop, running)
                 break
             except ConflictError:
@@ -382,16 +388,6 @@ class Scheduler(
         if task.status == "running" and task.id in self._invocations:
             return "running"
         return decide.readiness(draft, ctx, task, self.registry, self._failed_migrations)
-
-    def _held_here(self) -> list[str]:
-        """The live tasks running under this worker's name, in the world as folded."""
-        return [
-            task_id
-            for task_id in self.world.live
-            if (task := self.world.get(task_id)) is not None
-            and task.status == "running"
-            and task.worker == self.worker
-        ]
 
     def _is_running(self, task_id: str) -> bool:
         """Whether the task is running here (not in another worker of the fleet)."""

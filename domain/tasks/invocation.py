@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
+from ..errors import ConflictError
 from .events import Mode, OutcomeStatus, Policy
 from .state import TaskState
 
 _MISSING: Any = object()
+T = TypeVar("T")
 
 
 class TaskDecider(Protocol):
@@ -106,13 +108,13 @@ class Invocation:
 
     def checkpoint(self, phase: str, attempt: int | None = None) -> None:
         """Commit the phase to run next (or the same one again, which is not progress)."""
-        self.scheduler.checkpoint(self.task_id, phase, attempt)
+        _deciding(lambda: self.scheduler.checkpoint(self.task_id, phase, attempt))
 
     def memo(self, name: str, value: Any = _MISSING) -> Any:
         """Read the memo ``name`` (``None`` if unset) or, given ``value``, record it."""
         if value is _MISSING:
             return self.scheduler.memo(self.task_id, name)
-        return self.scheduler.memo(self.task_id, name, value)
+        return _deciding(lambda: self.scheduler.memo(self.task_id, name, value))
 
     def wait(
         self,
@@ -123,19 +125,43 @@ class Invocation:
     ) -> None:
         """Wait on tasks, resuming at ``then`` (default: the current phase) with
         ``attempt`` as the checkpoint's attempt."""
-        self.scheduler.wait(self.task_id, on, policy=policy, phase=then, attempt=attempt)
+        _deciding(
+            lambda: self.scheduler.wait(
+                self.task_id, on, policy=policy, phase=then, attempt=attempt
+            )
+        )
 
     def sleep(self, until: float, then: str | None = None, attempt: int | None = None) -> None:
         """Sleep until the clock reaches ``until``, resuming at ``then`` (default: the
         current phase) with ``attempt`` as the checkpoint's attempt (a retry's backoff)."""
-        self.scheduler.sleep(self.task_id, until, phase=then, attempt=attempt)
+        _deciding(lambda: self.scheduler.sleep(self.task_id, until, phase=then, attempt=attempt))
 
     def finish(
         self, status: str = "completed", error: Any = None, *, reason: str | None = None
     ) -> None:
         """Decide the outcome: ``completed``, ``failed`` or ``aborted``."""
-        self.scheduler.finish(self.task_id, status, error=error, reason=reason)  # type: ignore[arg-type]
+        _deciding(
+            lambda: self.scheduler.finish(self.task_id, status, error=error, reason=reason)  # type: ignore[arg-type]
+        )
 
     def submit(self, kind: str, **options: Any) -> str:
         """Submit a task this one owns; returns its id."""
-        return self.scheduler.submit(kind, owner=self.task_id, **options)
+        return _deciding(lambda: self.scheduler.submit(kind, owner=self.task_id, **options))
+
+
+DECISION_ATTEMPTS = 5
+"""How often an invocation's decision is taken again after losing a race with another
+writer (each refused append wrote nothing, and left the scheduler refreshed)."""
+
+
+def _deciding(decide: Callable[[], T]) -> T:
+    """Take a phase's decision, again on fresh state each time another writer's append
+    came first (:class:`~..errors.ConflictError`): a phase is not faulted for another
+    worker's timing. A rule that refuses it on fresh state raises as it would have."""
+    for attempt in range(DECISION_ATTEMPTS):
+        try:
+            return decide()
+        except ConflictError:
+            if attempt == DECISION_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
