@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import StoreError
+from .direct import direct_connection
 from .location import StoreLocation
 
 STORE_TABLES = frozenset(
@@ -65,18 +66,7 @@ def _schema(location: StoreLocation) -> str | None:
 
 
 def _connect(location: StoreLocation) -> Any:
-    import psycopg  # the driver: PostgreSQL stores only
-
-    env = location.env
-    return psycopg.connect(
-        dbname=env.get("POSTGRES_DBNAME"),
-        host=env.get("POSTGRES_HOST"),
-        port=env.get("POSTGRES_PORT"),
-        user=env.get("POSTGRES_USER"),
-        password=env.get("POSTGRES_PASSWORD") or None,
-        connect_timeout=max(1, int(float(env.get("POSTGRES_CONNECT_TIMEOUT", "5") or 5))),
-        autocommit=True,
-    )
+    return direct_connection(location.env)
 
 
 def _create_statement(schema: str) -> str:

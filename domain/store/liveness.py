@@ -34,6 +34,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .direct import direct_connection
+
 log = logging.getLogger("tasktrail.worker")
 FOLDER = "tasktrail-workers"
 
@@ -175,19 +177,7 @@ class AdvisoryLiveness(Liveness):
         return str(self._lock_key(worker))
 
     def _connect(self) -> Any:
-        import psycopg
-
-        env = self.env
-        return psycopg.connect(
-            dbname=env["POSTGRES_DBNAME"],
-            host=env.get("POSTGRES_HOST", "127.0.0.1"),
-            port=env.get("POSTGRES_PORT", "5432"),
-            user=env.get("POSTGRES_USER", "postgres"),
-            password=env.get("POSTGRES_PASSWORD", ""),
-            connect_timeout=int(float(env.get("POSTGRES_CONNECT_TIMEOUT", "5"))),
-            application_name="tasktrail-liveness",
-            autocommit=True,
-        )
+        return direct_connection(self.env, application_name="tasktrail-liveness")
 
     def hold(self, worker: str) -> bool:
         try:

@@ -17,6 +17,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
 from .application import lock_creation
+from .direct import direct_connection
 from .guards import APPENDED_SINCE, STAMPED_LATER, guard_sql
 from .location import checked_schema
 
@@ -332,21 +333,8 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
 def connection_problem(env: dict[str, str]) -> str | None:
     """Why PostgreSQL refuses a connection, in the server's or the network's words (the
     connection pool only says it timed out): one direct attempt, same settings."""
-    import psycopg
-
     try:
-        timeout = max(1, int(float(env.get("POSTGRES_CONNECT_TIMEOUT", "5"))))
-    except ValueError:
-        timeout = 5
-    try:
-        with psycopg.connect(
-            dbname=env.get("POSTGRES_DBNAME"),
-            host=env.get("POSTGRES_HOST"),
-            port=env.get("POSTGRES_PORT"),
-            user=env.get("POSTGRES_USER"),
-            password=env.get("POSTGRES_PASSWORD") or None,
-            connect_timeout=timeout,
-        ) as connection:
+        with direct_connection(env, autocommit=False) as connection:
             connection.execute("SELECT 1")
     except Exception as error:  # psycopg's errors, DNS, sockets: the cause, in its words
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
