@@ -220,3 +220,15 @@ def test_the_concurrency_benchmark_refuses_an_unknown_store(
         concurrency.main(["--stores", "sqlite,mysql"])
     assert exited.value.code == 2
     assert "--stores: mysql not among" in capsys.readouterr().err
+
+
+def test_the_concurrency_probe_times_every_append_of_a_worker(tmp_path: Path) -> None:
+    """A task is four commands (reserve, two checkpoints, finish), each an append under
+    the scheduler's lock; the probe puts the registry's marks back after."""
+    probe = _module("benchmarks.concurrency_probe")
+    registry = _module("benchmarks.concurrency_registry")
+    mark = registry.mark
+    figures = probe.probe(tmp_path / "probe.db", "normal", "async3", 2, 3)
+    assert registry.mark is mark
+    assert figures["appends"] >= 3 * 4 and figures["append_s"] > 0
+    assert figures["lock_held_s"] > 0 and figures["tasks_per_s"] > 0
