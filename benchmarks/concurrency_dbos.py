@@ -19,7 +19,6 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
 
 from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions
 
@@ -124,10 +123,6 @@ def main(argv: list[str]) -> int:
     stop.wait()
     DBOS.destroy(workflow_completion_timeout_sec=0)
     return 0
-
-
-def _unused(*_: Any) -> None:  # keeps the decorated workflows referenced for linters
-    _ = (_sync3, _async3)
 
 
 if __name__ == "__main__":

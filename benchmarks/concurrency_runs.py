@@ -69,15 +69,7 @@ def measure(stores: Stores, run: Run) -> Measured:
                 raise RuntimeError(f"{run}: a worker process exited early")
             time.sleep(0.05)
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        _end(processes)
     seen = window(marks)
     return Measured(
         tasks_per_s=seen.tasks / seen.seconds,
@@ -86,18 +78,37 @@ def measure(stores: Stores, run: Run) -> Measured:
     )
 
 
+def _end(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each worker process still running, and wait for all of them."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def _tasktrail(stores: Stores, run: Run, env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
     from .concurrency_registry import registry
 
     location = stores.new(run.store)
     Scheduler.open(location, worker="setup").close()
     processes = []
-    for n in range(run.workers):
-        command = [sys.executable, "-m", "tasktrail.replay.cli", "worker"]
-        command += ["benchmarks.concurrency_registry:registry", "--store", location]
-        command += ["--worker", f"w{n}", "--concurrency", str(run.concurrency), "--quiet"]
-        processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.DEVNULL))
-    _wait_for_leases(location, run.workers)
+    errors = stores.workdir / f"workers-{uuid.uuid4().hex[:8]}.err"
+    with errors.open("wb") as stderr:
+        for n in range(run.workers):
+            command = [sys.executable, "-m", "tasktrail.replay.cli", "worker"]
+            command += ["benchmarks.concurrency_registry:registry", "--store", location]
+            command += ["--worker", f"w{n}", "--concurrency", str(run.concurrency), "--quiet"]
+            processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stderr=stderr))
+    try:
+        _wait_for_leases(location, run.workers)
+    except TimeoutError as error:
+        _end(processes)  # not left running on a store that is about to be dropped
+        raise TimeoutError(f"{error}; the workers said: {errors.read_text()[-2000:]}") from None
     s = Scheduler.open(location, registry=registry, worker="submitter")
     with s.batch():
         for _ in range(run.tasks):
@@ -130,6 +141,7 @@ def _dbos(stores: Stores, run: Run, env: dict[str, str]) -> list[subprocess.Pope
     for process in processes:
         assert process.stdout is not None
         if process.stdout.readline().strip() != b"ready":
+            _end(processes)
             raise RuntimeError(f"{run}: a DBOS executor did not start")
     concurrency_dbos.enqueue(url, schema, run.kind, run.tasks)
     return processes
