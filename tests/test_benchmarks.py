@@ -152,3 +152,83 @@ def test_a_missing_dir_is_refused_by_name(
         main(["--quick", "--dir", str(tmp_path / "missing")])
     assert exited.value.code == 2
     assert f"--dir {tmp_path / 'missing'}: no such directory" in capsys.readouterr().err
+
+
+def _concurrency_run(tmp_path: Path, systems: str, kinds: str) -> dict[str, object]:
+    concurrency = _module("benchmarks.concurrency")
+    out = tmp_path / "concurrency.json"
+    argv = ["--rounds", "1", "--stores", "sqlite", "--kinds", kinds, "--configs", "1x2"]
+    argv += ["--scale", "0.1", "--systems", systems, "--json", str(out)]
+    assert concurrency.main(argv) == 0
+    runs: dict[str, object] = json.loads(out.read_text())["runs"]
+    return runs
+
+
+def test_the_concurrency_benchmark_runs_tasktrail_at_a_tiny_size(tmp_path: Path) -> None:
+    """Issue 27's benchmark end to end on SQLite, both phase kinds, with the no-wait run
+    that caps the ideal: every task the marks count, a rate, its ideal and CPU."""
+    runs = _concurrency_run(tmp_path, "tasktrail", "sync3,async3")
+    assert set(runs) == {"sqlite/tasktrail/sync3/1x2", "sqlite/tasktrail/async3/1x2"}
+    for figures in runs.values():
+        assert isinstance(figures, dict)
+        assert figures["tasks"] == 2 and figures["unbounded_ideal"] == pytest.approx(2 / 0.3)
+        rate, ratio = figures["tasks_per_s"]["median"], figures["ratio"]["median"]
+        assert rate > 0 and figures["cap"] > 0 and figures["cpu_ms_per_task"]["median"] > 0
+        assert figures["ideal"] == min(figures["cap"], figures["unbounded_ideal"])
+        assert ratio == pytest.approx(rate / figures["ideal"])
+
+
+def test_the_concurrency_benchmark_runs_dbos_beside_it(tmp_path: Path) -> None:
+    pytest.importorskip(
+        "dbos", reason="DBOS Transact is the benchmark's extra: pip install -e '.[bench]'"
+    )
+    runs = _concurrency_run(tmp_path, "tasktrail,dbos-fast", "async3")
+    assert set(runs) == {"sqlite/tasktrail/async3/1x2", "sqlite/dbos-fast/async3/1x2"}
+
+
+def test_the_concurrency_goals_judge_only_what_they_can(tmp_path: Path) -> None:
+    """Four workers are judged against one only where the store is not the bound; DBOS
+    is beaten only if every configuration is ahead."""
+    concurrency = _module("benchmarks.concurrency")
+
+    def figures(rate: float, ideal: float, unbounded: float) -> dict[str, object]:
+        return {
+            "tasks_per_s": {"median": rate},
+            "ratio": {"median": rate / ideal},
+            "ideal": ideal,
+            "unbounded_ideal": unbounded,
+        }
+
+    results = {
+        "sqlite/tasktrail/sync3/1x32": figures(90, 106.7, 106.7),
+        "sqlite/tasktrail/sync3/4x32": figures(150, 200, 426.7),
+        "sqlite/tasktrail/sync3/1x8": figures(20, 26.7, 26.7),
+        "sqlite/dbos/sync3/1x32": figures(30, 32, 106.7),
+        "sqlite/dbos/sync3/1x8": figures(21, 26.7, 26.7),
+    }
+    verdicts = {goal: verdict for goal, _, verdict in concurrency.goals(results)}
+    assert verdicts["1x32 on SQLite >= 0.8 of ideal (sync3)"] == "**met**"
+    assert verdicts["4x32 >= 3x 1x32 on sqlite (sync3)"] == "store-bound: no verdict"
+    assert verdicts["ahead of dbos on sqlite (sync3)"] == "**missed**"  # 1x8: 20 < 21
+
+
+def test_the_concurrency_benchmark_refuses_an_unknown_store(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    concurrency = _module("benchmarks.concurrency")
+    with pytest.raises(SystemExit) as exited:
+        concurrency.main(["--stores", "sqlite,mysql"])
+    assert exited.value.code == 2
+    assert "--stores: mysql not among" in capsys.readouterr().err
+
+
+def test_the_concurrency_probe_times_every_append_of_a_worker(tmp_path: Path) -> None:
+    """A task is four commands (reserve, two checkpoints, finish), each an append under
+    the scheduler's lock; the probe puts the registry's marks back after."""
+    probe = _module("benchmarks.concurrency_probe")
+    registry = _module("benchmarks.concurrency_registry")
+    mark = registry.mark
+    figures = probe.probe(tmp_path / "probe.db", "normal", "async3", 2, 3)
+    assert registry.mark is mark
+    assert figures["appends"] >= 3 * 4 and figures["append_s"] > 0
+    assert figures["lock_held_s"] > 0 and figures["tasks_per_s"] > 0

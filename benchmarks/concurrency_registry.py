@@ -1,0 +1,70 @@
+"""The registry ``python -m benchmarks.concurrency`` runs in ``tasktrail worker`` processes.
+
+Two kinds of task, three phases each, each phase waiting ``$TASKTRAIL_BENCH_WAIT_S``
+(0.1 s): ``sync3`` with ``time.sleep`` (its phases run in the invocation's thread),
+``async3`` with ``await asyncio.sleep`` (on the worker's event loop). Each phase moves
+to the next with a checkpoint and the last finishes the task; the first and the last
+leave a mark (:mod:`.concurrency_marks`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from tasktrail.domain import Registry, TaskDefinition
+
+from .concurrency_marks import WAIT_S, mark
+
+
+def _wait() -> None:
+    if WAIT_S:
+        time.sleep(WAIT_S)
+
+
+def _one(inv: Any) -> None:
+    mark("S")
+    _wait()
+    inv.checkpoint("two")
+
+
+def _two(inv: Any) -> None:
+    _wait()
+    inv.checkpoint("three")
+
+
+def _three(inv: Any) -> None:
+    _wait()
+    inv.finish("completed")
+    mark("E")
+
+
+async def _await() -> None:
+    if WAIT_S:
+        await asyncio.sleep(WAIT_S)
+
+
+async def _a_one(inv: Any) -> None:
+    mark("S")
+    await _await()
+    inv.checkpoint("two")
+
+
+async def _a_two(inv: Any) -> None:
+    await _await()
+    inv.checkpoint("three")
+
+
+async def _a_three(inv: Any) -> None:
+    await _await()
+    inv.finish("completed")
+    mark("E")
+
+
+registry = Registry(
+    [
+        TaskDefinition("sync3", 1, {"one": _one, "two": _two, "three": _three}),
+        TaskDefinition("async3", 1, {"one": _a_one, "two": _a_two, "three": _a_three}),
+    ]
+)
