@@ -1,0 +1,366 @@
+"""Worker processes stop promptly and a dead process's work comes back at once (issue 27).
+
+Real processes on SQLite and PostgreSQL, running tests/helpers/worker_workload.py
+(phases that log their start and end, and wait ``$TASKTRAIL_TEST_PHASE_S``):
+
+- SIGTERM during 30 s phases (sync and async) exits 0 within the grace period plus
+  2 s, the tasks back to pending with no restart (rule 10); a second SIGTERM closes
+  at once, long before the grace runs out;
+- a plain script (default settings) SIGKILLed mid-phase and run again recovers its
+  task at open and runs it to its end;
+- a peer worker recovers a SIGKILLed worker's tasks within 2 s with the default 30 s
+  lease; a SIGSTOPped worker's only once its lease lapsed, and when it resumes its
+  decision is refused (fenced) and the task ends once;
+- two workers at concurrency 8 never have more than 8 phases in flight each, and no
+  task ever has two invocations at once.
+
+Times are measured from the signal the test sends; the bounds are the issue's.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.worker_workload import registry
+
+from tasktrail.domain import Scheduler, open_store
+from tasktrail.domain.store.leases import Leases
+from tasktrail.domain.tasks.events import TaskEnded, TaskRecovered, TaskReserved, TaskStopped
+from tasktrail.replay import verify
+
+HELPERS = Path(__file__).parent / "helpers"
+STORES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+STARTUP_S = 30.0
+"""How long a process may take to import and open on a loaded 2-core machine."""
+
+
+@pytest.fixture(params=STORES)
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "trail.db")
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@dataclass
+class Child:
+    """A process the test started, with its stderr in a file."""
+
+    process: subprocess.Popen[bytes]
+    stderr: Path
+
+    def output(self) -> str:
+        return self.stderr.read_text(errors="replace")[-3000:]
+
+
+class Processes:
+    """Starts the worker processes and scripts of one test; kills what is left."""
+
+    def __init__(self, location: str, folder: Path) -> None:
+        self.location = location
+        self.folder = folder
+        self.phase_log = folder / "phases"
+        self.phase_log.mkdir()
+        self.children: list[Child] = []
+
+    def env(self, phase_s: float) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "TASKTRAIL_WORKER"}
+        env["PYTHONPATH"] = os.pathsep.join([str(HELPERS), env.get("PYTHONPATH", "")])
+        env["TASKTRAIL_PHASE_LOG"] = str(self.phase_log)
+        env["TASKTRAIL_TEST_PHASE_S"] = str(phase_s)
+        return env
+
+    def _start(self, command: list[str], name: str, phase_s: float) -> Child:
+        stderr = self.folder / f"{name}.stderr"
+        with stderr.open("wb") as err:
+            process = subprocess.Popen(
+                command, env=self.env(phase_s), stdout=subprocess.PIPE, stderr=err
+            )
+        child = Child(process, stderr)
+        self.children.append(child)
+        return child
+
+    def worker(self, name: str, *, phase_s: float, options: tuple[str, ...] = ()) -> Child:
+        """``tasktrail worker`` under ``name``, started: its loop runs (it logged so)."""
+        command = [sys.executable, "-m", "tasktrail.replay.cli", "worker"]
+        command += ["worker_workload:registry", "--store", self.location, "--worker", name]
+        command += ["--poll", "50", *options]
+        child = self._start(command, name, phase_s)
+        wait_for(lambda: f"worker {name} started" in child.output(), STARTUP_S, child)
+        return child
+
+    def script(self, run: int, *, phase_s: float) -> tuple[Child, str]:
+        """The plain script of worker_workload.py, opened: with the name it got."""
+        command = [sys.executable, str(HELPERS / "worker_workload.py"), self.location]
+        child = self._start(command, f"script-{run}", phase_s)
+        assert child.process.stdout is not None
+        line = child.process.stdout.readline().decode()  # the script prints it at once
+        assert line.startswith("opened "), (line, child.output())
+        return child, line.split()[1]
+
+    def starts(self, worker: str) -> list[list[str]]:
+        log = self.phase_log / f"{worker}.log"
+        lines = log.read_text().splitlines() if log.exists() else []
+        return [line.split() for line in lines if line.startswith("start ")]
+
+    def ends(self, worker: str) -> list[list[str]]:
+        log = self.phase_log / f"{worker}.log"
+        lines = log.read_text().splitlines() if log.exists() else []
+        return [line.split() for line in lines if line.startswith("end ")]
+
+    def kill_all(self) -> None:
+        for child in self.children:
+            if child.process.poll() is None:
+                child.process.send_signal(signal.SIGCONT)  # a stopped one dies too
+                child.process.kill()
+            child.process.wait()
+            if child.process.stdout is not None:
+                child.process.stdout.close()
+
+
+@contextmanager
+def processes(location: str, folder: Path) -> Iterator[Processes]:
+    started = Processes(location, folder)
+    try:
+        yield started
+    except BaseException:
+        for child in started.children:  # shown with the failure (captured stdout)
+            print(f"--- {child.stderr.name} (exit {child.process.poll()}):\n{child.output()}")
+        raise
+    finally:
+        started.kill_all()
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float, child: Child | None = None) -> Any:
+    """Poll ``condition`` until it holds; fail after ``timeout_s`` (with the child's
+    stderr, or as soon as the child exited)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if child is not None and child.process.poll() is not None:
+            pytest.fail(f"exited {child.process.returncode}:\n{child.output()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout_s} s" + (f":\n{child.output()}" if child else ""))
+        time.sleep(0.05)
+
+
+def submit(location: str, kind: str, count: int) -> list[str]:
+    # One command each, not a batch: a batch's events are stamped as it decides, and
+    # a busy worker appending later-stamped ones before it flushes makes it start over.
+    submitter = Scheduler.open(location, registry=registry, worker="submitter")
+    try:
+        return [submitter.submit(kind) for _ in range(count)]
+    finally:
+        submitter.close()
+
+
+def events(location: str) -> list[Any]:
+    with open_store(location) as store:
+        return [recorded.event for recorded in store.read()]
+
+
+def of(kind: type, location: str) -> list[Any]:
+    return [event for event in events(location) if isinstance(event, kind)]
+
+
+def settled(location: str, task_ids: list[str]) -> dict[str, tuple[str, int]]:
+    """Each task's (status, restarts), read by a scheduler opened once all are gone."""
+    checker = Scheduler.open(location, registry=registry, worker="checker")
+    try:
+        return {t: (checker.task(t).status, checker.task(t).restarts) for t in task_ids}
+    finally:
+        checker.close()
+
+
+def exit_after_signals(child: Child, signals: list[float], limit_s: float) -> float:
+    """Send SIGTERM at each of ``signals`` (s from now); how long after the last the
+    process exited (it must exit 0, and not before the last signal)."""
+    process = child.process
+    started = time.monotonic()
+    for offset in signals:
+        time.sleep(max(0.0, started + offset - time.monotonic()))
+        assert process.poll() is None, f"exited before the signal:\n{child.output()}"
+        process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+    try:
+        code = process.wait(timeout=limit_s + 10)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running {limit_s + 10} s after SIGTERM:\n{child.output()}")
+    took = time.monotonic() - signalled
+    assert code == 0, child.output()
+    return took
+
+
+# ─── stopping ──────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_sigterm_during_long_phases_exits_within_grace_and_hands_tasks_back(
+    location: str, kind: str, tmp_path: Path
+) -> None:
+    task_ids = submit(location, kind, 4)
+    with processes(location, tmp_path) as started:
+        worker = started.worker("w", phase_s=30, options=("--concurrency", "4", "--grace", "1"))
+        wait_for(lambda: len(started.starts("w")) == 4, STARTUP_S, worker)
+        took = exit_after_signals(worker, [0.0], limit_s=3)
+        assert took <= 1 + 2, (took, worker.output())  # the grace, plus 2 s
+    stopped = Counter(event.task_id for event in of(TaskStopped, location))
+    assert stopped == dict.fromkeys(task_ids, 1)
+    assert settled(location, task_ids) == dict.fromkeys(task_ids, ("pending", 0))
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_second_sigterm_closes_at_once(location: str, kind: str, tmp_path: Path) -> None:
+    task_ids = submit(location, kind, 4)
+    with processes(location, tmp_path) as started:
+        worker = started.worker("w", phase_s=30, options=("--concurrency", "4", "--grace", "20"))
+        wait_for(lambda: len(started.starts("w")) == 4, STARTUP_S, worker)
+        # Still running 0.5 s into its 20 s grace, then closed at the second signal.
+        took = exit_after_signals(worker, [0.0, 0.5], limit_s=2)
+        assert took <= 2, (took, worker.output())
+    stopped = Counter(event.task_id for event in of(TaskStopped, location))
+    assert stopped == dict.fromkeys(task_ids, 1)
+    assert settled(location, task_ids) == dict.fromkeys(task_ids, ("pending", 0))
+
+
+# ─── a dead process ────────────────────────────────────────────────────────────
+
+
+def test_a_killed_script_run_again_with_default_settings_recovers_at_open(
+    location: str, tmp_path: Path
+) -> None:
+    task_ids = submit(location, "sync", 2)
+    with processes(location, tmp_path) as started:
+        first, first_name = started.script(1, phase_s=30)
+        wait_for(lambda: started.starts(first_name), STARTUP_S, first)
+        first.process.kill()
+        first.process.wait()
+        [[_, crashed, *_]] = started.starts(first_name)
+
+        second, second_name = started.script(2, phase_s=0.05)
+        assert second_name != first_name  # a fresh default name, as a restart gets
+        assert second.process.wait(timeout=30) == 0, second.output()
+    recovered = of(TaskRecovered, location)
+    assert [(e.task_id, e.worker, e.restarts) for e in recovered] == [(crashed, first_name, 1)]
+    ended = Counter(event.task_id for event in of(TaskEnded, location))
+    assert ended == dict.fromkeys(task_ids, 1)
+    # An end clears the count (rule 11): the recovery counted one.
+    assert settled(location, task_ids) == dict.fromkeys(task_ids, ("terminal", 0))
+
+
+def test_a_peer_recovers_a_killed_workers_tasks_within_two_seconds(
+    location: str, tmp_path: Path
+) -> None:
+    with processes(location, tmp_path) as started:
+        doomed = started.worker("doomed", phase_s=30, options=("--concurrency", "4"))
+        task_ids = submit(location, "async", 2) + submit(location, "sync", 2)
+        wait_for(lambda: len(started.starts("doomed")) == 4, STARTUP_S, doomed)
+        peer = started.worker("peer", phase_s=0.05)  # default lease: 30 s
+        doomed.process.kill()
+        killed_at = time.time() * 1000
+        doomed.process.wait()
+
+        wait_for(lambda: len(of(TaskEnded, location)) == 4, 30, peer)
+        assert exit_after_signals(peer, [0.0], limit_s=12) <= 12
+    recovered = {event.task_id: event for event in of(TaskRecovered, location)}
+    assert sorted(recovered) == sorted(task_ids)
+    late = {t: e.at - killed_at for t, e in recovered.items() if e.at - killed_at > 2_000}
+    assert not late, f"recovered more than 2 s after the kill (ms): {late}"
+    assert {(e.worker, e.restarts) for e in recovered.values()} == {("doomed", 1)}
+    assert settled(location, task_ids) == dict.fromkeys(task_ids, ("terminal", 0))
+    assert verify(location).ok
+
+
+def test_a_stopped_worker_is_recovered_only_once_its_lease_lapses_then_fenced(
+    location: str, tmp_path: Path
+) -> None:
+    lease = ("--lease", "3000")
+    with processes(location, tmp_path) as started:
+        stalled = started.worker("stalled", phase_s=3, options=lease)
+        [task_id] = submit(location, "sync", 1)
+        wait_for(lambda: started.starts("stalled"), STARTUP_S, stalled)
+        peer = started.worker("peer", phase_s=3, options=lease)
+        stalled.process.send_signal(signal.SIGSTOP)
+        stopped_at = time.monotonic()
+
+        # Alive (it holds its liveness lock) and its lease still runs: left alone.
+        time.sleep(max(0.0, stopped_at + 1.5 - time.monotonic()))
+        assert not of(TaskRecovered, location)
+        [recovered] = wait_for(lambda: of(TaskRecovered, location), 3 + 1 + 10, peer)
+        with open_store(location) as store:
+            lapsed = Leases(store).all()["stalled"].expires_at  # before it renews again
+        assert recovered.at > lapsed, (recovered.at, lapsed)
+        assert (recovered.worker, recovered.restarts) == ("stalled", 1)
+
+        # The peer runs it; the stalled worker, resumed, decides and is refused.
+        wait_for(lambda: started.starts("peer"), 10, peer)
+        stalled.process.send_signal(signal.SIGCONT)
+        wait_for(lambda: started.ends("stalled"), 10, stalled)
+        wait_for(lambda: of(TaskEnded, location), 10, peer)
+        for child in (stalled, peer):
+            exit_after_signals(child, [0.0], limit_s=12)
+    [[*_, outcome]] = started.ends("stalled")
+    assert outcome == "LeaseLost"
+    assert [(e.task_id, e.status) for e in of(TaskEnded, location)] == [(task_id, "completed")]
+    reserved = [e.worker for e in of(TaskReserved, location)]
+    assert reserved == ["stalled", "peer"]
+    assert settled(location, [task_id]) == {task_id: ("terminal", 0)}
+    assert verify(location).ok
+
+
+# ─── concurrency ───────────────────────────────────────────────────────────────
+
+
+def test_two_workers_at_concurrency_8_keep_the_bound_and_one_invocation_a_task(
+    location: str, tmp_path: Path
+) -> None:
+    options = ("--concurrency", "8")
+    with processes(location, tmp_path) as started:
+        workers = {name: started.worker(name, phase_s=0.1, options=options) for name in "ab"}
+        task_ids = [
+            *submit(location, "sync", 24),
+            *submit(location, "async", 24),
+            *submit(location, "mixed", 24),
+        ]
+        wait_for(lambda: len(of(TaskEnded, location)) == len(task_ids), 60, workers["a"])
+        for child in workers.values():
+            exit_after_signals(child, [0.0], limit_s=12)
+
+    peaks = {}
+    by_task: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    for name in workers:
+        starts, ends = started.starts(name), started.ends(name)
+        assert all(end[5] == "decided" for end in ends), ends
+        opened = {(task, phase): float(at) for _, task, phase, _, at in starts}
+        assert len(opened) == len(starts) == len(ends)  # each phase ran once, to its end
+        for _, task, phase, _, at, _ in ends:
+            by_task[task].append((opened[(task, phase)], float(at), name))
+        # An end before a start at the same instant: they did not overlap.
+        marks = sorted([(float(s[4]), 1) for s in starts] + [(float(e[4]), -1) for e in ends])
+        in_flight = peaks[name] = 0
+        for _, step in marks:
+            in_flight += step
+            peaks[name] = max(peaks[name], in_flight)
+    assert max(peaks.values()) <= 8, peaks
+    assert max(peaks.values()) > 1, peaks  # they did run at once
+    assert sorted(by_task) == sorted(task_ids)
+    for task, runs in by_task.items():
+        runs.sort()
+        for (_, end, _), (start, _, _) in pairwise(runs):
+            assert end <= start, (task, runs)
+    reserved = Counter(event.task_id for event in of(TaskReserved, location))
+    assert reserved == dict.fromkeys(task_ids, 1)
+    assert verify(location).ok
