@@ -5,7 +5,8 @@ Real processes on SQLite and PostgreSQL, running tests/helpers/worker_workload.p
 
 - SIGTERM during 30 s phases (sync and async) exits 0 within the grace period plus
   2 s, the tasks back to pending with no restart (rule 10); a second SIGTERM closes
-  at once, long before the grace runs out;
+  at once, long before the grace runs out; phases that decide within the grace
+  keep their decision, and no further phase starts;
 - a plain script (default settings) SIGKILLed mid-phase and run again recovers its
   task at open and runs it to its end;
 - a peer worker recovers a SIGKILLed worker's tasks within 2 s with the default 30 s
@@ -234,6 +235,31 @@ def test_a_second_sigterm_closes_at_once(location: str, kind: str, tmp_path: Pat
     stopped = Counter(event.task_id for event in of(TaskStopped, location))
     assert stopped == dict.fromkeys(task_ids, 1)
     assert settled(location, task_ids) == dict.fromkeys(task_ids, ("pending", 0))
+
+
+def test_a_stop_lets_phases_in_flight_decide_and_starts_no_further_phase(
+    location: str, tmp_path: Path
+) -> None:
+    task_ids = submit(location, "mixed", 4)
+    with processes(location, tmp_path) as started:
+        worker = started.worker("w", phase_s=1, options=("--concurrency", "4", "--grace", "10"))
+        wait_for(lambda: len(started.starts("w")) == 4, STARTUP_S, worker)
+        took = exit_after_signals(worker, [0.0], limit_s=10)
+        assert took < 10, (took, worker.output())  # done when they decided, not at the grace
+    # Each first phase reached its decision (a checkpoint); no second phase started.
+    assert sorted(end[2] for end in started.ends("w")) == ["first"] * 4
+    assert all(end[5] == "decided" for end in started.ends("w"))
+    assert len(started.starts("w")) == 4
+    stopped = Counter(event.task_id for event in of(TaskStopped, location))
+    assert stopped == dict.fromkeys(task_ids, 1)
+    checker = Scheduler.open(location, registry=registry, worker="checker")
+    try:
+        for task_id in task_ids:
+            task = checker.task(task_id)
+            assert (task.status, task.restarts) == ("pending", 0)
+            assert task.checkpoint is not None and task.checkpoint.phase == "second"
+    finally:
+        checker.close()
 
 
 # ─── a dead process ────────────────────────────────────────────────────────────
