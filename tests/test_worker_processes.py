@@ -262,6 +262,22 @@ def test_a_stop_lets_phases_in_flight_decide_and_starts_no_further_phase(
         checker.close()
 
 
+def test_a_stopping_worker_keeps_its_lease_through_the_grace(location: str, tmp_path: Path) -> None:
+    lease = ("--lease", "3000")
+    with processes(location, tmp_path) as started:
+        stopping = started.worker("stopping", phase_s=6, options=(*lease, "--grace", "20"))
+        [task_id] = submit(location, "sync", 1)
+        wait_for(lambda: started.starts("stopping"), STARTUP_S, stopping)
+        peer = started.worker("peer", phase_s=0.05, options=lease)
+        # Its phase decides 6 s in, two leases later: its heartbeats go on meanwhile.
+        exit_after_signals(stopping, [0.0], limit_s=20)
+        exit_after_signals(peer, [0.0], limit_s=12)
+    assert [end[5] for end in started.ends("stopping")] == ["decided"]
+    assert not started.starts("peer")
+    assert not of(TaskRecovered, location)
+    assert [(e.task_id, e.status) for e in of(TaskEnded, location)] == [(task_id, "completed")]
+
+
 # ─── a dead process ────────────────────────────────────────────────────────────
 
 

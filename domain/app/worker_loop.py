@@ -9,7 +9,8 @@ dead peer's tasks come back within about a second.
 
 Stopping (SIGTERM, SIGINT, :meth:`WorkerLoop.stop`): from that moment nothing more is
 reserved; the invocations in flight get the grace period to reach their next decision
-(they start no further phase); then the scheduler closes, which returns the tasks
+(they start no further phase), and the heartbeats go on so that the lease does not
+lapse meanwhile; then the scheduler closes, which returns the tasks
 still running here to ``pending`` with no restart counted (rule 10), and async phases
 still awaited are cancelled. A second stop closes at once. The loop returns within
 the grace period and a moment, whatever the phases do: a sync phase still running
@@ -23,6 +24,7 @@ import logging
 import math
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +90,10 @@ class WorkerLoop:
             s.store.location,
             self.invocations.concurrency,
         )
-        beating = threading.Thread(target=self._beat, name=f"heartbeat-{s.worker}", daemon=True)
+        closed = threading.Event()  # the heartbeats go on through the grace, to the close
+        beating = threading.Thread(
+            target=self._beat, args=(closed,), name=f"heartbeat-{s.worker}", daemon=True
+        )
         beating.start()
         failures = 0
         try:
@@ -118,8 +123,15 @@ class WorkerLoop:
                     self._stop.wait(delay_ms / 1000)
         finally:
             self._stop.set()
-            self._wind_down()
-            beating.join(timeout=1)
+
+            def stop_beating() -> None:  # before the close: no renewal after its release
+                closed.set()
+                beating.join(timeout=1)
+
+            try:
+                self._wind_down(stop_beating)
+            finally:
+                stop_beating()
             log.info(
                 "worker %s closed: %d events written, %d conflicts, %d ticks",
                 s.worker,
@@ -128,9 +140,10 @@ class WorkerLoop:
                 self.ticks,
             )
 
-    def _wind_down(self) -> None:
+    def _wind_down(self, before_close: Callable[[], None]) -> None:
         """Reserve nothing more, give the invocations in flight the grace period, then
-        close (rule 10 for what still runs here) and cancel the async phases left."""
+        (``before_close``: the heartbeats stop) close (rule 10 for what still runs
+        here) and cancel the async phases left."""
         s, invocations = self.scheduler, self.invocations
         s.draining = True
         if invocations.in_flight:
@@ -147,22 +160,23 @@ class WorkerLoop:
                     s.worker,
                     invocations.in_flight,
                 )
+        before_close()
         try:
             s.close()
         finally:
             invocations.cancel()  # after the close: a cancelled phase then records nothing
 
-    def _beat(self) -> None:
-        """Heartbeats on their own thread, a third of a lease apart (wall time): a long
-        phase neither lets this worker's lease lapse nor delays recovering a lost one.
-        Every second in between, a peer that holds running tasks and whose process is
-        gone has them recovered."""
+    def _beat(self, closed: threading.Event) -> None:
+        """Heartbeats on their own thread, a third of a lease apart (wall time), until
+        ``closed``: neither a long phase nor a stop's grace lets this worker's lease
+        lapse, nor delays recovering a lost one. Every second in between, a peer that
+        holds running tasks and whose process is gone has them recovered."""
         s = self.scheduler
         beat_every = s.lease_ms / 3 / 1000
         waited = 0.0
         while True:
             step = min(LIVENESS_EVERY_S, beat_every)
-            if self._stop.wait(step):
+            if closed.wait(step):
                 return
             waited += step
             try:
@@ -176,7 +190,7 @@ class WorkerLoop:
                 if report.recovered:
                     self.invocations.changed.set()  # the loop runs them at once
             except Exception as error:  # a store hiccup: the next beat or tick tries again
-                if self._stop.is_set():
+                if closed.is_set():
                     return  # closing meanwhile: nothing to renew
                 log.warning("heartbeat of worker %s failed: %s", s.worker, error)
 
