@@ -75,29 +75,40 @@ class Processes:
         self.phase_log.mkdir()
         self.children: list[Child] = []
 
-    def env(self, phase_s: float) -> dict[str, str]:
+    def env(self, phase_s: float, gate: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != "TASKTRAIL_WORKER"}
         env["PYTHONPATH"] = os.pathsep.join([str(HELPERS), env.get("PYTHONPATH", "")])
         env["TASKTRAIL_PHASE_LOG"] = str(self.phase_log)
         env["TASKTRAIL_TEST_PHASE_S"] = str(phase_s)
+        env["TASKTRAIL_TEST_GATE"] = str(self.folder / f"{gate}.gate")
         return env
 
-    def _start(self, command: list[str], name: str, phase_s: float) -> Child:
+    def open_gate(self, name: str) -> None:
+        """Let the sync phases of ``name`` (started ``gated``) decide now."""
+        (self.folder / f"{name}.gate").touch()
+
+    def _start(self, command: list[str], name: str, phase_s: float, gated: bool = False) -> Child:
         stderr = self.folder / f"{name}.stderr"
         with stderr.open("wb") as err:
             process = subprocess.Popen(
-                command, env=self.env(phase_s), stdout=subprocess.PIPE, stderr=err
+                command,
+                env=self.env(phase_s, name if gated else "no"),
+                stdout=subprocess.PIPE,
+                stderr=err,
             )
         child = Child(process, stderr)
         self.children.append(child)
         return child
 
-    def worker(self, name: str, *, phase_s: float, options: tuple[str, ...] = ()) -> Child:
-        """``tasktrail worker`` under ``name``, started: its loop runs (it logged so)."""
+    def worker(
+        self, name: str, *, phase_s: float, options: tuple[str, ...] = (), gated: bool = False
+    ) -> Child:
+        """``tasktrail worker`` under ``name``, started: its loop runs (it logged so).
+        ``gated``: its sync phases also end once :meth:`open_gate` is called for it."""
         command = [sys.executable, "-m", "tasktrail.replay.cli", "worker"]
         command += ["worker_workload:registry", "--store", self.location, "--worker", name]
         command += ["--poll", "50", *options]
-        child = self._start(command, name, phase_s)
+        child = self._start(command, name, phase_s, gated)
         wait_for(lambda: f"worker {name} started" in child.output(), STARTUP_S, child)
         return child
 
@@ -186,9 +197,14 @@ def settled(location: str, task_ids: list[str]) -> dict[str, tuple[str, int]]:
         checker.close()
 
 
-def exit_after_signals(child: Child, signals: list[float], limit_s: float) -> float:
-    """Send SIGTERM at each of ``signals`` (s from now); how long after the last the
-    process exited (it must exit 0, and not before the last signal)."""
+def exit_after_signals(
+    child: Child,
+    signals: list[float],
+    limit_s: float,
+    then: Callable[[], None] = lambda: None,
+) -> float:
+    """Send SIGTERM at each of ``signals`` (s from now), then call ``then``; how long
+    after the last signal the process exited (it must exit 0, not before that)."""
     process = child.process
     started = time.monotonic()
     for offset in signals:
@@ -196,6 +212,7 @@ def exit_after_signals(child: Child, signals: list[float], limit_s: float) -> fl
         assert process.poll() is None, f"exited before the signal:\n{child.output()}"
         process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
+    then()
     try:
         code = process.wait(timeout=limit_s + 10)
     except subprocess.TimeoutExpired:
@@ -241,10 +258,16 @@ def test_a_stop_lets_phases_in_flight_decide_and_starts_no_further_phase(
     location: str, tmp_path: Path
 ) -> None:
     task_ids = submit(location, "mixed", 4)
+    options = ("--concurrency", "4", "--grace", "10")
     with processes(location, tmp_path) as started:
-        worker = started.worker("w", phase_s=1, options=("--concurrency", "4", "--grace", "10"))
+        worker = started.worker("w", phase_s=30, options=options, gated=True)
         wait_for(lambda: len(started.starts("w")) == 4, STARTUP_S, worker)
-        took = exit_after_signals(worker, [0.0], limit_s=10)
+
+        def decide_soon() -> None:  # the first phases decide half a second into the grace
+            time.sleep(0.5)
+            started.open_gate("w")
+
+        took = exit_after_signals(worker, [0.0], limit_s=10, then=decide_soon)
         assert took < 10, (took, worker.output())  # done when they decided, not at the grace
     # Each first phase reached its decision (a checkpoint); no second phase started.
     assert sorted(end[2] for end in started.ends("w")) == ["first"] * 4
@@ -265,12 +288,17 @@ def test_a_stop_lets_phases_in_flight_decide_and_starts_no_further_phase(
 def test_a_stopping_worker_keeps_its_lease_through_the_grace(location: str, tmp_path: Path) -> None:
     lease = ("--lease", "3000")
     with processes(location, tmp_path) as started:
-        stopping = started.worker("stopping", phase_s=6, options=(*lease, "--grace", "20"))
+        options = (*lease, "--grace", "20")
+        stopping = started.worker("stopping", phase_s=30, options=options, gated=True)
         [task_id] = submit(location, "sync", 1)
         wait_for(lambda: started.starts("stopping"), STARTUP_S, stopping)
         peer = started.worker("peer", phase_s=0.05, options=lease)
-        # Its phase decides 6 s in, two leases later: its heartbeats go on meanwhile.
-        exit_after_signals(stopping, [0.0], limit_s=20)
+
+        def decide_after_two_leases() -> None:  # its heartbeats go on meanwhile
+            time.sleep(6)
+            started.open_gate("stopping")
+
+        exit_after_signals(stopping, [0.0], limit_s=20, then=decide_after_two_leases)
         exit_after_signals(peer, [0.0], limit_s=12)
     assert [end[5] for end in started.ends("stopping")] == ["decided"]
     assert not started.starts("peer")
@@ -331,7 +359,7 @@ def test_a_stopped_worker_is_recovered_only_once_its_lease_lapses_then_fenced(
 ) -> None:
     lease = ("--lease", "3000")
     with processes(location, tmp_path) as started:
-        stalled = started.worker("stalled", phase_s=3, options=lease)
+        stalled = started.worker("stalled", phase_s=30, options=lease, gated=True)
         [task_id] = submit(location, "sync", 1)
         wait_for(lambda: started.starts("stalled"), STARTUP_S, stalled)
         peer = started.worker("peer", phase_s=3, options=lease)
@@ -347,8 +375,9 @@ def test_a_stopped_worker_is_recovered_only_once_its_lease_lapses_then_fenced(
         assert recovered.at > lapsed, (recovered.at, lapsed)
         assert (recovered.worker, recovered.restarts) == ("stalled", 1)
 
-        # The peer runs it; the stalled worker, resumed, decides and is refused.
+        # The peer runs it (3 s); the stalled worker, resumed, decides and is refused.
         wait_for(lambda: started.starts("peer"), 10, peer)
+        started.open_gate("stalled")
         stalled.process.send_signal(signal.SIGCONT)
         wait_for(lambda: started.ends("stalled"), 10, stalled)
         wait_for(lambda: of(TaskEnded, location), 10, peer)

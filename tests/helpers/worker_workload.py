@@ -4,7 +4,9 @@
     python tests/helpers/worker_workload.py STORE     # a plain script (see main)
 
 (with ``tests/helpers`` on ``PYTHONPATH`` for the first). Every phase waits
-``$TASKTRAIL_TEST_PHASE_S`` seconds (default 0.05) of wall time, then decides:
+``$TASKTRAIL_TEST_PHASE_S`` seconds (default 0.05) of wall time, a sync one less if
+the file ``$TASKTRAIL_TEST_GATE`` appears first (a test opens the gate when it is
+ready), then decides:
 
 - ``sync``: one phase, ``time.sleep`` then ``finish``;
 - ``async``: one ``async def`` phase, ``await asyncio.sleep`` then ``finish``;
@@ -36,6 +38,14 @@ def _phase_s() -> float:
     return float(os.environ.get("TASKTRAIL_TEST_PHASE_S", DEFAULT_PHASE_S))
 
 
+def _pause() -> None:
+    """A sync phase's wait: the phase time, or until the gate file appears."""
+    gate = os.environ.get("TASKTRAIL_TEST_GATE")
+    deadline = time.monotonic() + _phase_s()
+    while time.monotonic() < deadline and not (gate and os.path.exists(gate)):
+        time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
+
+
 def _log(inv: Any, kind: str, phase: str, outcome: str = "") -> None:
     folder = os.environ.get("TASKTRAIL_PHASE_LOG")
     if not folder:
@@ -61,7 +71,7 @@ def _decide(inv: Any, phase: str, decision: Callable[[], Any]) -> None:
 
 def _sync_work(inv: Any) -> None:
     _log(inv, "start", "work")
-    time.sleep(_phase_s())
+    _pause()
     _decide(inv, "work", inv.finish)
 
 
@@ -77,7 +87,7 @@ async def _async_work(inv: Any) -> None:
 
 def _mixed_first(inv: Any) -> None:
     _log(inv, "start", "first")
-    time.sleep(_phase_s())
+    _pause()
     _decide(inv, "first", lambda: inv.checkpoint("second"))
 
 
