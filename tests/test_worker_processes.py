@@ -21,6 +21,7 @@ Times are measured from the signal the test sends; the bounds are the issue's.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections import Counter, defaultdict
 from itertools import pairwise
@@ -38,7 +39,7 @@ from helpers.worker_processes import (
 )
 from helpers.worker_workload import registry
 
-from tasktrail.domain import Scheduler, open_store
+from tasktrail.domain import Scheduler, Worker, open_store
 from tasktrail.domain.store.leases import Leases
 from tasktrail.domain.tasks.events import TaskEnded, TaskRecovered, TaskReserved, TaskStopped
 from tasktrail.replay import verify
@@ -135,6 +136,35 @@ def test_a_stopping_worker_keeps_its_lease_through_the_grace(location: str, tmp_
     assert not started.starts("peer")
     assert not of(TaskRecovered, location)
     assert [(e.task_id, e.status) for e in of(TaskEnded, location)] == [(task_id, "completed")]
+
+
+def test_a_signal_that_interrupts_the_loop_inside_an_event_still_stops_it(
+    tmp_path: Path,
+) -> None:
+    """A peer SIGTERMed while idle hung for good: the handler ran while the loop held
+    the lock inside the Event it waits on, and stop() set that Event. Here the
+    handler runs while its caller holds that lock, as the interrupted loop did."""
+    scheduler = Scheduler.open(str(tmp_path / "trail.db"), registry=registry, worker="w")
+    worker = Worker(scheduler)
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        worker.install_signal_handlers()
+        handle = signal.getsignal(signal.SIGTERM)
+        assert callable(handle)
+        returned = threading.Event()
+
+        def interrupted_loop() -> None:
+            with worker.invocations.changed._cond:  # type: ignore[attr-defined]
+                handle(signal.SIGTERM, None)
+            returned.set()
+
+        threading.Thread(target=interrupted_loop, daemon=True).start()
+        assert returned.wait(10), "the handler never returned"
+        assert worker._stop.wait(10), "no stop"
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        scheduler.close()
 
 
 # ─── a dead process ────────────────────────────────────────────────────────────

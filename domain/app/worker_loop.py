@@ -20,8 +20,10 @@ closed).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -221,15 +223,30 @@ class WorkerLoop:
 
     def install_signal_handlers(self) -> None:
         """Stop on SIGTERM and SIGINT (call from the main thread); a second signal
-        closes at once."""
+        closes at once.
+
+        The handler only writes the signal's number to a pipe; a thread of its own
+        reads it and calls :meth:`stop`. A handler runs in the main thread between
+        two of its steps, possibly while the loop holds the lock inside an Event it
+        waits on, and ``stop()`` sets that Event: called from the handler, it would
+        wait for that lock forever."""
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)  # a handler never blocks
+
+        def stop_on_signals() -> None:
+            while data := os.read(read_fd, 1):
+                name = signal.Signals(data[0]).name
+                if self._stop.is_set():
+                    log.info("signal %s again: closing now", name)
+                else:
+                    log.info("signal %s: closing after at most %.1f s of grace", name, self.grace_s)
+                self.stop()
+
+        threading.Thread(target=stop_on_signals, name="tasktrail-signals", daemon=True).start()
 
         def handle(signum: int, frame: FrameType | None) -> None:
-            name = signal.Signals(signum).name
-            if self._stop.is_set():
-                log.info("signal %s again: closing now", name)
-            else:
-                log.info("signal %s: closing after at most %.1f s of grace", name, self.grace_s)
-            self.stop()
+            with contextlib.suppress(OSError):  # a full pipe: a stop is on its way already
+                os.write(write_fd, bytes([signum]))
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
