@@ -55,6 +55,7 @@ class Processes:
         env = {k: v for k, v in os.environ.items() if k != "TASKTRAIL_WORKER"}
         env["PYTHONPATH"] = os.pathsep.join([str(HELPERS), env.get("PYTHONPATH", "")])
         env["TASKTRAIL_PHASE_LOG"] = str(self.phase_log)
+        env["PYTHONFAULTHANDLER"] = "1"  # a hung process shows its threads at SIGABRT
         env["TASKTRAIL_TEST_PHASE_S"] = str(phase_s)
         env["TASKTRAIL_TEST_GATE"] = str(self.folder / f"{gate}.gate")
         return env
@@ -192,6 +193,8 @@ def exit_after_signals(
     try:
         code = process.wait(timeout=limit_s + 10)
     except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)  # faulthandler: every thread's stack
+        process.wait(timeout=5)
         pytest.fail(f"still running {limit_s + 10} s after SIGTERM:\n{child.output()}")
     took = time.monotonic() - signalled
     assert code == 0, child.output()
