@@ -9,7 +9,8 @@ dead peer's tasks come back within about a second.
 
 Stopping (SIGTERM, SIGINT, :meth:`WorkerLoop.stop`): from that moment nothing more is
 reserved; the invocations in flight get the grace period to reach their next decision
-(they start no further phase); then the scheduler closes, which returns the tasks
+(they start no further phase), and the heartbeats go on so that the lease does not
+lapse meanwhile; then the scheduler closes, which returns the tasks
 still running here to ``pending`` with no restart counted (rule 10), and async phases
 still awaited are cancelled. A second stop closes at once. The loop returns within
 the grace period and a moment, whatever the phases do: a sync phase still running
@@ -19,10 +20,13 @@ closed).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +92,10 @@ class WorkerLoop:
             s.store.location,
             self.invocations.concurrency,
         )
-        beating = threading.Thread(target=self._beat, name=f"heartbeat-{s.worker}", daemon=True)
+        closed = threading.Event()  # the heartbeats go on through the grace, to the close
+        beating = threading.Thread(
+            target=self._beat, args=(closed,), name=f"heartbeat-{s.worker}", daemon=True
+        )
         beating.start()
         failures = 0
         try:
@@ -118,8 +125,15 @@ class WorkerLoop:
                     self._stop.wait(delay_ms / 1000)
         finally:
             self._stop.set()
-            self._wind_down()
-            beating.join(timeout=1)
+
+            def stop_beating() -> None:  # before the close: no renewal after its release
+                closed.set()
+                beating.join(timeout=1)
+
+            try:
+                self._wind_down(stop_beating)
+            finally:
+                stop_beating()
             log.info(
                 "worker %s closed: %d events written, %d conflicts, %d ticks",
                 s.worker,
@@ -128,9 +142,10 @@ class WorkerLoop:
                 self.ticks,
             )
 
-    def _wind_down(self) -> None:
+    def _wind_down(self, before_close: Callable[[], None]) -> None:
         """Reserve nothing more, give the invocations in flight the grace period, then
-        close (rule 10 for what still runs here) and cancel the async phases left."""
+        (``before_close``: the heartbeats stop) close (rule 10 for what still runs
+        here) and cancel the async phases left."""
         s, invocations = self.scheduler, self.invocations
         s.draining = True
         if invocations.in_flight:
@@ -147,22 +162,23 @@ class WorkerLoop:
                     s.worker,
                     invocations.in_flight,
                 )
+        before_close()
         try:
             s.close()
         finally:
             invocations.cancel()  # after the close: a cancelled phase then records nothing
 
-    def _beat(self) -> None:
-        """Heartbeats on their own thread, a third of a lease apart (wall time): a long
-        phase neither lets this worker's lease lapse nor delays recovering a lost one.
-        Every second in between, a peer that holds running tasks and whose process is
-        gone has them recovered."""
+    def _beat(self, closed: threading.Event) -> None:
+        """Heartbeats on their own thread, a third of a lease apart (wall time), until
+        ``closed``: neither a long phase nor a stop's grace lets this worker's lease
+        lapse, nor delays recovering a lost one. Every second in between, a peer that
+        holds running tasks and whose process is gone has them recovered."""
         s = self.scheduler
         beat_every = s.lease_ms / 3 / 1000
         waited = 0.0
         while True:
             step = min(LIVENESS_EVERY_S, beat_every)
-            if self._stop.wait(step):
+            if closed.wait(step):
                 return
             waited += step
             try:
@@ -176,7 +192,7 @@ class WorkerLoop:
                 if report.recovered:
                     self.invocations.changed.set()  # the loop runs them at once
             except Exception as error:  # a store hiccup: the next beat or tick tries again
-                if self._stop.is_set():
+                if closed.is_set():
                     return  # closing meanwhile: nothing to renew
                 log.warning("heartbeat of worker %s failed: %s", s.worker, error)
 
@@ -207,15 +223,30 @@ class WorkerLoop:
 
     def install_signal_handlers(self) -> None:
         """Stop on SIGTERM and SIGINT (call from the main thread); a second signal
-        closes at once."""
+        closes at once.
+
+        The handler only writes the signal's number to a pipe; a thread of its own
+        reads it and calls :meth:`stop`. A handler runs in the main thread between
+        two of its steps, possibly while the loop holds the lock inside an Event it
+        waits on, and ``stop()`` sets that Event: called from the handler, it would
+        wait for that lock forever."""
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)  # a handler never blocks
+
+        def stop_on_signals() -> None:
+            while data := os.read(read_fd, 1):
+                name = signal.Signals(data[0]).name
+                if self._stop.is_set():
+                    log.info("signal %s again: closing now", name)
+                else:
+                    log.info("signal %s: closing after at most %.1f s of grace", name, self.grace_s)
+                self.stop()
+
+        threading.Thread(target=stop_on_signals, name="tasktrail-signals", daemon=True).start()
 
         def handle(signum: int, frame: FrameType | None) -> None:
-            name = signal.Signals(signum).name
-            if self._stop.is_set():
-                log.info("signal %s again: closing now", name)
-            else:
-                log.info("signal %s: closing after at most %.1f s of grace", name, self.grace_s)
-            self.stop()
+            with contextlib.suppress(OSError):  # a full pipe: a stop is on its way already
+                os.write(write_fd, bytes([signum]))
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
