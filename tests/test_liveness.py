@@ -153,3 +153,28 @@ def test_the_workers_command_calls_a_worker_whose_process_died_gone(
     lines = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines()}
     assert (lines["dead"], lines["alive"]) == ("gone", "yes")
     alive.close()
+
+
+def test_a_liveness_lock_the_open_could_not_take_is_taken_at_a_later_heartbeat(
+    postgres_url: str, clock: ManualClock, registry: Registry, monkeypatch: Any
+) -> None:
+    """The server refused one more connection at open: the worker runs on its lease
+    alone, and takes its lock at the next heartbeat the server allows."""
+    from tasktrail.domain.store import liveness
+
+    real = liveness.AdvisoryLiveness._connect
+    refused = {"n": 1}
+
+    def connect(self: Any) -> Any:
+        if refused["n"]:
+            refused["n"] -= 1
+            raise OSError("FATAL: sorry, too many clients already")
+        return real(self)
+
+    monkeypatch.setattr(liveness.AdvisoryLiveness, "_connect", connect)
+    s = Scheduler.open(postgres_url, clock=clock, registry=registry, worker="w")
+    assert s._liveness_key is None and s._liveness is not None and s._liveness.unreachable
+    s.heartbeat()
+    assert s._liveness_key is not None
+    assert Leases(s.store).all()["w"].liveness == s._liveness_key
+    s.close()

@@ -124,6 +124,9 @@ class FleetCommands:
     def heartbeat(self) -> HeartbeatReport:
         """Renew this worker's lease and recover the tasks of workers whose lease expired."""
         with self._lock:
+            liveness = self._liveness
+            if self._liveness_key is None and liveness is not None and liveness.unreachable:
+                self._hold_liveness()  # the server refused one more connection at open
             self._renew_lease(force=True)
             self._beat_at = self._renewed_at
             return self._recover_lost(at_open=False)

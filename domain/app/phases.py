@@ -229,10 +229,7 @@ class PhaseCommands:
         finally:
             invocation.ended = True
             with self._lock:
-                # Stopped between phases by a worker's drain, its task still running
-                # here: it stays listed, so the close returns it (rule 10, no restart).
-                drained = self.draining and not self.closing and self._is_running(task_id)
-                if self._invocations.get(task_id) is invocation and not drained:
+                if self._invocations.get(task_id) is invocation:
                     del self._invocations[task_id]
 
     def _run_phases(

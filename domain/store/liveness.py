@@ -47,6 +47,10 @@ def _digest(text: str) -> bytes:
 class Liveness:
     """What every kind of store's liveness offers (a store with none: nothing is gone)."""
 
+    unreachable = False
+    """The last :meth:`hold` failed for an error (no server connection to be had, no
+    folder to write), not because another process holds the lock: worth trying again."""
+
     def key(self, worker: str) -> str | None:
         """The key recorded on ``worker``'s lease row, telling readers it holds a lock."""
         return None
@@ -102,12 +106,14 @@ class FileLiveness(Liveness):
                 except FileNotFoundError:
                     os.close(fd)
                     continue
+                self.unreachable = False
                 os.ftruncate(fd, 0)
                 os.write(fd, f"{worker}\n{os.getpid()}\n".encode("utf-8", "surrogatepass"))
                 self._fd, self._path = fd, path
                 return True
         except OSError as error:  # no temporary folder to write: the lease alone decides
             log.info("worker %s: no liveness lock (%s)", worker, error)
+            self.unreachable = True
         return False
 
     def release(self) -> None:
@@ -186,8 +192,10 @@ class AdvisoryLiveness(Liveness):
                 "SELECT pg_try_advisory_lock(%s)", (self._lock_key(worker),)
             ).fetchone()
         except Exception as error:  # a server refusing one more connection: lease alone
-            log.info("worker %s: no liveness lock on the server (%s)", worker, error)
+            log.warning("worker %s: no liveness lock on the server (%s)", worker, error)
+            self.unreachable = True
             return False
+        self.unreachable = False
         if not row or not row[0]:
             connection.close()
             return False
