@@ -253,3 +253,24 @@ def test_a_pass_forgets_the_claims_and_attempts_of_obligations_settled_elsewhere
     assert not attempts.holds("t1", "worker", 1)
     assert attempts.due_at("t1", "worker", 1) is None
     assert attempts.holds("t2", "worker", 1)  # still open: still a's
+
+
+def test_a_gone_processs_claim_is_taken_over_at_once(
+    fleet: Any, store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """Issue 27: a claim's holder whose process is gone (its liveness lock free) is not
+    alive, though its lease still runs: its cleanup is taken over at once, once."""
+    from test_liveness import die
+
+    a = Scheduler.open(store_url, clock=clock, registry=registry, worker="a", lease=LEASE)
+    task = a.submit("crew", id="t1", phase="lead")
+    stopped_role(a, task, "worker")
+    assert a.run_cleanups(runtime=Cleanups(answer=False)).cleanups == {task: {"worker": "open"}}
+    b = fleet("b")
+    at_b = Cleanups()
+    assert b.run_cleanups(runtime=at_b).cleanups == {task: {"worker": "held"}}  # a lives
+    die(a)  # its process is gone; its lease runs on
+    clock.advance(2_500)  # past the cleanup's retry backoff (2 s at most), within the lease
+    assert b.run_cleanups(runtime=at_b).cleanups == {task: {"worker": "settled"}}
+    assert at_b.asked == [(task, "worker")]
+    assert claimers(b) == [("a", None), ("b", "a")]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConflictError, InvalidArgument, StoreError
-from ..store.leases import Leases
+from ..store.leases import Lease, Leases
 from ..store.liveness import Liveness, liveness_for
 from ..tasks import decide
 from ..tasks.context import Context
@@ -138,22 +138,18 @@ class FleetCommands:
         work. A :class:`~.worker.Worker` asks every second."""
         with self._lock:
             self._catch_up()  # a task another worker reserved since this one last read
-            holders = {
-                task.worker
-                for task_id in self.world.live
-                if (task := self.world.get(task_id)) is not None
-                and task.status == "running"
-                and task.worker not in (None, self.worker)
-            }
+            holders = self._holders() - {self.worker}
         if not holders:
             return HeartbeatReport()
-        keys = {
-            worker: lease.liveness
-            for worker, lease in self.leases.all().items()
-            if worker in holders and lease.liveness
+        leases = self.leases.all()
+        now = self._reading()
+        current = {
+            worker
+            for worker in holders
+            if (lease := leases.get(worker)) is not None and not lease.expired(now)
         }
-        if not keys or not self._liveness_of().gone(keys):
-            return HeartbeatReport()
+        if not current or current <= self._alive(leases, now, among=current):
+            return HeartbeatReport()  # every holder whose lease runs is alive
         with self._lock:
             return self._recover_lost(at_open=False)
 
@@ -179,10 +175,27 @@ class FleetCommands:
             )
 
     def live_workers(self) -> frozenset[str]:
-        """The workers whose lease is current now (this one's too, once renewed), read
-        from the lease table as it stands. A store whose lease table cannot be read
-        raises :class:`StoreError`: no worker is taken for lost on a failed read."""
-        return frozenset(self.leases.alive(self._reading()))
+        """The workers whose lease is current now (this one's too, once renewed) and
+        whose process is not gone, read from the lease table as it stands. A store
+        whose lease table cannot be read raises :class:`StoreError`: no worker is taken
+        for lost on a failed read."""
+        return frozenset(self._alive(self.leases.all(), self._reading()))
+
+    def _alive(
+        self, leases: dict[str, Lease], now: float, among: set[str] | None = None
+    ) -> set[str]:
+        """Of ``leases``, the workers whose lease is current at ``now``, less those (of
+        ``among``, if given) whose process is gone (their liveness lock is free)."""
+        alive = {worker for worker, lease in leases.items() if not lease.expired(now)}
+        keys = {
+            worker: lease.liveness
+            for worker, lease in leases.items()
+            if worker in alive
+            and worker != self.worker
+            and lease.liveness
+            and (among is None or worker in among)
+        }
+        return alive - self._liveness_of().gone(keys) if keys else alive
 
     def _heartbeat_if_due(self) -> None:
         if self.clock() >= self.next_heartbeat():
@@ -230,14 +243,7 @@ class FleetCommands:
             leases = self.leases.all()
         except StoreError:
             leases = {}  # a read-only store: no lease can be read, as before fleets
-        alive = {worker for worker, lease in leases.items() if not lease.expired(now)}
-        keys = {
-            worker: lease.liveness
-            for worker, lease in leases.items()
-            if worker in alive and worker != self.worker and lease.liveness
-        }
-        if keys and self._holds_tasks(set(keys)):
-            alive -= self._liveness_of().gone(keys)
+        alive = self._alive(leases, now, among=self._holders())
         self.peers = frozenset(alive - {self.worker})
 
         def lost(worker: str | None) -> bool:
@@ -247,14 +253,15 @@ class FleetCommands:
 
         return lost
 
-    def _holds_tasks(self, workers: set[str]) -> bool:
-        """Whether any of ``workers`` holds a running task (only then is liveness asked)."""
-        return any(
-            (task := self.world.get(task_id)) is not None
-            and task.status == "running"
-            and task.worker in workers
+    def _holders(self) -> set[str]:
+        """The workers that hold a running task here (only theirs is liveness asked)."""
+        return {
+            task.worker
             for task_id in self.world.live
-        )
+            if (task := self.world.get(task_id)) is not None
+            and task.status == "running"
+            and task.worker is not None
+        }
 
     def _recover_lost(self, *, at_open: bool) -> HeartbeatReport:
         report = HeartbeatReport()
