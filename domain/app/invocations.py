@@ -89,7 +89,6 @@ class Invocations:
         self._done: list[PassReport] = []
         self._errors: list[Exception] = []
         self._loop = _Loop(f"tasktrail-loop-{scheduler.worker}")
-        self.started = 0
         self.peak = 0
         """The most invocations in flight at once so far."""
 
@@ -104,10 +103,6 @@ class Invocations:
         """How many more may start now."""
         return max(0, self.concurrency - self.in_flight)
 
-    def running(self, task_id: str) -> bool:
-        with self._lock:
-            return task_id in self._running
-
     def start(self, task_id: str, mode: Mode, report: PassReport) -> None:
         """Run the invocation the scheduler reserved ``task_id`` for, in a thread of its
         own; ``report`` (its reservation already in it) is handed back by
@@ -120,7 +115,6 @@ class Invocations:
         )
         with self._lock:
             self._running[task_id] = thread
-            self.started += 1
             self.peak = max(self.peak, len(self._running))
         thread.start()
 

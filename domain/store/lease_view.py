@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
-from .leases import TABLE, Lease
+from .leases import TABLE, Lease, Leases, leases_read, row_values
 
 if TYPE_CHECKING:
     from .store import Store
@@ -20,8 +20,7 @@ def read_leases(store: Store) -> dict[str, Lease]:
     postgres = store.location.kind == "postgresql"
     # eventsourcing's recorders for SQLite and PostgreSQL both keep a datastore.
     datastore: Any = getattr(store.app.recorder, "datastore")  # noqa: B009
-    schema = getattr(datastore, "schema", "") if postgres else ""
-    table = f'"{schema}".{TABLE}' if schema else TABLE  # as :class:`.leases.Leases` names it
+    table = Leases(store).table
     try:
         with datastore.transaction(commit=False) as cursor:
             if postgres:
@@ -32,32 +31,9 @@ def read_leases(store: Store) -> dict[str, Lease]:
                     "WHERE type = 'table' AND name = ?",
                     (TABLE,),
                 )
-            (present,) = _values(cursor.fetchall()[0])
+            (present,) = row_values(cursor.fetchall()[0])
             if not present:
                 return {}
-            # SELECT *: a table an earlier release made has no liveness column.
-            cursor.execute(f"SELECT * FROM {table}")
-            rows = [_named(row) for row in cursor.fetchall()]
+            return leases_read(cursor, table)
     except Exception as error:  # sqlite3 / psycopg errors: locked, gone
         raise StoreError(f"cannot read the lease table of {store.location}: {error}") from None
-    leases = {}
-    for row in rows:
-        worker = row["worker"]
-        leases[worker] = Lease(
-            worker,
-            row["expires_at"],
-            row["renewed_at"],
-            row["started_at"],
-            row.get("liveness"),
-        )
-    return leases
-
-
-def _named(row: Any) -> dict[str, Any]:
-    """A row by column name: PostgreSQL's rows are dicts, SQLite's ``sqlite3.Row``."""
-    return dict(row) if isinstance(row, dict) else dict(zip(row.keys(), tuple(row), strict=True))
-
-
-def _values(row: Any) -> tuple[Any, ...]:
-    """A row's values in column order: PostgreSQL's rows are dicts, SQLite's tuples."""
-    return tuple(row.values()) if isinstance(row, dict) else tuple(row)

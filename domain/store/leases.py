@@ -59,7 +59,7 @@ class Leases:
         # eventsourcing's recorders for SQLite and PostgreSQL both keep a datastore.
         self._datastore: Any = getattr(store.app.recorder, "datastore")  # noqa: B009
         self._schema = getattr(self._datastore, "schema", "") if self._postgres else ""
-        self._table = f'"{self._schema}".{TABLE}' if self._schema else TABLE
+        self.table = f'"{self._schema}".{TABLE}' if self._schema else TABLE
         self._created = False
 
     @contextmanager
@@ -79,7 +79,7 @@ class Leases:
             if self._postgres:
                 lock_creation(cursor, self._schema)
             cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {self._table} ("
+                f"CREATE TABLE IF NOT EXISTS {self.table} ("
                 "worker TEXT PRIMARY KEY, expires_at DOUBLE PRECISION NOT NULL, "
                 "renewed_at DOUBLE PRECISION NOT NULL, started_at DOUBLE PRECISION NOT NULL, "
                 "liveness TEXT)"
@@ -88,13 +88,13 @@ class Leases:
             # A table an earlier release made: its rows read as holding no lock. Two
             # processes may add it at once: the loser's "duplicate column" is no error.
             with contextlib.suppress(StoreError), self._cursor() as cursor:
-                cursor.execute(f"ALTER TABLE {self._table} ADD COLUMN liveness TEXT")
+                cursor.execute(f"ALTER TABLE {self.table} ADD COLUMN liveness TEXT")
         self._created = True
 
     def _has_liveness_column(self) -> bool:
         try:
             with self._cursor() as cursor:
-                cursor.execute(f"SELECT liveness FROM {self._table} LIMIT 0")
+                cursor.execute(f"SELECT liveness FROM {self.table} LIMIT 0")
         except StoreError:
             return False
         return True
@@ -106,7 +106,7 @@ class Leases:
         m = self._mark
         with self._cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {self._table} (worker, expires_at, renewed_at, started_at, "
+                f"INSERT INTO {self.table} (worker, expires_at, renewed_at, started_at, "
                 f"liveness) VALUES ({m}, {m}, {m}, {m}, {m}) ON CONFLICT (worker) DO UPDATE SET "
                 "expires_at = excluded.expires_at, renewed_at = excluded.renewed_at, "
                 "liveness = excluded.liveness",
@@ -121,37 +121,43 @@ class Leases:
         m = self._mark
         with self._cursor() as cursor:
             cursor.execute(
-                f"DELETE FROM {self._table} WHERE expires_at < {m} RETURNING worker, liveness",
+                f"DELETE FROM {self.table} WHERE expires_at < {m} RETURNING worker, liveness",
                 (before,),
             )
             rows = cursor.fetchall()
-        return dict(_values(row) for row in rows)
+        return dict(row_values(row) for row in rows)
 
     def release(self, worker: str) -> None:
         """Drop ``worker``'s lease: it closed cleanly and holds no task."""
         self._ensure()
         with self._cursor() as cursor:
-            cursor.execute(f"DELETE FROM {self._table} WHERE worker = {self._mark}", (worker,))
+            cursor.execute(f"DELETE FROM {self.table} WHERE worker = {self._mark}", (worker,))
 
     def all(self) -> dict[str, Lease]:
         """Every lease held now, by worker."""
         self._ensure()
         with self._cursor() as cursor:
-            cursor.execute(
-                f"SELECT worker, expires_at, renewed_at, started_at, liveness FROM {self._table}"
-            )
-            rows = cursor.fetchall()
-        leases = {}
-        for row in rows:
-            worker, expires_at, renewed_at, started_at, liveness = _values(row)
-            leases[worker] = Lease(worker, expires_at, renewed_at, started_at, liveness)
-        return leases
-
-    def alive(self, now: float) -> set[str]:
-        """The workers whose lease has not expired at ``now``."""
-        return {w for w, lease in self.all().items() if not lease.expired(now)}
+            return leases_read(cursor, self.table)
 
 
-def _values(row: Any) -> tuple[Any, ...]:
+def leases_read(cursor: Any, table: str) -> dict[str, Lease]:
+    """Every lease of the lease table ``table``, through ``cursor``, by worker. ``SELECT
+    *``: a table an earlier release made has no liveness column (its rows hold none)."""
+    cursor.execute(f"SELECT * FROM {table}")
+    leases = {}
+    for row in cursor.fetchall():
+        named = row if isinstance(row, dict) else dict(zip(row.keys(), tuple(row), strict=True))
+        worker = named["worker"]
+        leases[worker] = Lease(
+            worker,
+            named["expires_at"],
+            named["renewed_at"],
+            named["started_at"],
+            named.get("liveness"),
+        )
+    return leases
+
+
+def row_values(row: Any) -> tuple[Any, ...]:
     """A row's values: psycopg's dict rows and sqlite3's rows alike."""
     return tuple(row.values()) if isinstance(row, dict) else tuple(row)

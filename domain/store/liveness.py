@@ -30,7 +30,7 @@ import hashlib
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -245,8 +245,3 @@ def liveness_for(kind: str, path: str | None, env: Mapping[str, str]) -> Livenes
     if path is not None and path != ":memory:":
         return FileLiveness(path)
     return Liveness()
-
-
-def workers_with_keys(rows: Iterable[tuple[str, str | None]]) -> dict[str, str]:
-    """``{worker: key}`` of lease rows that recorded a liveness key."""
-    return {worker: key for worker, key in rows if key}
