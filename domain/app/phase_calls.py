@@ -69,7 +69,7 @@ def run_awaitable(awaitable: Awaitable[Any]) -> Any:
 
 def _run_here(awaitable: Awaitable[Any]) -> Any:
     try:
-        return asyncio.run(_as_coroutine(awaitable))
+        return asyncio.run(as_coroutine(awaitable))
     except asyncio.CancelledError:
         raise PhaseCancelled() from None
 

@@ -323,9 +323,10 @@ class Scheduler(
 
     def seal(self) -> Seal:
         """A seal of the log as it stands (:mod:`..store.seals`), MAC'd when keyed:
-        keep its line (``to_json()``) outside the store; ``verify --seals`` reads it."""
-        with self._lock:
-            return take_seal(self.store)
+        keep its line (``to_json()``) outside the store; ``verify --seals`` reads it.
+        It reads the whole log up to its head, through the store alone: not under the
+        scheduler's lock, so the invocations in flight go on deciding meanwhile."""
+        return take_seal(self.store)
 
     def _catch_up(self) -> None:
         """:meth:`refresh` for a read or a plan, which must see the log as it stands;
