@@ -237,7 +237,7 @@ def snapshot_seals(store: Store) -> tuple[list[tuple[int, Seal]], dict[int, str]
     with its label; a snapshot that records none, or fails its digest, gives none
     (``verify``'s snapshot check reports it)."""
     from tasktrail.domain.history import FORMAT
-    from tasktrail.domain.history.envelope import body_key
+    from tasktrail.domain.history.envelope import body_key, keyed_snapshot
     from tasktrail.domain.history.sealed import recorded_seal
 
     table = SnapshotTable(store)
@@ -247,8 +247,8 @@ def snapshot_seals(store: Store) -> tuple[list[tuple[int, Seal]], dict[int, str]
         stored = table.at(position)
         if stored is None or stored.format != FORMAT:
             continue
-        if store.key_id is not None and store.chain_key is None:
-            continue  # a keyed store's snapshots open only under the key
+        if keyed_snapshot(store, position) and store.chain_key is None:
+            continue  # a keyed snapshot opens only under the key
         seal = recorded_seal(stored.body, body_key(store, position))
         if seal is not None:
             line = -len(seals) - 1
