@@ -139,6 +139,11 @@ class Leases:
         with self._cursor() as cursor:
             return leases_read(cursor, self.table)
 
+    def alive(self, now: float) -> set[str]:
+        """The workers whose lease has not expired at ``now`` (their processes may be
+        gone: :meth:`~..app.fleet.FleetCommands.live_workers` asks their locks too)."""
+        return {w for w, lease in self.all().items() if not lease.expired(now)}
+
 
 def leases_read(cursor: Any, table: str) -> dict[str, Lease]:
     """Every lease of the lease table ``table``, through ``cursor``, by worker. ``SELECT
