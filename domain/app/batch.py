@@ -60,6 +60,9 @@ class Batch:
         self.depth = 0
         self.invocations = invocations
         """The tasks with a live invocation here when the batch began."""
+        self.before: dict[str, TaskState | None] | None = None
+        """A group commit's (:mod:`.group_commit`): each task's state before the group
+        first wrote it, for telemetry, which sees the events once they are appended."""
 
     def add(
         self,

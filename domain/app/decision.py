@@ -157,7 +157,12 @@ class DecisionCycle:
                 self.conflicts += 1
                 self.refresh()
                 raise
-        telemetry.committed(self, events, versions)  # never raises
+        if batch is not None and batch.before is not None:
+            for event in events:  # a group's: telemetry sees them once they are appended
+                if type(event).task_stream and event.task_id not in batch.before:
+                    batch.before[event.task_id] = world.get(event.task_id)
+        else:
+            telemetry.committed(self, events, versions)  # never raises
         if batch is None:
             self.events_written += len(events)
             if not self._follows_on(positions):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -56,6 +56,17 @@ class PassReport:
         return bool(self.reserved or self.ended)
 
 
+@dataclass
+class Started:
+    """What :meth:`PhaseCommands.start_invocations` started."""
+
+    modes: dict[str, Mode] = field(default_factory=dict)
+    """The mode of each invocation started, in the order of the tasks given."""
+    error: BaseException | None = None
+    """The first error that was neither a rule's refusal nor a lost race (a store
+    away, say): the caller raises it once it started the invocations in ``modes``."""
+
+
 class PhaseCommands:
     """:meth:`run_pass` and :meth:`run_until_idle`, mixed into :class:`~.scheduler.Scheduler`."""
 
@@ -88,6 +99,7 @@ class PhaseCommands:
         def _heartbeat_if_due(self) -> None: ...
 
         def reserve(self, task_id: str) -> Mode | None: ...
+        def _reserve_all(self, task_ids: Sequence[str]) -> list[Mode | BaseException | None]: ...
 
         def finish(
             self,
@@ -145,28 +157,60 @@ class PhaseCommands:
         ``abort``), or ``None`` when none started: another worker reserved it first,
         a rule refused it (``report.blocked``), or a rule ended it instead
         (``report.ended``, and ``report.faulted`` for rule 12)."""
-        if self.closing or self.draining:
-            return None
-        with self._lock:
-            task = self._task_now(task_id)
-            if not task.live or task_id in self._invocations:
-                return None
-            try:
-                mode = self.reserve(task_id)
-            except ConflictError:
-                return None  # another worker reserved it first; this one moves on
-            except Refused as refusal:
-                if not self._held_elsewhere(task_id):
-                    report.blocked[task_id] = refusal.reason
-                return None
-            if mode is None:
-                report.ended.append(task_id)
-                outcome = self._task_now(task_id).outcome
-                if outcome is not None and outcome.status == "faulted":
-                    report.faulted[task_id] = outcome.reason or "faulted"  # rule 12
-                return None
+        started = self.start_invocations([task_id], 1, report)
+        if started.error is not None:
+            raise started.error
+        mode = started.modes.get(task_id)
+        if mode is not None:
             report.reserved.append(task_id)
-            return mode
+        return mode
+
+    def start_invocations(self, candidates: list[str], slots: int, report: PassReport) -> Started:
+        """Reserve up to ``slots`` of ``candidates`` for invocations here, in their order,
+        their reservations appended together (:mod:`.group_commit`). A candidate that
+        is no longer ready on the world as folded now (another worker took or ended
+        it) is passed over; those looked at are taken off the front of ``candidates``.
+        What rules decided instead of a reservation goes to ``report``, as
+        :meth:`start_invocation`'s."""
+        started = Started()
+        if self.closing or self.draining:
+            return started
+        chosen: list[str] = []
+        with self._lock:
+            ctx, draft, looked = self._context(), Draft(self.world), 0
+            for task_id in candidates:
+                if len(chosen) == slots:
+                    break
+                looked += 1
+                task = self.world.get(task_id)
+                if (
+                    task is not None
+                    and task.live
+                    and task_id not in self._invocations
+                    and self._readiness(draft, ctx, task) == "ready"
+                ):
+                    chosen.append(task_id)
+            del candidates[:looked]
+        # Not under the lock: queued, the reservations join the group of a leader that
+        # waits for its turn (each is decided under the lock, on the world as it is).
+        outcomes = self._reserve_all(chosen)
+        with self._lock:
+            for task_id, outcome in zip(chosen, outcomes, strict=True):
+                if isinstance(outcome, ConflictError):
+                    continue  # another worker reserved it first; this one moves on
+                if isinstance(outcome, Refused):
+                    if not self._held_elsewhere(task_id):
+                        report.blocked[task_id] = outcome.reason
+                elif isinstance(outcome, BaseException):
+                    started.error = started.error or outcome
+                elif outcome is None:
+                    report.ended.append(task_id)
+                    ended = self._task_now(task_id).outcome
+                    if ended is not None and ended.status == "faulted":
+                        report.faulted[task_id] = ended.reason or "faulted"  # rule 12
+                else:
+                    started.modes[task_id] = outcome
+        return started
 
     def run_invocation(
         self,

@@ -43,6 +43,7 @@ from .batch import BatchCommands
 from .decision import DecisionCycle
 from .fleet import DEFAULT_LEASE_MS, FleetCommands, lease_ms, worker_name
 from .forking import ForkCommands
+from .group_commit import DecisionQueue, GroupCommit
 from .phases import PhaseCommands
 from .run_commands import RunCommands
 from .sealing import take_seal
@@ -55,6 +56,7 @@ T = TypeVar("T")
 
 class Scheduler(
     DecisionCycle,
+    GroupCommit,
     TaskCommands,
     ForkCommands,
     PhaseCommands,
@@ -120,6 +122,7 @@ class Scheduler(
         here until the close returns them (rule 10)."""
         self._lock = threading.RLock()
         """Serializes decisions and folds (invocations, heartbeats, a host's threads)."""
+        self._decision_queue = DecisionQueue()  # for the next group commit's leader
 
     # ─── opening and closing ────────────────────────────────────────────────
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import InvalidArgument, LeaseLost, Refused, RuleViolation
@@ -22,6 +23,7 @@ from ..tasks.restart_limit import change_restart_limit, check_restart_limit, res
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
+from .group_commit import Call, QueuedDecision
 
 T = TypeVar("T")
 
@@ -42,6 +44,8 @@ class TaskCommands:
         world: World
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        def _decide_grouped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        def _decide_all(self, calls: Sequence[Call]) -> list[QueuedDecision]: ...
 
         def _is_running(self, task_id: str) -> bool: ...
 
@@ -99,7 +103,7 @@ class TaskCommands:
         task_id = self._new_id(id)
         if trace is None:  # submitted while a span is current: keep its carrier
             trace = telemetry.current_carrier()
-        self._decide(
+        self._decide_grouped(
             decide.submit,
             task_id=task_id,
             kind=kind,
@@ -121,9 +125,10 @@ class TaskCommands:
             return id
         task_id = uuid.uuid4().hex
         # 122 random bits name no stored task: no read asks the store whether one
-        # was dropped from memory (the store's unique key would still refuse it).
-        with self._lock:  # the world is folded under the lock, from any thread
-            self.world.unknown.add(task_id)
+        # was dropped from memory (the store's unique key would still refuse it). Not
+        # under the lock, which a phase would wait for before it queues its submit: a
+        # set's add is atomic, and a world put back meanwhile costs one read, no more.
+        self.world.unknown.add(task_id)
         return task_id
 
     def reserve(self, task_id: str) -> Mode | None:
@@ -132,25 +137,45 @@ class TaskCommands:
         Returns the mode, or ``None`` when a rule ended the task instead of
         reserving it (rules 12 and 13).
         """
-        if _task_id(task_id) in self._invocations and self._is_running(task_id):
-            raise Refused(
-                "its invocation here is still live; it ends at its next decision",
-                task_id=task_id,
-            )
-        migrated_phase = self._migrate_if_needed(task_id)
-        mode: Mode | None = self._decide(
-            decide.reserve,
-            task_id,
-            registry=self.registry,
-            failed_migrations=dict(self._failed_migrations),
-            migrated_phase=migrated_phase,
-        )
+        (outcome,) = self._reserve_all([task_id])
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def _reserve_all(self, task_ids: Sequence[str]) -> list[Mode | BaseException | None]:
+        """:meth:`reserve` each of ``task_ids``, their decisions in one group commit
+        (:mod:`.group_commit`); for each, the mode, or the exception it raised."""
+        outcomes: list[Mode | BaseException | None] = [None] * len(task_ids)
+        calls: dict[int, Call] = {}
+        for n, task_id in enumerate(task_ids):
+            try:
+                if _task_id(task_id) in self._invocations and self._is_running(task_id):
+                    raise Refused(
+                        "its invocation here is still live; it ends at its next decision",
+                        task_id=task_id,
+                    )
+                migrated_phase = self._migrate_if_needed(task_id)  # may fail it first
+                options = {
+                    "registry": self.registry,
+                    "failed_migrations": dict(self._failed_migrations),
+                    "migrated_phase": migrated_phase,
+                }
+            except Exception as error:  # the caller's to raise
+                outcomes[n] = error
+                continue
+            then = partial(self._reserved, task_id)
+            calls[n] = Call(decide.reserve, (task_id,), options, then)
+        for n, queued in zip(calls, self._decide_all(list(calls.values())), strict=True):
+            outcomes[n] = queued.error or queued.result
+        return outcomes
+
+    def _reserved(self, task_id: str, mode: Mode | None) -> None:
+        """A reservation was recorded: its invocation, under the lock that recorded it."""
         if mode is not None:
             self._invocations[task_id] = Invocation(
                 self, task_id, mode, resumed=task_id in self._resumed
             )
             self._resumed.discard(task_id)
-        return mode
 
     def checkpoint(self, task_id: str, phase: str, attempt: int | None = None) -> None:
         """The running task commits the phase it resumes at (rule 11: progress if new)."""
@@ -309,7 +334,7 @@ class TaskCommands:
         self, task_id: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> None:
         try:
-            self._decide(fn, task_id, *args, **kwargs)
+            self._decide_grouped(fn, task_id, *args, **kwargs)
         except RuleViolation as refusal:
             # Rules 1 to 3, and fencing (a fleet's rule 9), end the invocation that decided.
             if refusal.rule in (1, 2, 3) or isinstance(refusal, LeaseLost):

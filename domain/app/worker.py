@@ -221,15 +221,14 @@ class Worker(WorkerLoop, WorkerReports):
                 invocations.changed.wait(0.05)
                 self._collect(report)
                 continue
-            task_id = candidates.pop(0)
-            started = PassReport()
-            mode = s.start_invocation(task_id, started)
-            if mode is None:
-                _merge(settled, started)
-                continue
-            log.info("started %s (%s)", task_id, mode)
-            report.reserved.append(task_id)
-            invocations.start(task_id, mode, started)
+            # As many as there are free slots, reserved in one transaction.
+            started = s.start_invocations(candidates, invocations.free, settled)
+            for task_id, mode in started.modes.items():
+                log.info("started %s (%s)", task_id, mode)
+                report.reserved.append(task_id)
+                invocations.start(task_id, mode, PassReport(reserved=[task_id]))
+            if started.error is not None:
+                raise started.error
         if wait:
             invocations.wait(math.inf)
         self._heard_from_phases(settled, report)
@@ -322,11 +321,3 @@ class Worker(WorkerLoop, WorkerReports):
         else:
             self._turn_retry_at = -math.inf
             self._turn_stuck = 0
-
-
-def _merge(into: PassReport, report: PassReport) -> None:
-    into.reserved += report.reserved
-    into.ended += report.ended
-    into.blocked.update(report.blocked)
-    into.outdated.update(report.outdated)
-    into.faulted.update(report.faulted)

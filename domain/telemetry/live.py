@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -130,9 +130,14 @@ class Telemetry:
         self.active.release()
 
     def committed(
-        self, scheduler: Observed, events: Sequence[TaskEvent], versions: Sequence[int]
+        self,
+        scheduler: Observed,
+        events: Sequence[TaskEvent],
+        versions: Sequence[int],
+        before: Mapping[str, TaskState | None] | None = None,
     ) -> None:
-        """Fold events just appended (before the scheduler's world applies them)."""
+        """Fold events just appended, before the scheduler's world applies them; or
+        after, given ``before``: the state of each task they write before the first."""
         tracer = self.tracer()
         instruments = self.instruments()
         if tracer is None and instruments is None:
@@ -144,7 +149,9 @@ class Telemetry:
         states: dict[str, TaskState] = {}
 
         def lookup(task_id: str) -> TaskState | None:
-            return states.get(task_id) or world.get(task_id)
+            if task_id in states:
+                return states[task_id]
+            return before[task_id] if before and task_id in before else world.get(task_id)
 
         for event, version in zip(events, versions, strict=True):
             if not type(event).task_stream:
@@ -270,12 +277,18 @@ def telemetry_of(scheduler: Observed) -> Telemetry:
     return telemetry
 
 
-def committed(scheduler: Observed, events: Sequence[TaskEvent], versions: Sequence[int]) -> None:
-    """Hook: the scheduler appended ``events``; never raises."""
+def committed(
+    scheduler: Observed,
+    events: Sequence[TaskEvent],
+    versions: Sequence[int],
+    before: Mapping[str, TaskState | None] | None = None,
+) -> None:
+    """Hook: the scheduler appended ``events`` (see :meth:`Telemetry.committed`);
+    never raises."""
     telemetry = None
     try:
         telemetry = telemetry_of(scheduler)
-        telemetry.committed(scheduler, events, versions)
+        telemetry.committed(scheduler, events, versions, before)
     except Exception:
         if telemetry is not None:
             telemetry.failed("recording committed events")

@@ -1,0 +1,212 @@
+"""Group commit: the decisions of many threads appended in one transaction.
+
+A worker runs many invocations at once, and every decision a phase takes is a command:
+under the scheduler's lock and the store's writer turn, a fold of what other writers
+appended, an append and its commit (an fsync on SQLite at ``durability="full"``). Taken
+one at a time, the commits are the bound, and in a fleet so is every hand-over of the
+store from one process to the next (each new holder folds what the others wrote).
+
+:meth:`GroupCommit._decide_grouped` queues a decision and waits for the lock instead.
+The thread that takes the lock next (the leader) takes every queued decision, decides
+each in turn on the world the earlier ones left, exactly as they would have run one
+after another in queue order, and appends all their events in one transaction (a
+:class:`~.batch.Batch`). The more writers wait, the larger the groups grow, so the cost
+of a hand-over is shared. Each caller returns, or raises, only once its own events are
+durable: nothing is acknowledged before it is recorded.
+
+A decision a rule refuses raises for its caller and adds nothing, as it would alone.
+When the store refuses the group's append (another writer appended first: a
+:class:`~..errors.ConflictError`), nothing of the group was written: the world is put
+back and each decision is taken again alone, so each caller sees what it would have
+seen alone. A decision that names a task this world does not know yet is taken alone
+too (alone, it folds what other writers appended and tries once more).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from ..errors import ConflictError, UnknownTask
+from ..tasks.live_index import LIVE_ORDER, TASK_SEQ
+from ..telemetry import live as telemetry
+from .batch import Batch
+
+if TYPE_CHECKING:
+    from ..store.store import Store
+    from ..tasks.invocation import Invocation
+    from ..world import World
+
+T = TypeVar("T")
+
+
+class Call(NamedTuple):
+    """A decision to take, as ``_decide(fn, *args, **kwargs)``."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    then: Callable[[Any], None] | None = None
+    """Called with what ``fn`` returned once the decision is recorded, before the lock
+    is given up (a reservation's invocation is registered there: no one sees the task
+    reserved here and its invocation missing)."""
+
+
+class QueuedDecision:
+    """One caller's decision, waiting for a leader to take it."""
+
+    __slots__ = ("args", "done", "error", "fn", "kwargs", "result", "then")
+
+    def __init__(self, call: Call) -> None:
+        self.fn, self.args, self.kwargs, self.then = call
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def settle(self, decide: Callable[[], Any]) -> None:
+        """Take the decision with ``decide`` and keep what it returned or raised."""
+        try:
+            self.result = decide()
+        except BaseException as error:  # the caller's to see, in its own thread
+            self.error = error
+        self.recorded()
+
+    def recorded(self) -> None:
+        """The decision is settled: run its ``then`` (under the scheduler's lock, as
+        the leader holds it) when it was recorded, and let its caller go on."""
+        if self.error is None and self.then is not None:
+            try:
+                self.then(self.result)
+            except BaseException as error:
+                self.error = error
+        self.done = True
+
+    def outcome(self) -> Any:
+        """What the decision returned; raises what it raised."""
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class DecisionQueue:
+    """The decisions queued for the next leader, in the order they were queued."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._queued: list[QueuedDecision] = []
+
+    def put(self, decisions: Sequence[QueuedDecision]) -> None:
+        """Queue ``decisions`` together: one leader takes all of them."""
+        with self._guard:
+            self._queued.extend(decisions)
+
+    def take(self) -> list[QueuedDecision]:
+        """Every decision queued so far; the queue is empty after."""
+        with self._guard:
+            taken, self._queued = self._queued, []
+        return taken
+
+
+class GroupCommit:
+    """:meth:`_decide_grouped`, mixed into :class:`~.scheduler.Scheduler`."""
+
+    store: Store
+    world: World
+    conflicts: int
+    _closed: bool
+    _resumed: set[str]
+    _lock: Any
+    _batch: Batch | None
+    _invocations: dict[str, Invocation]
+    _decision_queue: DecisionQueue
+
+    if TYPE_CHECKING:
+
+        def refresh(self) -> int: ...
+        def _renew_lease(self, *, force: bool = False) -> None: ...
+        def _snapshot_due(self) -> None: ...
+        def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        def _flush_batch(self) -> None: ...
+
+    def _decide_grouped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """:meth:`~.decision.DecisionCycle._decide`, in a group with the decisions other
+        threads queued meanwhile (see the module docstring); returns once recorded."""
+        (queued,) = self._decide_all([Call(fn, args, kwargs)])
+        result: T = queued.outcome()
+        return result
+
+    def _decide_all(self, calls: Sequence[Call]) -> list[QueuedDecision]:
+        """Queue each ``(fn, args, kwargs)`` of ``calls``, in order, and return once
+        every one was decided (each :class:`QueuedDecision` holds its outcome)."""
+        queued = [QueuedDecision(call) for call in calls]
+        self._decision_queue.put(queued)
+        with self._lock:
+            if not all(q.done for q in queued):  # no leader took them: this thread leads
+                self._lead()
+        return queued
+
+    def _lead(self) -> None:
+        """Take the queued decisions and settle each (``done``), even when this thread
+        fails midway, so that no caller waits for a leader that is gone."""
+        group: list[QueuedDecision] = []
+        try:
+            with self.store.turn():
+                # Taken once the turn is this process's: what queued meanwhile joins in.
+                group = self._decision_queue.take()
+                if len(group) > 1 and self._batch is None and not self._closed:
+                    alone = self._decide_together(group)
+                else:
+                    # One decision, or a batch open (every command joins it) or a closed
+                    # scheduler (refused): each as it would run alone.
+                    alone = group
+                for queued in alone:
+                    queued.settle(partial(self._decide, queued.fn, *queued.args, **queued.kwargs))
+        except BaseException as error:
+            for queued in group:
+                if not queued.done:
+                    queued.error, queued.done = error, True
+            raise
+
+    def _decide_together(self, group: list[QueuedDecision]) -> list[QueuedDecision]:
+        """Decide ``group`` in this process's turn and append it in one transaction;
+        returns the decisions to take again alone (none when the append went through)."""
+        # Decide on the store's current state: fold what other writers appended.
+        self.refresh()
+        self._renew_lease()
+        self._snapshot_due()
+        indexes = self.world.indexes
+        order, seq = indexes.get(LIVE_ORDER, {}), indexes.get(TASK_SEQ, 0)
+        batch = Batch(set(self._invocations), order, seq)
+        batch.before = {}
+        batch.depth = 1
+        self._batch = batch
+        decided: list[QueuedDecision] = []
+        unknown: list[QueuedDecision] = []
+        for queued in group:
+            try:
+                queued.result = self._decide_once(queued.fn, *queued.args, **queued.kwargs)
+            except UnknownTask:
+                unknown.append(queued)  # alone, it refreshes and decides once more
+            except BaseException as error:  # refused: added nothing to the batch
+                queued.error, queued.done = error, True
+            else:
+                decided.append(queued)
+        events, versions = list(batch.events), list(batch.versions)
+        try:
+            self._flush_batch()  # on any failure the world is put back to the store's
+        except ConflictError:
+            self.conflicts += 1
+            return [q for q in group if not q.done]  # in queue order
+        except BaseException as error:
+            for queued in decided:
+                queued.error, queued.done = error, True
+            return unknown
+        finally:
+            self._batch = None
+        telemetry.committed(self, events, versions, before=batch.before)  # never raises
+        for queued in decided:
+            queued.recorded()
+        return unknown
