@@ -62,7 +62,8 @@ class Batch:
         """The tasks with a live invocation here when the batch began."""
         self.before: dict[str, TaskState | None] | None = None
         """A group commit's (:mod:`.group_commit`): each task's state before the group
-        first wrote it, for telemetry, which sees the events once they are appended."""
+        first wrote it (telemetry sees the events once appended; a refused group is put
+        back from them). A group's :attr:`order` holds just the tasks it wrote."""
 
     def add(
         self,
@@ -205,12 +206,17 @@ class BatchCommands:
         if not all(indexer in RESTORABLE for indexer in INDEXERS):
             return False
         last = {event.task_id: event for event in events}
-        # Each task as stored, as of this scheduler's position: the world's own loader.
-        loader = stream_loader(self.store, lambda: self.position)
         stored: dict[str, TaskState | None] = {}
-        for task_id in last:
-            loaded = loader(task_id, True, None)
-            stored[task_id] = loaded[0] if loaded is not None else None
+        if batch.before is not None:
+            # A group commit kept each task's state before it first wrote it, which is
+            # the task as stored at this scheduler's position: no read of the store.
+            stored = {task_id: batch.before[task_id] for task_id in last}
+        else:
+            # Each task as stored, as of this scheduler's position: the world's loader.
+            loader = stream_loader(self.store, lambda: self.position)
+            for task_id in last:
+                loaded = loader(task_id, True, None)
+                stored[task_id] = loaded[0] if loaded is not None else None
         for task_id, state in stored.items():
             self.world.restore_task(task_id, state, last[task_id])
         self.world.folded -= len(events)  # folded into the world, never into the store
@@ -218,8 +224,12 @@ class BatchCommands:
         # the numbers the batch gave out are given again: as a fold of the store has them.
         indexes = self.world.indexes
         order = indexes.get(LIVE_ORDER, {})
-        for task_id in order.keys() & batch.order.keys():
-            order[task_id] = batch.order[task_id]
-        others = [n for t, n in order.items() if t not in last]
-        indexes[TASK_SEQ] = max([batch.seq, *others])
+        for task_id, number in batch.order.items():
+            if task_id in order:
+                order[task_id] = number
+        if batch.before is not None:
+            indexes[TASK_SEQ] = batch.seq  # a group folds nothing else before its undo
+        else:
+            others = [n for t, n in order.items() if t not in last]
+            indexes[TASK_SEQ] = max([batch.seq, *others])
         return True

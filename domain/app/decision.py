@@ -17,6 +17,7 @@ from ..errors import ClockConflict, ConflictError, RuleViolation, StoreError, Un
 from ..store.store import Store
 from ..tasks import decide
 from ..tasks.events import TaskEvent
+from ..tasks.live_index import LIVE_ORDER
 from ..tasks.restart_limit import restart_limit_of
 from ..telemetry import live as telemetry
 from ..world import Draft, World
@@ -158,9 +159,14 @@ class DecisionCycle:
                 self.refresh()
                 raise
         if batch is not None and batch.before is not None:
-            for event in events:  # a group's: telemetry sees them once they are appended
+            # A group's: telemetry sees them once appended, and a refused group is put
+            # back from the state of each task before the group first wrote it.
+            order = world.indexes.get(LIVE_ORDER, {})
+            for event in events:
                 if type(event).task_stream and event.task_id not in batch.before:
                     batch.before[event.task_id] = world.get(event.task_id)
+                    if event.task_id in order:
+                        batch.order[event.task_id] = order[event.task_id]
         else:
             telemetry.committed(self, events, versions)  # never raises
         if batch is None:

@@ -17,9 +17,11 @@ durable: nothing is acknowledged before it is recorded.
 A decision a rule refuses raises for its caller and adds nothing, as it would alone.
 When the store refuses the group's append (another writer appended first: a
 :class:`~..errors.ConflictError`), nothing of the group was written: the world is put
-back and each decision is taken again alone, so each caller sees what it would have
-seen alone. A decision that names a task this world does not know yet is taken alone
-too (alone, it folds what other writers appended and tries once more).
+back (from the states the group kept, no read) and the group is decided again on the
+store's state, then, refused once more, each decision alone: each caller sees what it
+would have seen had the decisions run one after another. A decision that names a task
+this world does not know yet is taken alone too (alone, it folds what other writers
+appended and tries once more).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..errors import ConflictError, UnknownTask
-from ..tasks.live_index import LIVE_ORDER, TASK_SEQ
+from ..tasks.live_index import TASK_SEQ
 from ..telemetry import live as telemetry
 from .batch import Batch
 
@@ -40,6 +42,12 @@ if TYPE_CHECKING:
     from ..world import World
 
 T = TypeVar("T")
+
+
+GROUP_ATTEMPTS = 2
+"""How often a group the store refused is decided again as a group (on the store's
+state: a decision that lost its race is refused for its caller alone) before each of
+its decisions is taken alone."""
 
 
 class Call(NamedTuple):
@@ -156,12 +164,13 @@ class GroupCommit:
             with self.store.turn():
                 # Taken once the turn is this process's: what queued meanwhile joins in.
                 group = self._decision_queue.take()
-                if len(group) > 1 and self._batch is None and not self._closed:
-                    alone = self._decide_together(group)
-                else:
+                alone = group
+                for _ in range(GROUP_ATTEMPTS):
                     # One decision, or a batch open (every command joins it) or a closed
                     # scheduler (refused): each as it would run alone.
-                    alone = group
+                    if len(alone) < 2 or self._batch is not None or self._closed:
+                        break
+                    alone = self._decide_together(alone)
                 for queued in alone:
                     queued.settle(partial(self._decide, queued.fn, *queued.args, **queued.kwargs))
         except BaseException as error:
@@ -172,14 +181,16 @@ class GroupCommit:
 
     def _decide_together(self, group: list[QueuedDecision]) -> list[QueuedDecision]:
         """Decide ``group`` in this process's turn and append it in one transaction;
-        returns the decisions to take again alone (none when the append went through)."""
+        returns the decisions not settled: all of them when the store refused the
+        append (nothing of it was written), else those that named a task unknown here."""
         # Decide on the store's current state: fold what other writers appended.
         self.refresh()
         self._renew_lease()
         self._snapshot_due()
-        indexes = self.world.indexes
-        order, seq = indexes.get(LIVE_ORDER, {}), indexes.get(TASK_SEQ, 0)
-        batch = Batch(set(self._invocations), order, seq)
+        # The submission numbers of just the tasks it writes are kept, as they are
+        # written (DecisionCycle._commit): a copy of every live task's would cost a
+        # group the size of the live work.
+        batch = Batch(set(self._invocations), {}, self.world.indexes.get(TASK_SEQ, 0))
         batch.before = {}
         batch.depth = 1
         self._batch = batch

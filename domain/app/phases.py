@@ -56,6 +56,17 @@ class PassReport:
         return bool(self.reserved or self.ended)
 
 
+def _taken(task: TaskState, worker: str) -> bool:
+    """Whether a reservation by ``worker`` could not take ``task`` now, as
+    :func:`~..tasks.readiness.readiness` says: ended, holding its outcome, or running
+    (in another worker; or here, but for an abort mark its invocation did not see)."""
+    if task.status in ("terminal", "completing"):
+        return True
+    return task.status == "running" and (
+        task.worker not in (None, worker) or not (task.mode == "run" and task.abort_requested)
+    )
+
+
 @dataclass
 class Started:
     """What :meth:`PhaseCommands.start_invocations` started."""
@@ -176,21 +187,23 @@ class PhaseCommands:
         if self.closing or self.draining:
             return started
         chosen: list[str] = []
-        with self._lock:
-            ctx, draft, looked = self._context(), Draft(self.world), 0
-            for task_id in candidates:
-                if len(chosen) == slots:
-                    break
-                looked += 1
-                task = self.world.get(task_id)
-                if (
-                    task is not None
-                    and task.live
-                    and task_id not in self._invocations
-                    and self._readiness(draft, ctx, task) == "ready"
-                ):
-                    chosen.append(task_id)
-            del candidates[:looked]
+        looked = 0
+        # Not under the lock, which a leader holds while it waits for the store's turn:
+        # a dict's get is atomic, and what this passes over or lets through is only a
+        # first look (each reservation is decided under the lock, on the world then).
+        tasks = self.world.tasks
+        for task_id in candidates:
+            if len(chosen) == slots:
+                break
+            looked += 1
+            task = tasks.get(task_id)
+            if (
+                task is not None
+                and task_id not in self._invocations
+                and not _taken(task, self.worker)
+            ):
+                chosen.append(task_id)
+        del candidates[:looked]
         # Not under the lock: queued, the reservations join the group of a leader that
         # waits for its turn (each is decided under the lock, on the world as it is).
         outcomes = self._reserve_all(chosen)

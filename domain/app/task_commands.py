@@ -290,6 +290,10 @@ class TaskCommands:
         return recorded
 
     def _migrate_if_needed(self, task_id: str) -> str | None:
+        known = self.world.tasks.get(task_id)  # no lock where no definition migrates
+        definition = self.registry.get(known.kind) if known is not None else None
+        if known is not None and (definition is None or definition.migrate is None):
+            return None
         task = self.task(task_id)
         definition = self.registry.get(task.kind)
         if task.status == "running" or definition is None or definition.migrate is None:
