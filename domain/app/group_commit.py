@@ -77,7 +77,7 @@ class QueuedDecision:
         """Take the decision with ``decide`` and keep what it returned or raised."""
         try:
             self.result = decide()
-        except BaseException as error:  # the caller's to see, in its own thread
+        except Exception as error:  # the caller's to see, in its own thread
             self.error = error
         self.recorded()
 
@@ -87,7 +87,7 @@ class QueuedDecision:
         if self.error is None and self.then is not None:
             try:
                 self.then(self.result)
-            except BaseException as error:
+            except Exception as error:
                 self.error = error
         self.done = True
 
@@ -138,6 +138,7 @@ class GroupCommit:
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
         def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
         def _flush_batch(self) -> None: ...
+        def _reload(self, batch: Batch) -> None: ...
 
     def _decide_grouped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """:meth:`~.decision.DecisionCycle._decide`, in a group with the decisions other
@@ -196,22 +197,28 @@ class GroupCommit:
         self._batch = batch
         decided: list[QueuedDecision] = []
         unknown: list[QueuedDecision] = []
-        for queued in group:
-            try:
-                queued.result = self._decide_once(queued.fn, *queued.args, **queued.kwargs)
-            except UnknownTask:
-                unknown.append(queued)  # alone, it refreshes and decides once more
-            except BaseException as error:  # refused: added nothing to the batch
-                queued.error, queued.done = error, True
-            else:
-                decided.append(queued)
+        try:
+            for queued in group:
+                try:
+                    queued.result = self._decide_once(queued.fn, *queued.args, **queued.kwargs)
+                except UnknownTask:
+                    unknown.append(queued)  # alone, it refreshes and decides once more
+                except Exception as error:  # refused: added nothing to the batch
+                    queued.error, queued.done = error, True
+                else:
+                    decided.append(queued)
+        except BaseException:  # an interrupt of this thread: nothing of the group stays
+            self._batch = None
+            if batch.events:
+                self._reload(batch)
+            raise
         events, versions = list(batch.events), list(batch.versions)
         try:
             self._flush_batch()  # on any failure the world is put back to the store's
         except ConflictError:
             self.conflicts += 1
             return [q for q in group if not q.done]  # in queue order
-        except BaseException as error:
+        except Exception as error:
             for queued in decided:
                 queued.error, queued.done = error, True
             return unknown
