@@ -269,3 +269,32 @@ def test_many_threads_submitting_at_once_lose_nothing(
     assert set(s.world.live) == set(ids)
     assert_world_is_the_fold(s, store_url)
     s.close()
+
+
+def test_what_queues_while_a_group_is_decided_joins_it_before_the_append(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    s = Scheduler.open(store_url, clock=clock, registry=registry)
+    appends = Appends(s)
+    late: list[Any] = []
+    original = s._decide_once
+
+    def deciding(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if not late:  # another thread queues a submit while the group is being decided
+            thread = threading.Thread(target=lambda: late.append(s.submit("job", id="late")))
+            late.append(thread)
+            thread.start()
+            deadline = time.monotonic() + 10
+            while not s._decision_queue._queued:
+                assert time.monotonic() < deadline, "the late submit did not queue"
+                time.sleep(0.001)
+        return original(fn, *args, **kwargs)
+
+    s._decide_once = deciding  # type: ignore[method-assign]
+    queued_together(s, [lambda: s.submit("job", id="a"), lambda: s.submit("job", id="b")])
+    late[0].join(10)
+    assert late[1:] == ["late"]
+    assert appends.sizes == [3]  # the late one shared the group's append
+    assert [r.event.task_id for r in s.store.read()] == ["a", "b", "late"]
+    assert_world_is_the_fold(s, store_url)
+    s.close()

@@ -10,9 +10,10 @@ store from one process to the next (each new holder folds what the others wrote)
 The thread that takes the lock next (the leader) takes every queued decision, decides
 each in turn on the world the earlier ones left, exactly as they would have run one
 after another in queue order, and appends all their events in one transaction (a
-:class:`~.batch.Batch`). The more writers wait, the larger the groups grow, so the cost
-of a hand-over is shared. Each caller returns, or raises, only once its own events are
-durable: nothing is acknowledged before it is recorded.
+:class:`~.batch.Batch`); what queues while they are decided joins before the append.
+The more writers wait, the larger the groups grow, so the cost of a hand-over is shared.
+Each caller returns, or raises, only once its own events are durable: nothing is
+acknowledged before it is recorded.
 
 A decision a rule refuses raises for its caller and adds nothing, as it would alone.
 When the store refuses the group's append (another writer appended first: a
@@ -27,7 +28,7 @@ appended and tries once more).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -171,7 +172,7 @@ class GroupCommit:
                     # scheduler (refused): each as it would run alone.
                     if len(alone) < 2 or self._batch is not None or self._closed:
                         break
-                    alone = self._decide_together(alone)
+                    alone = self._decide_together(alone, group)
                 for queued in alone:
                     queued.settle(partial(self._decide, queued.fn, *queued.args, **queued.kwargs))
         except BaseException as error:
@@ -180,10 +181,14 @@ class GroupCommit:
                     queued.error, queued.done = error, True
             raise
 
-    def _decide_together(self, group: list[QueuedDecision]) -> list[QueuedDecision]:
-        """Decide ``group`` in this process's turn and append it in one transaction;
-        returns the decisions not settled: all of them when the store refused the
-        append (nothing of it was written), else those that named a task unknown here."""
+    def _decide_together(
+        self, group: list[QueuedDecision], taken: list[QueuedDecision]
+    ) -> list[QueuedDecision]:
+        """Decide ``group`` in this process's turn and append it in one transaction,
+        with what queued meanwhile (added to ``taken`` too: the leader settles every
+        decision it took); returns the decisions not settled: all of them when the
+        store refused the append (nothing of it was written), else those that named a
+        task unknown here."""
         # Decide on the store's current state: fold what other writers appended.
         self.refresh()
         self._renew_lease()
@@ -197,8 +202,9 @@ class GroupCommit:
         self._batch = batch
         decided: list[QueuedDecision] = []
         unknown: list[QueuedDecision] = []
+        group = list(group)
         try:
-            for queued in group:
+            for queued in _growing(group, self._decision_queue, taken):
                 try:
                     queued.result = self._decide_once(queued.fn, *queued.args, **queued.kwargs)
                 except UnknownTask:
@@ -228,3 +234,20 @@ class GroupCommit:
         for queued in decided:
             queued.recorded()
         return unknown
+
+
+def _growing(
+    group: list[QueuedDecision], queue: DecisionQueue, taken: list[QueuedDecision]
+) -> Iterator[QueuedDecision]:
+    """Each decision of ``group``, then each one queued while they were decided (before
+    the append: the world is as current for them, and they share its commit)."""
+    n = 0
+    while True:
+        while n < len(group):
+            n += 1
+            yield group[n - 1]
+        late = queue.take()
+        if not late:
+            return
+        group.extend(late)
+        taken.extend(late)
