@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tasktrail.domain import (
     ManualClock,
+    Refused,
     Registry,
     RuleViolation,
     Scheduler,
@@ -27,7 +28,9 @@ from tasktrail.domain import (
     Worker,
     open_store,
 )
+from tasktrail.domain.app.group_commit import Call
 from tasktrail.domain.app.phases import PassReport
+from tasktrail.domain.tasks import decide
 from tasktrail.projections.trace import rebuild
 from tasktrail.replay import replay
 
@@ -297,4 +300,34 @@ def test_what_queues_while_a_group_is_decided_joins_it_before_the_append(
     assert appends.sizes == [3]  # the late one shared the group's append
     assert [r.event.task_id for r in s.store.read()] == ["a", "b", "late"]
     assert_world_is_the_fold(s, store_url)
+    s.close()
+
+
+def test_a_refusal_that_rested_on_a_refused_groups_decision_is_decided_again(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """Decided one after another, B follows A; when the group is refused and A, taken
+    again, is refused (another worker took its task), B is decided again on the store's
+    state, not left refused for what A had done in the group that was never written."""
+    s = Scheduler.open(store_url, clock=clock, registry=registry, worker="here")
+    contested, mine = s.submit("job"), s.submit("job")
+    other = Scheduler.open(store_url, clock=clock, registry=registry, worker="there")
+
+    def only_if_contested_is_not_mine(draft: Any, ctx: Any) -> Any:
+        if draft.get(contested).worker == "here":
+            raise Refused("the contested task is ours", task_id=mine)
+        return decide.reserve(draft, ctx, mine, registry=registry)
+
+    Appends(s, before=lambda: other.reserve(contested))
+    a, b = s._decide_all(
+        [
+            Call(decide.reserve, (contested,), {"registry": registry}),
+            Call(only_if_contested_is_not_mine, (), {}),
+        ]
+    )
+    assert isinstance(a.error, Refused)  # held there, on the store's state
+    assert b.error is None and b.result == "run"  # no longer refused
+    assert s.task(mine).worker == "here" and s.task(contested).worker == "there"
+    assert_world_is_the_fold(s, store_url)
+    other.close()
     s.close()

@@ -201,6 +201,7 @@ class GroupCommit:
         batch.depth = 1
         self._batch = batch
         decided: list[QueuedDecision] = []
+        refused: list[QueuedDecision] = []
         unknown: list[QueuedDecision] = []
         group = list(group)
         try:
@@ -210,7 +211,8 @@ class GroupCommit:
                 except UnknownTask:
                     unknown.append(queued)  # alone, it refreshes and decides once more
                 except Exception as error:  # refused: added nothing to the batch
-                    queued.error, queued.done = error, True
+                    queued.error = error
+                    refused.append(queued)
                 else:
                     decided.append(queued)
         except BaseException:  # an interrupt of this thread: nothing of the group stays
@@ -223,14 +225,22 @@ class GroupCommit:
             self._flush_batch()  # on any failure the world is put back to the store's
         except ConflictError:
             self.conflicts += 1
-            return [q for q in group if not q.done]  # in queue order
+            # Every one is decided again: a refusal may have rested on an earlier
+            # decision of the group, which was not recorded (no caller saw it yet).
+            for queued in refused:
+                queued.error = None
+            return group  # in queue order
         except Exception as error:
             for queued in decided:
                 queued.error, queued.done = error, True
+            for queued in refused:
+                queued.done = True
             return unknown
         finally:
             self._batch = None
         telemetry.committed(self, events, versions, before=batch.before)  # never raises
+        for queued in refused:
+            queued.done = True
         for queued in decided:
             queued.recorded()
         return unknown
