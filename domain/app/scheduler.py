@@ -353,7 +353,7 @@ class Scheduler(
             follows = telemetry.follows(self)
             seen: list[tuple[TaskEvent, int, TaskState]] = []
             until = max(own) if own else None
-            for recorded in self.store.read(after=self.position, until=until):
+            for recorded in self.store.read(after=self.position, until=until, heads=True):
                 event = recorded.event
                 stream_id, task_stream = event.stream_id(), type(event).task_stream
                 version = recorded.originator_version

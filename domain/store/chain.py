@@ -142,6 +142,18 @@ class Sealer:
         self._last = sealed
         return rows
 
+    def saw(self, stream_id: str, version: int, state: bytes) -> None:
+        """Remember the digest of a row another writer appended, as a scheduler folds
+        it: its next append to that stream then reads no row back for its chain."""
+        head = self._heads.get(stream_id)
+        if head is not None and head[0] >= version:
+            return
+        digest = unseal(as_bytes(state))[1]
+        if digest is not None:
+            if len(self._heads) > HEAD_CACHE:
+                self._heads.clear()  # bounded: a miss costs one indexed read
+            self._heads[stream_id] = (version, digest)
+
     def appended(self) -> None:
         """Remember the digests of the rows just sealed: the store took them."""
         if len(self._heads) > HEAD_CACHE:

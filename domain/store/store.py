@@ -4,13 +4,12 @@
 ``open_store("postgresql://user@host:5432/db")`` a PostgreSQL database: eventsourcing
 recorders, with tasktrail's orjson transcoder, stable topics and typed errors.
 
-Durability (SQLite): ``"full"`` (the default) syncs the WAL on every commit (a
-command that returned survives a power cut); ``"normal"`` only at checkpoints (safe
-against a crash of the process, not of the OS). PostgreSQL is always synchronous.
-
-``read_only=True`` opens a store to read it and nothing else: no table is created,
-nothing is written, a SQLite file is left as it was (:mod:`.files`). Every open reads
-the format marker (:mod:`.meta`), refusing a newer one; a writer adds a missing one.
+Durability (SQLite): ``"full"`` (the default) syncs the WAL on every commit (survives a
+power cut); ``"normal"`` only at checkpoints (survives a crash of the process, not of
+the OS). PostgreSQL is always synchronous. ``read_only=True`` opens a store to read it
+and nothing else: no table is created, nothing is written, a SQLite file is left as it
+was (:mod:`.files`). Every open reads the format marker (:mod:`.meta`), refusing a
+newer one; a writer adds a missing one.
 
 Every append checks its events against the stored limits (:mod:`..tasks.fields`),
 seals each with its digest chained to the previous event of its stream
@@ -20,8 +19,7 @@ event to a decision that read it: :meth:`Store.stamp` clamps the scheduler's clo
 to the latest time the store has read).
 
 Beside this facade: :mod:`.location`, :mod:`.files`, :mod:`.first_look`, :mod:`.meta`,
-:mod:`.chain`, :mod:`.keys` (a keyed chain), :mod:`.transcoder`, :mod:`.sqlite`,
-:mod:`.postgres`.
+:mod:`.chain`, :mod:`.keys` (keyed), :mod:`.transcoder`, :mod:`.sqlite`, :mod:`.postgres`.
 """
 
 from __future__ import annotations
@@ -282,16 +280,20 @@ class Store:
         *,
         until: int | None = None,
         skip: Callable[[CorruptEvent], None] | None = None,
+        heads: bool = False,
     ) -> Iterator[Recorded]:
         """Every event after position ``after`` (up to ``until``), in log order. A row that
         cannot be read raises :class:`CorruptEvent`; given ``skip``, it is handed the
-        error instead and the row is left out (``replay(skip_invalid=True)``)."""
-        latest = self.latest_at
+        error instead and the row is left out (``replay(skip_invalid=True)``); ``heads``:
+        keep each row's digest for this writer's chain (a scheduler's fold)."""
+        latest, saw = self.latest_at, self._sealer.saw if heads else None
         try:
             for page in self._pages(after, until):
                 for position, originator_id, version, topic, state in page:
-                    # The fast reader of the row's topic, else the checked path (which
-                    # says what is wrong with a row, or upcasts an older event).
+                    if saw is not None:
+                        saw(originator_id, version, state)
+                    # The topic's fast reader, else the checked path (it says what is
+                    # wrong with a row, or upcasts an older event).
                     reader = ROW_READERS[topic]
                     recorded = reader(position, originator_id, version, state) if reader else None
                     if recorded is None:
@@ -354,12 +356,10 @@ class Store:
             raise StoreError(f"cannot read store {self.location}: {self._why(error)}") from None
         records = []
         for position, version, topic, state in rows:
-            problem = row_problem(stream_id, version, topic, state)
-            if problem is not None:
+            if (problem := row_problem(stream_id, version, topic, state)) is not None:
                 raise CorruptEvent(position, problem)
-            records.append(
-                Recorded(position, decode_event(topic, stream_id, state, position), version)
-            )
+            event = decode_event(topic, stream_id, state, position)
+            records.append(Recorded(position, event, version))
         return records
 
     def aggregate(self, stream_id: str) -> Any:
