@@ -150,15 +150,16 @@ class Sealer:
             return
         digest = unseal(as_bytes(state))[1]
         if digest is not None:
-            if len(self._heads) > HEAD_CACHE:
-                self._heads.clear()  # bounded: a miss costs one indexed read
-            self._heads[stream_id] = (version, digest)
+            self._remember({stream_id: (version, digest)})
 
     def appended(self) -> None:
         """Remember the digests of the rows just sealed: the store took them."""
+        self._remember(self._last)
+
+    def _remember(self, heads: dict[str, tuple[int, str]]) -> None:
         if len(self._heads) > HEAD_CACHE:
             self._heads.clear()  # bounded: a miss costs one indexed read
-        self._heads.update(self._last)
+        self._heads.update(heads)
 
     def _previous(self, stream_id: str, version: int) -> str:
         """The digest of version ``version - 1`` ("" for a stream's first event, or after
