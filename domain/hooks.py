@@ -10,21 +10,24 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .tasks.events import TaskEvent
-    from .world import World
+
+AnyWorld = Any
+"""A :class:`~.world.World`: named, not imported, as the registry sits below the world
+it is read by (``world.py`` imports this module, never the reverse)."""
 
 Loader = Callable[[str, bool, "int | None"], "tuple[Any, int] | None"]
 """Reads one stream back from the store: ``loader(stream_id, task_stream, below)`` is
 the stream's state folded from its events of version < ``below`` (all, if ``None``)
 with that version, or ``None`` for a stream with no such events."""
 
-Retirer = Callable[["World", str, Any], "bool | None"]
+Retirer = Callable[[AnyWorld, str, Any], "bool | None"]
 """Whether a non-task stream's state is finished with (``True``), still needed in
 memory (``False``), or not of this retirer's kind (``None``)."""
 
-Compactor = Callable[["World"], None]
+Compactor = Callable[[AnyWorld], None]
 """Drops what an index keeps only for work that has ended (see :meth:`World.compact`)."""
 
-Indexer = Callable[["World", "TaskEvent", Any, Any], None]
+Indexer = Callable[[AnyWorld, "TaskEvent", Any, Any], None]
 """Keeps one index of a world current: ``fn(world, event, previous, state)``,
 called after every event is folded (``previous``/``state`` are the stream's
 states before and after)."""

@@ -10,18 +10,35 @@ written for speed: the task indexes inlined, no attribute read twice.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .hooks import _DISPATCH, indexers_for
 from .tasks.evolve import evolve, evolve_stream
 
 if TYPE_CHECKING:
     from .tasks.state import TaskState
-    from .world import World
+
+
+class FoldedWorld(Protocol):
+    """What the fold step keeps of a :class:`~.world.World`: its own task indexes and
+    streams. Declared here, not imported, so that ``world.py`` imports this module and
+    never the reverse."""
+
+    tasks: dict[str, TaskState]
+    live_children: dict[str, set[str]]
+    waiters: dict[str, set[str]]
+    sleeping: set[str]
+    live: set[str]
+    streams: dict[str, Any]
+    stream_versions: dict[str, int]
+    folded: int
+    counts: dict[str, int]
+    absent: set[str]
+    unknown: set[str]
 
 
 def apply_event(
-    world: World, event: Any, cls: type, stream_id: str, previous: Any, folded: Any
+    world: FoldedWorld, event: Any, cls: type, stream_id: str, previous: Any, folded: Any
 ) -> Any:
     """Fold ``event`` (of class ``cls``, on ``stream_id``, whose state is ``previous``)
     into ``world``; ``folded``: its state after the event, if the caller has it.
@@ -87,7 +104,7 @@ def apply_event(
     return state
 
 
-def count(world: World, status: str, change: int) -> None:
+def count(world: FoldedWorld, status: str, change: int) -> None:
     """Move the count of tasks in ``status`` by ``change``."""
     counts = world.counts
     left = counts.get(status, 0) + change
@@ -97,7 +114,7 @@ def count(world: World, status: str, change: int) -> None:
         del counts[status]  # no zero entries: one world's counts equal another's
 
 
-def index_task(world: World, previous: TaskState | None, state: TaskState) -> None:
+def index_task(world: FoldedWorld, previous: TaskState | None, state: TaskState) -> None:
     """Move a task from ``previous`` to ``state`` in the world's own indexes."""
     task_id = state.id
     if previous is not None:
@@ -126,7 +143,7 @@ def index_task(world: World, previous: TaskState | None, state: TaskState) -> No
         _ended(world, task_id, owner)
 
 
-def _ended(world: World, task_id: str, owner: str | None) -> None:
+def _ended(world: FoldedWorld, task_id: str, owner: str | None) -> None:
     world.live.discard(task_id)
     if owner is not None:
         children = world.live_children.get(owner)

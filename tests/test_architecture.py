@@ -154,3 +154,86 @@ def test_the_worker_drives_the_scheduler_and_the_scheduler_never_imports_the_wor
         seen.add(name)
         todo.extend(n for n in imported(by_name[name]) if n in by_name)
     assert seen & WORKER_MODULES == set(), sorted(seen & WORKER_MODULES)
+
+
+def import_graph(paths: list[Path]) -> dict[str, set[str]]:
+    """Each module's imports of the project's own modules, TYPE_CHECKING blocks and imports
+    inside functions included (a circle is a knot whichever way it is tied). A name is
+    resolved to the module that holds it: ``from .world import World`` -> ``domain.world``,
+    ``from . import scenarios`` -> ``domain.demo.scenarios`` (not the package)."""
+    by_name = {dotted(p): p for p in paths}
+    graph: dict[str, set[str]] = {}
+    for name, path in by_name.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package[: len(package) - node.level + 1]
+                    module = ".".join([*base, node.module] if node.module else base)
+                else:
+                    module = (node.module or "").removeprefix("tasktrail.")
+                for alias in node.names:
+                    whole = f"{module}.{alias.name}"
+                    targets.add(whole if whole in by_name else module)
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name.removeprefix("tasktrail.") for alias in node.names)
+        graph[name] = {t for t in targets if t in by_name and t != name}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in order:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], order[target])
+        if low[node] == order[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return circles
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """Issue 41: imports point down the layers; a registry several modules fill is filled
+    by them, never read back from them (``hooks.py`` names the world, does not import it)."""
+    assert import_circles(import_graph(modules())) == []
+
+
+def test_the_circle_checker_sees_a_circle() -> None:
+    """The checker itself can fail: two modules that import each other are one circle."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+    probe = ROOT / "domain" / "_probe_circle.py"
+    probe.write_text("from .world import World\n")
+    world = ROOT / "domain" / "world.py"
+    try:
+        graph = import_graph([*modules(), probe])
+        graph["domain.world"].add("domain._probe_circle")  # as if world.py imported it back
+        assert ["domain._probe_circle", "domain.world"] in import_circles(graph)
+    finally:
+        probe.unlink()
+    assert world.exists()

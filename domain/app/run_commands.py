@@ -16,7 +16,6 @@ are :class:`~..runs.settings.RunSettings` defaults and there is no executor.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConflictError, InvalidArgument, Refused, RuleViolation
@@ -24,17 +23,18 @@ from ..runs import reading
 from ..runs.admission import AdmissionRefused, admit_run, mint
 from ..runs.events import SUBMIT_ERROR_CLASSES, TRIGGERS, Trigger
 from ..runs.executor import DrainError, Executor
-from ..runs.gate import DispatchGate, GateCaller, GateCode, OpenGate, gate_refusal
+from ..runs.gate import DispatchGate, GateCaller, GateCode, gate_refusal
 from ..runs.identity import run_stream_id
 from ..runs.ledger import Ledger, ledger_of
 from ..runs.outcomes import SubmitFailed
 from ..runs.reading import UnknownRun
 from ..runs.schedule import set_schedule
 from ..runs.settings import RunSettings, change_run_settings, run_settings_of
-from ..runs.slots import DispatchSlots, slot_of
+from ..runs.slots import slot_of
 from ..runs.state import RunState
 from ..tasks.validation import json_value
 from ..world import Draft, World
+from .run_runtime import RunPayload, RunRuntime
 from .run_submits import RunSubmits, error_text
 from .run_ticks import RunTicks
 
@@ -46,21 +46,6 @@ if TYPE_CHECKING:
     from ..tasks.state import TaskState
 
 T = TypeVar("T")
-RunPayload = Callable[[str, Trigger], Any]
-"""``payload(task_id, trigger)``: the host's per-run data (JSON) for a run being minted."""
-
-
-@dataclass
-class RunRuntime:
-    """Process-local dispatch state: executor, slots, submits in flight, cursor (the
-    settings are in the log)."""
-
-    executor: Executor | None = None
-    gate: DispatchGate = field(default_factory=OpenGate)
-    payload: RunPayload | None = None
-    slots: DispatchSlots = field(default_factory=DispatchSlots)
-    submit_live: set[str] = field(default_factory=set)
-    reconcile_cursor: int = 0
 
 
 class RunCommands(RunSubmits, RunTicks):

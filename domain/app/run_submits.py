@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..runs.executor import Executor
     from ..runs.settings import RunSettings
     from ..world import World
-    from .run_commands import RunRuntime
+    from .run_runtime import RunRuntime
 
 T = TypeVar("T")
 SubmitOutcome = Literal[

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..runs.gate import GateCaller
     from ..runs.settings import RunSettings
     from ..tasks.context import Context
-    from .run_commands import RunRuntime
+    from .run_runtime import RunRuntime
     from .run_submits import SubmitOutcome
 
 T = TypeVar("T")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..errors import StoreError
-from ..store.application import lock_creation
+from ..store.creation import lock_creation
 
 if TYPE_CHECKING:
     from ..store.store import Store

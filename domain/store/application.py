@@ -1,5 +1,5 @@
 """The eventsourcing ``Application`` behind a store, and what opening one needs: closing a
-half-built one, and telling PostgreSQL's creation races from real failures.
+half-built one, and saying why it failed (PostgreSQL's creation races: ``creation.py``).
 """
 
 from __future__ import annotations
@@ -11,10 +11,6 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import InfrastructureFactory, Mapper
 
 from .transcoder import OrjsonTranscoder, TaskMapper
-
-POSTGRES_CREATION_RACES = frozenset({"23505", "42P07", "42710", "XX000"})
-"""unique_violation, duplicate_table, duplicate_object, internal_error: what
-concurrent ``CREATE ... IF NOT EXISTS`` on a fresh PostgreSQL schema raise."""
 
 
 class TaskApplication(Application[str]):
@@ -41,28 +37,6 @@ class TaskApplication(Application[str]):
 
     def construct_mapper(self) -> Mapper[str]:
         return TaskMapper(transcoder=OrjsonTranscoder())
-
-
-def creation_race(error: BaseException) -> bool:
-    """Whether opening failed because another process created the same tables at once
-    (PostgreSQL: a unique or duplicate error in its catalog, "tuple concurrently updated")."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if getattr(seen, "sqlstate", None) in POSTGRES_CREATION_RACES:
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def lock_creation(cursor: Any, schema: str) -> None:
-    """Hold, until the cursor's transaction ends, PostgreSQL's advisory lock on creating
-    tasktrail's objects in ``schema``: concurrent ``CREATE ... IF NOT EXISTS`` of one
-    object race in the catalog (a unique violation, "tuple concurrently updated"), so
-    every creation takes this lock first and the second finds the object made."""
-    cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (CREATION_LOCK + schema,))
-
-
-CREATION_LOCK = "tasktrail create in schema "
 
 
 def describe(error: BaseException) -> str:

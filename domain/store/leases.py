@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
-from .application import lock_creation
+from .creation import lock_creation
 
 if TYPE_CHECKING:
     from .store import Store

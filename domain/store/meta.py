@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import StoreError
-from .application import lock_creation
+from .creation import lock_creation
 from .keys import KEY_ID_KEY, KEYED_AFTER_KEY, KEYED_MAC_KEY, key_id, keyed_mac
 
 TABLE = "tasktrail_meta"

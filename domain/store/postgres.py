@@ -16,7 +16,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
-from .application import lock_creation
+from .creation import lock_creation
 from .direct import direct_connection
 from .guards import APPENDED_SINCE, STAMPED_LATER, guard_sql
 from .location import checked_schema

@@ -40,9 +40,9 @@ from eventsourcing.persistence import (
 
 from ..errors import ClockConflict, ConflictError, CorruptEvent, InvalidArgument, StoreError
 from ..tasks.events import TaskEvent, event_problem
-from .application import TaskApplication, close_quietly, creation_race
-from .application import describe as _describe
+from .application import TaskApplication, close_quietly, describe
 from .chain import Digester, Sealer
+from .creation import creation_race
 from .files import existing_companions, remove_created_companions
 from .first_look import made_schema, open_problem, refuse_foreign_file
 from .guards import APPENDED_SINCE, STAMPED_LATER, depended_on, stamped_later_at
@@ -148,7 +148,7 @@ class Store:
     def _why(self, error: BaseException) -> str:
         """Why a read or write failed; when PostgreSQL's pool only says it timed out, with
         the cause one direct connection gives (the server went away, refused us, ...)."""
-        text = _describe(error)
+        text = describe(error)
         if self.location.kind == "postgresql" and "couldn't get a connection" in text:
             from .postgres import connection_problem
 
@@ -251,11 +251,11 @@ class Store:
             if STAMPED_LATER in str(error):
                 # Decided again, stamped no earlier than the event it depended on.
                 self.latest_at = max(self.latest_at, stamped_later_at(str(error)) or self.latest_at)
-                raise ClockConflict(streams, _describe(error)) from None
+                raise ClockConflict(streams, describe(error)) from None
             if APPENDED_SINCE in str(error):
                 raise ConflictError(streams, APPENDED_SINCE.removeprefix("tasktrail: ")) from None
             if isinstance(error, RecordConflictError):
-                raise ConflictError(streams, _describe(error)) from None
+                raise ConflictError(streams, describe(error)) from None
             # locked out, read-only, corrupt, disconnected
             raise StoreError(f"cannot write to store {self.location}: {self._why(error)}") from None
         except TypeError as error:  # a value orjson cannot encode: nothing was written
