@@ -28,6 +28,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from helpers.cli import folder_state
 from helpers.read_paths import (
     KIND,
     READ_PATHS,
@@ -80,8 +81,12 @@ def test_a_host_that_reads_its_own_store_loses_no_acknowledged_submit(tmp_path: 
     opened = next(orjson.loads(line.split(" ", 1)[1]) for line in printed if line[:7] == "opened ")
     acked = [line.split()[1] for line in printed if line.startswith("acked ")]
     assert len(acked) == 10
+    left = {k: v for k, v in folder_state(tmp_path).items() if not k.endswith("-shm")}
+    assert Path(f"{store}-wal").stat().st_size > 0  # the killed writer's, not checkpointed
     with open_store(store, read_only=True) as reopened:
         submitted = [r.event for r in reopened.read() if type(r.event).__name__ == "TaskSubmitted"]
+    # A read leaves the killed writer's -wal to the next writer (SQLite rebuilds its -shm).
+    assert {k: v for k, v in folder_state(tmp_path).items() if not k.endswith("-shm")} == left
     ids = {event.task_id for event in submitted}
     assert set(acked) <= ids, f"lost {len(set(acked) - ids)} of {len(acked)} acknowledged submits"
     assert len(ids) == 12  # the host's first task, the other process's, the ten
