@@ -125,6 +125,7 @@ REFUSED = {
     "import into STORE": lambda r: ["import", r.export, r.store],
     "project --out STORE-shm": lambda r: ["project", r.export, "--out", r.store + "-shm"],
     "trace --out STORE-wal": lambda r: ["trace", r.export, "--out", r.store + "-wal"],
+    "worker --stats STORE": lambda r: ["worker", "m:r", "--store", r.store, "--stats", r.store],
 }
 
 
@@ -137,5 +138,6 @@ def test_a_store_named_as_another_file_is_refused_unopened(
         code = main(argv)
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err, err
+    assert Path(reading.store).name in err, err  # refused for naming the store
     assert opened == []
     cli("verify", reading.store)  # the store as it was
