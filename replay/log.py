@@ -38,6 +38,7 @@ from typing import BinaryIO
 import orjson
 
 from tasktrail.domain import CorruptEvent, Store, StoreError, TasktrailError, open_store
+from tasktrail.domain.store.files import refuse_store_input
 from tasktrail.domain.store.store import Recorded
 from tasktrail.domain.store.transcoder import decode_payload
 from tasktrail.domain.store.wire import DECODE_ERRORS, line_decoder
@@ -132,6 +133,7 @@ class LogReader:
                     yield checked[0], checked[1], number
 
     def _open(self) -> BinaryIO:
+        refuse_store_input(self.path, "an export")
         try:
             return self.path.open("rb")
         except OSError as error:

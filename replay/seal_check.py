@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tasktrail.domain import InvalidArgument, Store, StoreError, open_store
 from tasktrail.domain.history import SnapshotTable
+from tasktrail.domain.store.files import refuse_store_input
 from tasktrail.domain.store.keys import resolve_key
 from tasktrail.domain.store.seals import LogTree, Seal, parse_seal
 
@@ -41,6 +42,7 @@ def read_seals(path: str | os.PathLike[str]) -> list[tuple[int, Seal]]:
     """The seals of a file, with their line numbers: a file of seal lines, or an export
     (whose seal line is read and its other lines passed over)."""
     name = os.fspath(path)
+    refuse_store_input(path, "a file of seals")
     try:
         lines = Path(path).read_bytes().splitlines()
     except OSError as error:
@@ -61,6 +63,7 @@ def export_seal(path: str | os.PathLike[str]) -> Seal | None:
     """The seal an export recorded (its last), or ``None`` (an earlier release's)."""
     found: Seal | None = None
     name = os.fspath(path)
+    refuse_store_input(path, "an export")
     try:
         with open(path, "rb") as handle:
             for number, raw in enumerate(handle, start=1):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tasktrail.domain import Store, StoreError, open_store
 from tasktrail.domain.store.chain import ChainCheck, ChainProblem, as_bytes
+from tasktrail.domain.store.files import refuse_store_input
 from tasktrail.domain.store.keys import (
     KEY_ID_KEY,
     KEYED_MAC_KEY,
@@ -63,6 +64,7 @@ def last_heads(path: str | os.PathLike[str]) -> Heads:
     """The last heads line of an export (what ``verify --against`` compares with)."""
     found: Heads | None = None
     name = os.fspath(path)
+    refuse_store_input(path, "an export")
     try:
         with open(path, "rb") as handle:
             for number, raw in enumerate(handle, start=1):

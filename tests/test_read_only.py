@@ -72,7 +72,11 @@ def test_an_empty_or_foreign_file_is_bad_input_and_stays_as_it_was(
     path = tmp_path / name
     path.write_bytes(content)
     before = folder_state(tmp_path)
-    for argv in [*read_commands(str(path)), ["project", str(path), "--out", str(tmp_path / "o")]]:
+    outputs = [
+        ["project", str(path), "--out", str(tmp_path / "o")],
+        ["report", str(path), "--out", str(tmp_path / "o.html")],  # issue 40, item 8
+    ]
+    for argv in [*read_commands(str(path)), *outputs]:
         ran = run(argv, capsys)
         assert ran.code == 2, (argv, ran)
         assert message in ran.err and "Traceback" not in ran.err, (argv, ran.err)

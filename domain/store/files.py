@@ -7,8 +7,16 @@ removes (with the database's permissions, so a read-only store's leftovers later
 break writers). So a read-only open first checks the file (:func:`check_sqlite_file`),
 then either promises SQLite that nothing can change it (``immutable=1``, when no
 ``-wal`` exists and the file or its folder cannot be written: no writer can be at
-work) or opens it ``mode=ro`` and, once closed, lets SQLite remove the companions
-this open created (:func:`remove_created_companions`).
+work) or opens it ``mode=ro`` and, once closed, lets SQLite remove the companions a
+read-only open leaves (:func:`remove_read_leftovers`), its own or a killed one's.
+
+Nothing here opens a store's file or a companion other than through SQLite: only
+``os.stat`` and SQLite connections. A process's POSIX locks on a file all go when
+any descriptor of it is closed (SQLite's "How To Corrupt An SQLite Database File",
+2.2); SQLite keeps its own descriptors of a file open while another connection of
+the process holds a lock, but an ``open()`` of ours would not: reading the header of
+a store this process writes would drop its writer's locks, and another process's
+close would then checkpoint and delete the ``-wal`` the writer still appends to.
 """
 
 from __future__ import annotations
@@ -17,15 +25,14 @@ import contextlib
 import errno
 import os
 import sqlite3
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 from urllib.parse import quote
 
-from ..errors import StoreError
+from ..errors import InvalidArgument, StoreError
+from .temporaries import output_temporary
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 COMPANIONS = ("-wal", "-shm", "-journal")
 """The files SQLite keeps beside a database: written by it, part of it."""
 
@@ -35,11 +42,55 @@ def companions(path: str | os.PathLike[str]) -> list[Path]:
     return [Path(f"{os.fspath(path)}{suffix}") for suffix in COMPANIONS]
 
 
-def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is an existing file that starts with SQLite's header."""
+def companion_of(path: str | os.PathLike[str]) -> tuple[Path, str] | None:
+    """The database ``path`` is a companion of, and which (``-wal``, ...): ``None`` when
+    it is none (its name does not end so, or no SQLite file is there without the
+    suffix)."""
+    text = os.path.realpath(path)
+    for suffix in COMPANIONS:
+        if text.endswith(suffix) and is_sqlite_file(text[: -len(suffix)]):
+            return Path(text[: -len(suffix)]), suffix
+    return None
+
+
+def _unlocked_uri(path: str | os.PathLike[str]) -> str:
+    """A URI that reads ``path`` with no lock taken and nothing created (a missing
+    file is not made): for a look at the file, never for reading a live log."""
+    return f"file:{quote(os.path.abspath(path), safe='/')}?mode=ro&immutable=1"
+
+
+def _sqlite_takes(path: str | os.PathLike[str]) -> bool:
+    """Whether SQLite takes the non-empty file at ``path`` for a database: its header
+    asked of SQLite itself (``False``: "file is not a database"). A database SQLite
+    finds damaged beyond its header is taken: what reads it says the rest. Raises
+    :class:`OSError` when SQLite cannot open the file at all."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+        connection = sqlite3.connect(_unlocked_uri(path), uri=True)
+        try:
+            connection.execute("PRAGMA schema_version").fetchall()
+        finally:
+            connection.close()
+    except sqlite3.Error as error:
+        name = getattr(error, "sqlite_errorname", "")
+        if name == "SQLITE_NOTADB":
+            return False
+        if name.startswith(("SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_IOERR")):
+            denied = not os.access(path, os.R_OK)
+            why = os.strerror(errno.EACCES) if denied else str(error)
+            raise OSError(errno.EACCES if denied else errno.EIO, why, os.fspath(path)) from None
+    return True
+
+
+def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is an existing, non-empty file SQLite takes for a database, or a
+    file SQLite keeps beside one (part of it: never to be written over, nor opened but
+    by SQLite as the database's own)."""
+    if companion_of(path) is not None:
+        return True
+    try:
+        if os.stat(path).st_size == 0 or Path(path).is_dir():
+            return False
+        return _sqlite_takes(path)
     except OSError:
         return False
 
@@ -58,14 +109,18 @@ def check_sqlite_file(path: str | os.PathLike[str]) -> None:
         raise StoreError(f"{target}: is a directory; give a file path for a SQLite store")
     if size == 0:
         raise StoreError(f"{target} is empty (0 bytes): not a tasktrail store")
+    part = companion_of(target)
+    if part is not None:  # opened as a database, even by SQLite, it would lose its locks
+        raise StoreError(
+            f"{target} is SQLite's {part[1][1:]} file of the store {part[0]}: give the store"
+        )
     try:
-        with target.open("rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
+        taken = _sqlite_takes(target)
     except OSError as error:
         raise StoreError(f"cannot read {target}: {error.strerror or error}") from None
-    if header != SQLITE_HEADER:
+    if not taken:
         raise StoreError(
-            f"{target} is not a SQLite database (it starts with {header[:8]!r}): "
+            f"{target} is not a SQLite database (SQLite: file is not a database): "
             "not a tasktrail store"
         )
 
@@ -94,9 +149,8 @@ def _probe(path: Path) -> None:
     """Read the schema without creating anything (``immutable=1``) before a ``mode=ro``
     open creates companions: a damaged file is refused here, while nothing is left
     that only a readable schema would let SQLite remove again."""
-    uri = f"file:{quote(os.path.abspath(path), safe='/')}?immutable=1"
     try:
-        connection = sqlite3.connect(uri, uri=True)
+        connection = sqlite3.connect(_unlocked_uri(path), uri=True)
         try:
             connection.execute("SELECT count(*) FROM sqlite_master").fetchall()
         finally:
@@ -142,16 +196,23 @@ def existing_companions(path: str | os.PathLike[str]) -> frozenset[Path]:
     return frozenset(p for p in companions(path) if p.exists())
 
 
-def remove_created_companions(path: str | os.PathLike[str], before: frozenset[Path]) -> None:
-    """Remove the ``-wal``/``-shm`` a read-only connection created, if it did.
+def remove_read_leftovers(path: str | os.PathLike[str], before: frozenset[Path]) -> None:
+    """Let SQLite remove the ``-wal``/``-shm`` a read-only open leaves: those this open
+    created, and those an earlier read left when it was killed before its close (an
+    empty ``-wal``, a ``-shm``; ``before``: the companions there before this open).
 
     A read-write connection opened and closed is what removes them: SQLite's last
     connection to close checkpoints an empty WAL (the database's bytes do not
-    change) and deletes both; if another process has the store open, it is not the
-    last, and leaves them to that process, which is exactly right.
+    change) and deletes both; if another connection has the store open (a writer at
+    work, another reader, in this process or another), it is not the last, and
+    leaves them to that one, which is exactly right. A ``-wal`` that was there with
+    frames in it is no read's leftover: committed pages may wait in it for their
+    checkpoint, which is a writer's to make (the next one opened does); nor is a
+    ``-journal`` (a rollback a read must not make).
     """
-    created = existing_companions(path) - before
-    if not created:
+    now = existing_companions(path)
+    wal, journal = Path(f"{os.fspath(path)}-wal"), Path(f"{os.fspath(path)}-journal")
+    if not (now - before) and not (now and _empty(wal) and journal not in now):
         return
     # Best effort: the store was only read, and any failure here leaves what SQLite left.
     with contextlib.suppress(sqlite3.Error, OSError):
@@ -160,6 +221,35 @@ def remove_created_companions(path: str | os.PathLike[str], before: frozenset[Pa
             connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         finally:
             connection.close()
+
+
+def _empty(wal: Path) -> bool:
+    """Whether a ``-wal`` holds no frame: missing, or 0 bytes (a read-only open's)."""
+    try:
+        return wal.stat().st_size == 0
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def refuse_store_input(path: str | os.PathLike[str], what: str) -> None:
+    """Refuse to read ``path`` as ``what`` (an export, seals, a key: a plain file) when
+    it is a SQLite store in use (a ``-wal`` or ``-shm`` beside it) or a file SQLite
+    keeps beside one: opening it outside SQLite would drop the locks this process's
+    connections hold on it (see the module docstring). Looks with ``os.stat`` only."""
+    part = companion_of(path)
+    if part is not None:
+        raise InvalidArgument(
+            f"{os.fspath(path)} is SQLite's {part[1][1:]} file of the store {part[0]}, not {what}"
+        )
+    text = os.path.realpath(path)
+    for suffix in COMPANIONS[:2]:
+        if os.path.exists(f"{text}{suffix}"):
+            raise InvalidArgument(
+                f"{os.fspath(path)} is a SQLite store in use (its {suffix} is beside it), "
+                f"not {what}"
+            )
 
 
 @contextlib.contextmanager
@@ -175,26 +265,24 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     folder = target.parent
     if not folder.is_dir():
         raise FileNotFoundError(errno.ENOENT, "no such folder", os.fspath(folder))
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (renamed or removed below)
-        dir=folder, prefix=f".{target.name}.", suffix=".tmp", delete=False
-    )
+    descriptor, name = output_temporary(target)  # a killed output's is removed first
     try:
-        with handle:
+        with open(descriptor, "wb") as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
         with contextlib.suppress(FileNotFoundError):
-            os.chmod(handle.name, _mode_for(target))
-        os.replace(handle.name, target)
+            os.chmod(name, _mode_for(target))
+        os.replace(name, target)
     except OSError as error:
         with contextlib.suppress(OSError):
-            os.unlink(handle.name)
+            os.unlink(name)
         if error.filename is None:  # a write (a full disk): say which file it was
             raise type(error)(error.errno, error.strerror, os.fspath(path)) from None
         raise
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(handle.name)
+            os.unlink(name)
         raise
 
 
@@ -222,4 +310,4 @@ def sqlite_tables(path: str | os.PathLike[str]) -> set[str]:
     except (sqlite3.Error, UnicodeError) as error:  # a damaged file's bytes in a message
         raise StoreError(f"{path}: cannot read it as a SQLite database ({error})") from None
     finally:
-        remove_created_companions(path, before)
+        remove_read_leftovers(path, before)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import InvalidArgument, StoreError
+from .files import refuse_store_input
 
 KEY_ENV = "TASKTRAIL_CHAIN_KEY"
 KEY_ID_KEY = "chain_key_id"
@@ -56,6 +57,7 @@ def resolve_key(given: ChainKey | None = None) -> bytes | None:
 
 def read_key_file(path: str | os.PathLike[str]) -> bytes:
     """A key kept in a file: its bytes, one trailing newline dropped."""
+    refuse_store_input(path, "a key file")
     try:
         key = Path(path).read_bytes()
     except OSError as error:

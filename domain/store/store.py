@@ -43,7 +43,7 @@ from ..tasks.events import TaskEvent, event_problem
 from .application import TaskApplication, close_quietly, describe
 from .chain import Digester, Sealer
 from .creation import creation_race
-from .files import existing_companions, remove_created_companions
+from .files import existing_companions, remove_read_leftovers
 from .first_look import made_schema, open_problem, refuse_foreign_file
 from .guards import APPENDED_SINCE, STAMPED_LATER, depended_on, stamped_later_at
 from .keys import KEY_ID_KEY, ChainKey, keyed_after, resolve_key, settle_key
@@ -164,7 +164,7 @@ class Store:
         close_quietly(getattr(self, "_turns", None))
         close_quietly(getattr(self, "app", None))
         if self.location.path is not None and self.read_only:
-            remove_created_companions(self.location.path, self._companions)
+            remove_read_leftovers(self.location.path, self._companions)
 
     def _previous_row(self, stream_id: str, version: int) -> bytes | None:
         """The stored state of one version of a stream (for its digest), or ``None``."""

@@ -134,6 +134,14 @@ def load_setup(target: str) -> WorkerSetup:
 
 
 def do_worker(args: argparse.Namespace) -> int:
+    from tasktrail.domain import InvalidArgument
+    from tasktrail.domain.store.files import is_sqlite_file
+
+    if args.stats is not None and is_sqlite_file(args.stats):  # --stats is written with open()
+        raise InvalidArgument(
+            f"--stats {args.stats} is a SQLite database or part of one (a store?): "
+            "give the totals a file of their own"
+        )
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

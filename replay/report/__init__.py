@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
 from tasktrail.domain import InvalidArgument, Registry, Store
+from tasktrail.domain.store.temporaries import output_temporary
 
 from ..log import is_jsonl
 from ..state import Until
@@ -91,24 +91,17 @@ def check_out(source: str | os.PathLike[str] | Store, out: str | os.PathLike[str
 def write_atomically(target: Path, page: str) -> None:
     """Write ``page`` to a temporary file beside ``target``, then rename it over it."""
     mode = target.stat().st_mode & 0o777 if target.exists() else _default_mode()
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below, then renamed)
-        "w",
-        encoding="utf-8",
-        dir=target.parent,
-        prefix=f".{target.name}.",
-        suffix=".tmp",
-        delete=False,
-    )
+    descriptor, name = output_temporary(target)  # a killed report's is removed first
     try:
-        with handle:
+        with open(descriptor, "w", encoding="utf-8") as handle:
             handle.write(page)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(handle.name, mode)
-        os.replace(handle.name, target)
+        os.chmod(name, mode)
+        os.replace(name, target)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(handle.name)
+            os.unlink(name)
         raise
 
 

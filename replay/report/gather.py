@@ -16,14 +16,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from tasktrail.domain import (
     InvalidArgument,
     Registry,
     Store,
-    StoreError,
     TaskState,
     UnknownTask,
     open_store,
@@ -146,7 +144,7 @@ def gather(
         elif is_jsonl(source):
             streams = LogStreams(source)
         else:
-            opened = open_store(_existing(source))
+            opened = open_store(source, read_only=True)  # refuses what is not a store
             streams = StoreStreams(opened)
         paged: Page | None = None
         if task_id is None:
@@ -244,13 +242,6 @@ def _blocked(task: TaskState, registry: Registry | None, restart_limit: int) -> 
         return blocked_reason(task, registry, restart_limit)
     # Without the definitions only the restart limit can be judged (rule 13).
     return "restart_limit" if parked_now(task, restart_limit) else None
-
-
-def _existing(location: str | os.PathLike[str]) -> str:
-    text = os.fspath(location)
-    if "://" not in text and not Path(text).exists():
-        raise StoreError(f"no store at {text} (give an existing SQLite file, URL or .jsonl)")
-    return text
 
 
 def _name(source: Any) -> str:
