@@ -7,10 +7,11 @@ as :class:`SubmitCommands`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import InvalidArgument
+from ..errors import ConflictError, InvalidArgument, TaskIdTaken
 from ..tasks import decide
 from ..tasks.definitions import Registry
 from ..telemetry import live as telemetry
@@ -73,7 +74,8 @@ class SubmitCommands:
             actor=actor,
             reason=reason,
         )
-        self._decide_grouped(decide.submit, owner_id=owner, **submission)
+        with claiming(self.world, task_id):
+            self._decide_grouped(decide.submit, owner_id=owner, **submission)
         return task_id
 
     def submit_owned(self, owner: str, kind: str, **options: Any) -> str:
@@ -84,7 +86,8 @@ class SubmitCommands:
         rule 3) it raises :class:`~..errors.RuleViolation`, appends nothing and ends
         the invocation here, as a checkpoint would."""
         task_id, submission = self._submission(kind, **options)
-        self._invocation_decision(owner, decide.submit_owned, **submission)
+        with claiming(self.world, task_id):
+            self._invocation_decision(owner, decide.submit_owned, **submission)
         return task_id
 
     def _submission(
@@ -141,3 +144,19 @@ class SubmitCommands:
         # set's add is atomic, and a world put back meanwhile costs one read, no more.
         self.world.unknown.add(task_id)
         return task_id
+
+
+@contextmanager
+def claiming(world: World, task_id: str) -> Iterator[None]:
+    """A command that submits ``task_id``: when the store refused its append because
+    another writer's submission of the same id was appended first (both decided before
+    either appended: PostgreSQL's writers can), :class:`~..errors.TaskIdTaken`, as the
+    decision refuses a taken id it sees, never a :class:`~..errors.ConflictError` that
+    deciding again could only turn into that refusal."""
+    try:
+        yield
+    except ConflictError as conflict:
+        # The conflict left the world refreshed: the winner's submission is in it.
+        if world.get(task_id) is None:
+            raise
+        raise TaskIdTaken(task_id) from conflict

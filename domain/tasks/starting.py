@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import InvalidArgument, Refused, RuleViolation
+from ..errors import InvalidArgument, Refused, RuleViolation, TaskIdTaken
 from ..world import Draft
 from .context import Context
 from .definitions import Registry, definition_fit, parked
@@ -59,7 +59,7 @@ def submit(
     if not isinstance(task_id, str) or not task_id:
         raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
     if draft.get(task_id) is not None:
-        raise Refused("a task with this id already exists", task_id=task_id)
+        raise TaskIdTaken(task_id)
     phase_name(kind, "kind", task_id)
     phase_name(phase, "phase", task_id)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
