@@ -60,6 +60,19 @@ class UnknownTask(Refused, KeyError):
         return Refused.__str__(self)
 
 
+class TaskIdTaken(Refused):
+    """A submission (or a fork) named a task id that a task of the store already has.
+
+    The same on every store, whether that task was there when the command decided or
+    another writer's submission of the id was appended first while both decided (a
+    race PostgreSQL's writers can run): nothing was appended; choose another id, or
+    leave ``id`` out for a fresh one.
+    """
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__("a task with this id already exists", task_id=task_id)
+
+
 class InvalidArgument(Refused, ValueError):
     """A command argument has the wrong type or is out of range."""
 

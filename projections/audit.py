@@ -1,6 +1,9 @@
 """The audit trail: one row per event, with the status it moved a task from and to, and
 for an operator's act (submit, abort, retry, fork, a setting) who did it and why
-(``actor``, ``reason``; a fork's lineage is its ``TaskForked`` row)."""
+(``actor``, ``reason``). A fork is recorded as its ``TaskSubmitted`` and, in the same
+decision, its ``TaskForked``: the first row is the act's (who forked and why), and says
+``command = fork`` with the source and its position in its ``detail`` beside the
+submission's fields; the second is the lineage (:func:`_name_the_fork`)."""
 
 from __future__ import annotations
 
@@ -61,6 +64,7 @@ class _Kind:
         "detail",
         "detail_of",
         "ending",
+        "forked",
         "name",
         "recovery",
         "refused",
@@ -72,6 +76,7 @@ class _Kind:
         self.declared: str | None = declared if isinstance(declared, str) else None
         self.recovery = name == "TaskRecovered"
         self.ending = name == "TaskEnded"
+        self.forked = name == "TaskForked"
         self.refused = bool(getattr(cls, "refusal", False)) or name.endswith("Refused")
         self.name = name
         names = tuple(f.name for f in dataclasses.fields(cls))
@@ -130,6 +135,8 @@ class AuditTrail(Projection):
     """One row per event: position, time, task, type, status before and after, cause."""
 
     name = "audit"
+    version = 2
+    """2: a fork's acting row says ``fork`` and names its source (it said ``submit``)."""
     tables = (
         TableSpec(
             "audit",
@@ -179,6 +186,8 @@ class AuditTrail(Projection):
         rows = changes.upserts.get("audit")
         if rows is None:
             rows = changes.upserts["audit"] = {}
+        elif kind.forked:
+            _name_the_fork(rows, event)
         rows[position] = {
             "position": position,
             "at": event.at,
@@ -198,3 +207,27 @@ class AuditTrail(Projection):
             "actor": event.actor if kind.acts else None,  # type: ignore[attr-defined]
             "reason": event.why if kind.acts else None,  # type: ignore[attr-defined]
         }
+
+
+def _name_the_fork(rows: dict[Any, dict[str, Any]], forked: Any) -> None:
+    """A fork's ``TaskForked`` follows its ``TaskSubmitted`` in the same decision, so the
+    last row written is the submission's (the projector never ends a batch between the
+    two, :func:`amends_previous`): that row, the act, says ``fork`` and names the source
+    and its position, as the lineage row does."""
+    submitted = rows[next(reversed(rows))]
+    if submitted["task_id"] != forked.task_id or submitted["event_type"] != "TaskSubmitted":
+        return  # not the fork's submission (a log cut or damaged between them)
+    detail = orjson.loads(submitted["detail"] or "{}")
+    detail["source_id"], detail["source_position"] = forked.source_id, forked.source_position
+    rows[submitted["position"]] = {
+        **submitted,
+        "command": "fork",
+        "detail": orjson.dumps(detail).decode(),
+    }
+
+
+def amends_previous(event: TaskEvent) -> bool:
+    """Whether the audit row of ``event`` rewrites the row of the event before it (a
+    fork's ``TaskForked``, its ``TaskSubmitted``): a batch of the projector does not
+    end between the two."""
+    return _kind(type(event)).forked

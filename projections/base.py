@@ -99,6 +99,11 @@ class Projection:
 
     name: str = ""
     tables: tuple[TableSpec, ...] = ()
+    version: int = 1
+    """Raised when the rows it writes for the same events change meaning: a read-model
+    file that tracks it under another version (an earlier release's: none recorded, 1)
+    is folded again from position 0 for it (:class:`~.projector.Projector`), so its
+    tables stay what a rebuild writes."""
     coalesces: bool = False
     """Whether a stream's events may be applied as one: ``apply`` called once with the
     stream's state before the first of them, the last of them (and its position), the

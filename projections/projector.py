@@ -27,7 +27,7 @@ from tasktrail.domain import Store, World, open_store
 from tasktrail.domain.history import DEFAULT_EVERY, Restored, restore, stream_loader
 from tasktrail.domain.store.store import Recorded
 
-from .audit import AuditTrail
+from .audit import AuditTrail, amends_previous
 from .base import Changes, Coalescer, Projection, write_changes
 from .ledger import Ledgers
 from .live import LiveMirror
@@ -111,8 +111,17 @@ class Projector:
         with self.db.atomic():
             positions = self.db.table(POSITIONS)
             if not positions.exists():
-                positions.create({"name": str, "position": int}, pk="name")
+                positions.create({"name": str, "position": int, "version": int}, pk="name")
+            elif "version" not in positions.columns_dict:  # an earlier release's file
+                positions.add_column("version", int)
+            tracked = {row["name"]: row["version"] or 1 for row in positions.rows}
             for projection in self.projections:
+                if tracked.get(projection.name, projection.version) != projection.version:
+                    # Its rows meant something else then: fold it again from position 0.
+                    for spec in projection.tables:
+                        if self.db.table(spec.name).exists():
+                            self.db.table(spec.name).drop()
+                    positions.delete(projection.name)
                 for spec in projection.tables:
                     spec.create(self.db)
 
@@ -135,12 +144,14 @@ class Projector:
             self._resume(behind)
         batch: list[Recorded] = []
         for recorded in self.store.read(after=self.folded):
-            batch.append(recorded)
-            if len(batch) >= self.batch_size:
+            # A full batch ends before the next event, unless that one amends the
+            # audit row of the last (a fork's two events stay in one batch).
+            if len(batch) >= self.batch_size and not amends_previous(recorded.event):
                 self._apply_batch(batch, positions, report)
                 batch = []
                 if progress is not None:
                     progress(self.folded, head)
+            batch.append(recorded)
         if batch:
             self._apply_batch(batch, positions, report)
         if progress is not None:
@@ -195,7 +206,8 @@ class Projector:
                 if self.crash_hook is not None:
                     self.crash_hook("rows")
                 self.db.table(POSITIONS).insert_all(
-                    [{"name": p.name, "position": last} for p in behind], replace=True
+                    [{"name": p.name, "position": last, "version": p.version} for p in behind],
+                    replace=True,
                 )
                 if self.crash_hook is not None:
                     self.crash_hook("positions")

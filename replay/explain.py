@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tasktrail.domain import Store, UnknownTask
-from tasktrail.domain.tasks.describe import format_at, printable
+from tasktrail.domain.tasks.describe import format_at, is_time_field, printable
 from tasktrail.domain.tasks.restart_limit import DEFAULT_RESTART_LIMIT, RestartLimitChanged
 
 from .state import SchedulerState, Until, fold, replay
@@ -128,7 +128,11 @@ def _step(row: dict[str, Any]) -> Step:
     else:
         why = (
             f"{row['command']}("
-            + ", ".join(f"{k}={v}" for k, v in detail.items() if v not in (None, [], {}, False))
+            + ", ".join(
+                f"{k}={format_at(v) if is_time_field(k) else v}"
+                for k, v in detail.items()
+                if v not in (None, [], {}, False)
+            )
             + ")"
         )
     actor, reason = row.get("actor"), row.get("reason")

@@ -161,6 +161,6 @@ def test_the_acts_canned_query_lists_who_did_what_and_forks(
     with sqlite3.connect(tmp_path / "views.db") as conn:
         rows = conn.execute(sql).fetchall()
     assert [(r[2], r[3], r[4], r[5], r[6]) for r in rows] == [
-        ("submit", fork, "ben", "again", task),
+        ("fork", fork, "ben", "again", task),  # said submit before issue 40 (item 5)
         ("submit", task, "ana", "by hand", None),
     ]

@@ -28,7 +28,7 @@ from conftest import LONG
 from helpers.checks import fold, stale, verify_problems, world_problems
 from helpers.contender import registry
 
-from tasktrail.domain import ConflictError, ManualClock, Scheduler
+from tasktrail.domain import ConflictError, ManualClock, Refused, Scheduler, TaskIdTaken
 from tasktrail.domain.tasks.events import TaskReserved
 
 CONTENDER = Path(__file__).parent / "helpers" / "contender.py"
@@ -297,3 +297,63 @@ def test_stale_submit_under_a_just_marked_owner_is_refused(store_url: str) -> No
     finally:
         first.store.close()  # not close(): it would stop tasks the other writer holds
         second.store.close()
+
+
+def race_to_submit(writers: list[Scheduler], task_id: str, hold: bool) -> list[object]:
+    """Each writer submits ``task_id`` in a thread of its own, the threads started behind
+    a barrier; what each returned or raised. ``hold``: each append waits until both
+    writers have decided, so that both decide before either appends."""
+    start, decided = threading.Barrier(2, timeout=10), threading.Barrier(2, timeout=10)
+    outcomes: list[object] = [None] * len(writers)
+
+    def submit(n: int, writer: Scheduler) -> None:
+        real = writer.store.append
+        if hold:
+            writer.store.append = lambda *a, **k: (decided.wait(), real(*a, **k))[1]  # type: ignore[method-assign]
+        start.wait()
+        try:
+            outcomes[n] = writer.submit("job", id=task_id)
+        except Exception as error:  # what the caller sees
+            outcomes[n] = error
+        finally:
+            writer.store.append = real  # type: ignore[method-assign]
+
+    threads = [threading.Thread(target=submit, args=(n, w)) for n, w in enumerate(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return outcomes
+
+
+def test_a_taken_id_is_refused_alike_when_two_writers_race_to_submit_it(store_url: str) -> None:
+    """Two schedulers on one store submit the same id at once (threads behind a
+    barrier): one records it, the other gets ``TaskIdTaken`` (a ``Refused``), as a
+    submit of a taken id does alone, never a ``ConflictError``, on either store. On
+    PostgreSQL each append waits until both have decided, so both decide before
+    either appends and the store settles the race; SQLite's writers take turns (a
+    hold there would only wait out the other's turn), so the second decides on the
+    first's submission."""
+    writers = [
+        Scheduler.open(store_url, clock=ManualClock(0), registry=registry(), worker=f"w{n}")
+        for n in range(2)
+    ]
+    try:
+        for round_ in range(3):
+            task_id = f"same-{round_}"
+            events = len(list(writers[0].store.read()))
+            outcomes = race_to_submit(writers, task_id, store_url.startswith("postgresql"))
+            assert sorted(map(type, outcomes), key=str) == sorted([str, TaskIdTaken], key=str)
+            (refusal,) = [o for o in outcomes if isinstance(o, TaskIdTaken)]
+            assert isinstance(refusal, Refused) and not isinstance(refusal, ConflictError)
+            assert refusal.task_id == task_id and "already exists" in str(refusal)
+            # The winner's submission only (PostgreSQL's positions may skip the loser's).
+            assert len(list(writers[0].store.read())) == events + 1
+            assert len(writers[0].store.stream_records(task_id)) == 1
+            with pytest.raises(TaskIdTaken):  # the same refusal without a race
+                writers[round_ % 2].submit("job", id=task_id)
+            with pytest.raises(TaskIdTaken):  # and for a fork's id
+                writers[round_ % 2].fork(task_id, id=task_id)
+    finally:
+        for writer in writers:
+            writer.close()

@@ -8,10 +8,13 @@ appends nothing.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
+import orjson
 import pytest
 from conftest import event_count
+from helpers.checks import folded_rows
 
 from tasktrail.domain import (
     InvalidArgument,
@@ -245,3 +248,84 @@ def test_a_fork_as_of_each_position_starts_where_a_replay_to_it_leaves_the_sourc
         fork = s.task(s.fork(source, at=position))
         assert fork.checkpoint == then.checkpoint and dict(fork.memos) == dict(then.memos)
     s.close()
+
+
+ACTS = "SELECT position, task_id, command, actor, reason, detail FROM audit WHERE actor IS NOT NULL"
+"""docs/operating.md's query for "who aborted or forked what, and why"."""
+
+
+def _acts_store(store_url: str, clock: ManualClock, registry: Registry) -> tuple[str, str, int]:
+    """A store with an operator's submit, a failed run, and a fork of it by an operator
+    (its source and the position forked at); the fork's id."""
+    scheduler = Scheduler.open(store_url, clock=clock, registry=registry, worker="w")
+    try:
+        scheduler.submit("leaf", actor="ana", reason="by hand")
+        source, before_failure = _failing_run(scheduler)
+        fork = scheduler.fork(source, at=before_failure, actor="bob", reason="bad deploy 41")
+        scheduler.submit("leaf")  # after the fork: a batch may end anywhere
+    finally:
+        scheduler.close()
+    return source, fork, before_failure
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 5_000])
+def test_a_forks_acting_row_says_fork_and_names_its_source(
+    store_url: str, clock: ManualClock, registry: Registry, tmp_path: Path, batch_size: int
+) -> None:
+    """The query docs/operating.md gives for who forked what tells a fork from a submit:
+    the fork's acting row says ``fork`` and names its source and position, in the read
+    model whatever its batches, and in a replay alike."""
+    source, fork, before_failure = _acts_store(store_url, clock, registry)
+    views = tmp_path / "views.db"
+    with Projector(store_url, views, batch_size=batch_size) as projector:
+        projector.catch_up()
+        acts = [
+            dict(
+                zip(
+                    ("position", "task_id", "command", "actor", "reason", "detail"),
+                    row,
+                    strict=True,
+                )
+            )
+            for row in projector.db.execute(ACTS)
+        ]
+        live = folded_rows(projector, "audit")
+    assert [(a["command"], a["actor"]) for a in acts] == [("submit", "ana"), ("fork", "bob")]
+    forked = acts[1]
+    assert forked["task_id"] == fork and forked["reason"] == "bad deploy 41"
+    detail = orjson.loads(forked["detail"])
+    assert (detail["source_id"], detail["source_position"]) == (source, before_failure)
+    assert detail["kind"] == "job" and detail["phase"] == "end"  # the submission's fields too
+    replayed = replay(store_url).audit
+    assert sorted(live, key=lambda r: r["position"]) == sorted(
+        replayed, key=lambda r: r["position"]
+    )
+    steps = story(store_url, fork)
+    assert steps[0].command == "fork" and f"source_id={source}" in steps[0].why
+
+
+def test_a_read_model_an_earlier_release_built_is_folded_again_for_the_fork_rows(
+    store_url: str, clock: ManualClock, registry: Registry, tmp_path: Path
+) -> None:
+    """A read model whose audit rows an earlier release wrote (a fork's acting row said
+    ``submit``, and no version was tracked) is folded again from 0 for the audit, and
+    only for it: its tables are then what a rebuild writes."""
+    _, fork, _ = _acts_store(store_url, clock, registry)
+    views = tmp_path / "views.db"
+    with Projector(store_url, views) as projector:
+        projector.catch_up()
+    with sqlite3.connect(views) as conn:  # as the earlier release left it
+        conn.execute("UPDATE audit SET command = 'submit' WHERE event_type = 'TaskSubmitted'")
+        conn.execute("ALTER TABLE projection_positions DROP COLUMN version")
+    conn.close()
+    with Projector(store_url, views) as projector:
+        report = projector.catch_up()
+        caught_up = projector.table_checksums()
+        (command,) = projector.db.execute(
+            "SELECT command FROM audit WHERE task_id = ? AND event_type = 'TaskSubmitted'", [fork]
+        ).fetchone()
+    assert command == "fork"
+    assert report.written["audit"] > 0 and report.written["live_mirror"] == 0
+    with Projector(store_url, tmp_path / "rebuilt.db") as rebuilt:
+        rebuilt.rebuild()
+        assert rebuilt.table_checksums() == caught_up

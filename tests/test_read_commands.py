@@ -53,6 +53,37 @@ def lines(ran: Ran) -> list[str]:
     return ran.out.splitlines()
 
 
+# ─── history and explain ────────────────────────────────────────────────────
+
+
+def test_history_and_explain_print_every_time_as_the_rest_of_their_lines(
+    store_url: str, registry: Registry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sleep's ``until`` and a run's ``retry_after`` are times on the scheduler clock:
+    shown as ISO-8601 UTC, as each line's own time is, never as raw milliseconds."""
+    s = Scheduler.open(store_url, clock=ManualClock(T0), registry=registry)
+    try:
+        task = s.submit("job", id="sleeper")
+        s.reserve(task)
+        s.sleep(task, T0 + 90_000.6218)  # 08:01:30.000Z, with a fraction of a ms
+        s.configure_runs(executor=InMemoryExecutor())
+        s.mint_run(task)  # its RunMinted names the time it is redriven at: retry_after
+    finally:
+        s.close()
+    history, explained = (
+        run(["history", store_url, task], capsys),
+        run(["explain", store_url, task], capsys),
+    )
+    assert history.code == explained.code == 0, (history, explained)
+    for ran in (history, explained):
+        assert "until=2026-01-01T08:01:30.000Z" in ran.out, ran.out
+        assert "1767254" not in ran.out, ran.out  # no time as ms since the epoch
+    assert "retry_after=2026-01-01T08:" in explained.out, explained.out
+    assert (
+        run(["history", store_url, task, "--json"], capsys).out.count(str(T0 + 90_000.6218)) == 1
+    )  # JSON keeps the exact number
+
+
 # ─── tasks ──────────────────────────────────────────────────────────────────
 
 

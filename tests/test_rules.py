@@ -48,6 +48,57 @@ def test_rule_01_completing_task_takes_no_decision(scheduler: Scheduler) -> None
     refused(scheduler, 1, scheduler.checkpoint, owner, "end")
 
 
+def _submitted_under(scheduler: Scheduler, owner: str) -> list[str]:
+    """The tasks the log records as submitted with ``owner`` as their owner."""
+    return [
+        r.event.task_id
+        for r in scheduler.store.read()
+        if type(r.event).__name__ == "TaskSubmitted" and r.event.owner_id == owner  # type: ignore[attr-defined]
+    ]
+
+
+@pytest.mark.parametrize("ending", ["sleep", "wait", "finish", "finish_holding"])
+def test_rule_01_owned_submit_after_the_invocation_ended_is_refused(
+    store_url: str, clock: ManualClock, registry: Registry, ending: str
+) -> None:
+    """A phase that put its task to sleep, made it wait, or finished it (terminal, or
+    holding its outcome for a child) has ended its invocation: a child it submits
+    after that is refused under rule 1 and appends nothing."""
+    seen: dict[str, object] = {}
+
+    def phase(invocation) -> None:
+        if ending == "sleep":
+            invocation.sleep(invocation.now() + 60_000)
+        elif ending == "wait":
+            invocation.wait([seen["other"]])
+        else:
+            if ending == "finish_holding":
+                seen["first"] = invocation.submit("leaf")
+            invocation.finish("completed")
+        store = invocation.scheduler.store
+        seen["head"] = store.head()
+        try:
+            seen["late"] = invocation.submit("leaf")
+        except RuleViolation as refusal:
+            seen["refusal"], seen["head_after"] = refusal, store.head()
+            raise
+
+    registry.register(TaskDefinition("ender", 1, {"start": phase}))
+    scheduler = Scheduler.open(store_url, clock=clock, worker="w", registry=registry)
+    try:
+        seen["other"] = scheduler.submit("leaf", phase="go")
+        task_id = scheduler.submit("ender")
+        scheduler.run_pass()
+        refusal = seen.get("refusal")
+        assert isinstance(refusal, RuleViolation) and "late" not in seen, seen
+        assert refusal.rule == 1 and refusal.task_id == task_id
+        assert seen["head_after"] == seen["head"], "a refused submit appended events"
+        expected = [seen["first"]] if ending == "finish_holding" else []
+        assert _submitted_under(scheduler, task_id) == expected
+    finally:
+        scheduler.close()
+
+
 # 2 ──────────────────────────────────────────────────────────────────────────
 
 
@@ -106,6 +157,44 @@ def test_rule_03_abort_invocation_waits_for_owned_live_work(scheduler: Scheduler
     assert scheduler.reserve(child) == "abort"
     scheduler.finish(child, "aborted")
     assert scheduler.reserve(owner) == "abort"
+
+
+def test_rule_03_owned_submit_after_an_abort_mark_arrived_is_refused(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """Another writer abort-marks a task while its phase runs: the run invocation has
+    ended, so the child the phase submits next is refused under rule 3, appends
+    nothing, and the abort handler runs next."""
+    seen: dict[str, object] = {}
+    operator = Scheduler.open(store_url, clock=clock, worker="operator")
+
+    def phase(invocation) -> None:
+        assert operator.abort(invocation.task_id, actor="ops", reason="stop it")
+        seen["head"] = operator.store.head()
+        try:
+            seen["late"] = invocation.submit("leaf")
+        except RuleViolation as refusal:
+            seen["refusal"], seen["head_after"] = refusal, operator.store.head()
+            raise
+
+    def aborted(invocation) -> None:
+        invocation.finish("aborted")
+
+    registry.register(TaskDefinition("marked", 1, {"start": phase}, abort=aborted))
+    scheduler = Scheduler.open(store_url, clock=clock, worker="w", registry=registry)
+    try:
+        task_id = scheduler.submit("marked")
+        scheduler.run_pass()
+        refusal = seen.get("refusal")
+        assert isinstance(refusal, RuleViolation) and "late" not in seen, seen
+        assert refusal.rule == 3 and refusal.task_id == task_id
+        assert seen["head_after"] == seen["head"], "a refused submit appended events"
+        assert _submitted_under(scheduler, task_id) == []
+        scheduler.run_pass()  # the invocation ended: the abort handler runs next
+        assert scheduler.task(task_id).outcome.status == "aborted"  # type: ignore[union-attr]
+    finally:
+        scheduler.close()
+        operator.close()
 
 
 # 4 ──────────────────────────────────────────────────────────────────────────

@@ -24,6 +24,8 @@ from ..tasks import decide
 from ..tasks.evolve import evolve
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
+from ..world import World
+from .submitting import claiming
 from .task_commands import _task_id
 
 T = TypeVar("T")
@@ -79,6 +81,7 @@ class ForkCommands:
 
     if TYPE_CHECKING:
         store: Store
+        world: World
         position: int
         _lock: threading.RLock
 
@@ -120,13 +123,14 @@ class ForkCommands:
         else:
             source, position = source_as_of(self.store, source_id, fork_point(at), self.now())
         new_id = self._new_id(id)
-        self._decide(
-            decide.fork,
-            task_id=new_id,
-            source=source,
-            position=position,
-            trace=telemetry.current_carrier(),
-            actor=actor,
-            why=reason,
-        )
+        with claiming(self.world, new_id):
+            self._decide(
+                decide.fork,
+                task_id=new_id,
+                source=source,
+                position=position,
+                trace=telemetry.current_carrier(),
+                actor=actor,
+                why=reason,
+            )
         return new_id

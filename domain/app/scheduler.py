@@ -8,9 +8,10 @@ another writer raises :class:`~.errors.ConflictError`, appends nothing, and
 leaves the scheduler refreshed so that deciding again sees the winner's events.
 
 This module holds opening (with recovery), closing and the reads; the decision
-cycle (:mod:`.decision`) and the commands are mixed in: :mod:`.task_commands`,
-:mod:`.forking` (``fork``), :mod:`.phases` (``run_pass``), :mod:`.batch`,
-:mod:`.turn_commands` (with :mod:`.cleanup_commands`) and :mod:`.run_commands`.
+cycle (:mod:`.decision`) and the commands are mixed in: :mod:`.submitting`,
+:mod:`.task_commands`, :mod:`.forking` (``fork``), :mod:`.phases` (``run_pass``),
+:mod:`.batch`, :mod:`.turn_commands` (with :mod:`.cleanup_commands`) and
+:mod:`.run_commands`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,7 @@ from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from ..clock import Clock, system_clock
-from ..errors import (
-    ConflictError,
-    UnknownTask,
-)
+from ..errors import ConflictError, UnknownTask
 from ..history import DEFAULT_EVERY, stream_loader
 from ..store.event_view import ensure_event_view
 from ..store.seals import Seal
@@ -48,6 +46,7 @@ from .phases import PhaseCommands
 from .run_commands import RunCommands
 from .sealing import take_seal
 from .snapshots import SnapshotCommands
+from .submitting import SubmitCommands
 from .task_commands import TaskCommands, _task_id
 from .turn_commands import TurnCommands
 
@@ -57,6 +56,7 @@ T = TypeVar("T")
 class Scheduler(
     DecisionCycle,
     GroupCommit,
+    SubmitCommands,
     TaskCommands,
     ForkCommands,
     PhaseCommands,

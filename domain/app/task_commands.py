@@ -1,15 +1,15 @@
-"""Scheduler commands for tasks: submit one, reserve it for an invocation here, and
-the decisions a running task takes through that invocation (checkpoint, memo, wait,
-sleep, finish), with the operator's acts: abort, retry and the restart limit (fork is
-:mod:`.forking`'s), each recorded with who did it and why (``actor=``, ``reason=``).
-Each is one pure decision of :mod:`..tasks.decide` run through the scheduler's
-decision cycle, mixed into :class:`~.scheduler.Scheduler` as :class:`TaskCommands`.
+"""Scheduler commands for tasks: reserve one for an invocation here (submitting one is
+:mod:`.submitting`'s), the decisions a running task takes through that invocation
+(checkpoint, memo, wait, sleep, finish), and the operator's acts: abort, retry and the
+restart limit (fork is :mod:`.forking`'s), each recorded with who did it and why
+(``actor=``, ``reason=``). Each is one pure decision of :mod:`..tasks.decide` run
+through the scheduler's decision cycle, mixed into :class:`~.scheduler.Scheduler` as
+:class:`TaskCommands`.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,7 +21,6 @@ from ..tasks.events import Mode, OutcomeStatus, Policy
 from ..tasks.invocation import _MISSING, Invocation
 from ..tasks.restart_limit import change_restart_limit, check_restart_limit, restart_limit_of
 from ..tasks.state import TaskState
-from ..telemetry import live as telemetry
 from ..world import Draft, World
 from .group_commit import Call, QueuedDecision
 
@@ -49,6 +48,8 @@ class TaskCommands:
 
         def _is_running(self, task_id: str) -> bool: ...
 
+        def submit_owned(self, owner: str, kind: str, **options: Any) -> str: ...
+
         def task(self, task_id: str) -> TaskState: ...
 
         def _catch_up(self) -> None: ...
@@ -62,74 +63,6 @@ class TaskCommands:
         _lock: Any
 
     # ─── commands ───────────────────────────────────────────────────────────
-
-    def submit(
-        self,
-        kind: str,
-        *,
-        version: int | None = None,
-        owner: str | None = None,
-        phase: str | None = None,
-        id: str | None = None,
-        conversation_id: str | None = None,
-        project_ids: Sequence[str] = (),
-        trace: dict[str, str] | None = None,
-        abandon_on_restart: bool = False,
-        memos: Mapping[str, Any] | None = None,
-        actor: str | None = None,
-        reason: str | None = None,
-    ) -> str:
-        """Create a ``pending`` task; returns its id.
-
-        ``version`` and ``phase`` default to the registered definition's
-        version and first phase. ``owner`` makes it owned work of that task
-        (rules 5 and 6). ``abandon_on_restart``: the task does not outlive this
-        process; every later open of a scheduler on the store (after a crash or a
-        clean close) gives it a ``restart`` abort mark, whatever its status, so it
-        runs its abort handler instead of resuming (as pi-durable does). ``memos``: what
-        it starts with (its input, read with :meth:`memo`). ``actor`` and ``reason``:
-        who submitted it and why, recorded on the event (an operator's act).
-        """
-        definition = self.registry.get(kind) if isinstance(kind, str) else None
-        if version is None:
-            version = definition.version if definition is not None else 1
-        if phase is None:
-            if definition is None or not definition.phases:
-                raise InvalidArgument(
-                    f"submit({kind!r}) needs phase=...: "
-                    "no registered definition names a first phase"
-                )
-            phase = next(iter(definition.phases))
-        task_id = self._new_id(id)
-        if trace is None:  # submitted while a span is current: keep its carrier
-            trace = telemetry.current_carrier()
-        self._decide_grouped(
-            decide.submit,
-            task_id=task_id,
-            kind=kind,
-            version=version,
-            phase=phase,
-            owner_id=owner,
-            conversation_id=conversation_id,
-            project_ids=project_ids,
-            trace=trace,
-            abandon_on_restart=abandon_on_restart,
-            memos=memos,
-            actor=actor,
-            why=reason,
-        )
-        return task_id
-
-    def _new_id(self, id: str | None) -> str:
-        if id is not None:
-            return id
-        task_id = uuid.uuid4().hex
-        # 122 random bits name no stored task: no read asks the store whether one
-        # was dropped from memory (the store's unique key would still refuse it). Not
-        # under the lock, which a phase would wait for before it queues its submit: a
-        # set's add is atomic, and a world put back meanwhile costs one read, no more.
-        self.world.unknown.add(task_id)
-        return task_id
 
     def reserve(self, task_id: str) -> Mode | None:
         """Give the task to an invocation here: ``run``, or ``abort`` once marked.
@@ -335,7 +268,7 @@ class TaskCommands:
                 del self._failed_migrations[task_id]
 
     def _invocation_decision(
-        self, task_id: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
+        self, task_id: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
     ) -> None:
         try:
             self._decide_grouped(fn, task_id, *args, **kwargs)

@@ -17,7 +17,7 @@ from .guards import held_elsewhere
 from .readiness import readiness
 from .restarts import recover, retry, stop
 from .running import checkpoint, memo, sleep, wait
-from .starting import reserve, submit
+from .starting import reserve, submit, submit_owned
 
 __all__ = [
     "Context",
@@ -35,5 +35,6 @@ __all__ = [
     "sleep",
     "stop",
     "submit",
+    "submit_owned",
     "wait",
 ]

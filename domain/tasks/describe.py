@@ -41,6 +41,22 @@ def format_at(at: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+_TIMES = frozenset({"at", "until", "scheduled_for", "retry_after"})
+
+
+def is_time_field(name: str) -> bool:
+    """Whether an event field named ``name`` holds a time on the scheduler clock (ms
+    since the epoch): ``at``, a sleep's ``until``, a run's ``scheduled_for`` and
+    ``retry_after``, and every ``..._at`` (a deadline, a retry's time, a completion's):
+    what a person reads shows it as :func:`format_at` does."""
+    return name in _TIMES or name.endswith("_at")
+
+
+def field_text(name: str, value: Any) -> str:
+    """An event field's value as one line shows it: a time as :func:`format_at`."""
+    return format_at(value) if is_time_field(name) else _short(value)
+
+
 def describe(event: TaskEvent) -> str:
     """One line for an event: its type and the fields that say what changed."""
     parts = []
@@ -49,7 +65,7 @@ def describe(event: TaskEvent) -> str:
             continue
         if name == "task_id":
             continue
-        parts.append(f"{name}={_short(value)}")
+        parts.append(f"{name}={field_text(name, value)}")
     rule = f"  [rule {event.rule}]" if event.rule is not None else ""
     return printable(f"{type(event).__name__}({', '.join(parts)}){rule}")
 

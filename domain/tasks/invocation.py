@@ -49,19 +49,7 @@ class TaskDecider(Protocol):
         reason: str | None = None,
     ) -> None: ...
 
-    def submit(
-        self,
-        kind: str,
-        *,
-        version: int | None = None,
-        owner: str | None = None,
-        phase: str | None = None,
-        id: str | None = None,
-        conversation_id: str | None = None,
-        project_ids: Sequence[str] = (),
-        trace: dict[str, str] | None = None,
-        abandon_on_restart: bool = False,
-    ) -> str: ...
+    def submit_owned(self, owner: str, kind: str, **options: Any) -> str: ...
 
 
 class Invocation:
@@ -145,8 +133,9 @@ class Invocation:
         )
 
     def submit(self, kind: str, **options: Any) -> str:
-        """Submit a task this one owns; returns its id."""
-        return _deciding(lambda: self.scheduler.submit(kind, owner=self.task_id, **options))
+        """Submit a task this one owns; returns its id. A decision of this invocation:
+        once it has ended (rules 1 and 3), refused like the others."""
+        return _deciding(lambda: self.scheduler.submit_owned(self.task_id, kind, **options))
 
 
 DECISION_ATTEMPTS = 5

@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import InvalidArgument, Refused, RuleViolation
+from ..errors import InvalidArgument, Refused, RuleViolation, TaskIdTaken
 from ..world import Draft
 from .context import Context
 from .definitions import Registry, definition_fit, parked
 from .ending import cancelling_ancestor, end
 from .events import AbortMarked, Mode, TaskEvent, TaskMigrated, TaskReserved, TaskSubmitted
-from .guards import held_elsewhere, not_closing
+from .guards import held_elsewhere, invocation_decision, not_closing
 from .restart_limit import limit_deciding
 from .state import Outcome, TaskState
 from .validation import act_fields, json_value, phase_name, require_task
@@ -59,7 +59,7 @@ def submit(
     if not isinstance(task_id, str) or not task_id:
         raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
     if draft.get(task_id) is not None:
-        raise Refused("a task with this id already exists", task_id=task_id)
+        raise TaskIdTaken(task_id)
     phase_name(kind, "kind", task_id)
     phase_name(phase, "phase", task_id)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
@@ -127,6 +127,17 @@ def submit(
     if cancelling is not None:
         state = draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=6, by=cancelling.id))
     return state
+
+
+def submit_owned(draft: Draft, ctx: Context, owner_id: str, **submission: Any) -> TaskState:
+    """A task submitted by the invocation running ``owner_id``, which owns it (a phase's
+    ``Invocation.submit``): a decision of that invocation, so it is taken only while
+    the invocation lasts (rules 2, 1, 9's fencing and 3, as for a checkpoint), then as
+    :func:`submit` takes any submission with ``submission``'s arguments."""
+    # 1, 3. An invocation that put its task to sleep, made it wait or finished it, or
+    # whose run was abort-marked meanwhile, has ended: it submits nothing more.
+    invocation_decision(draft, ctx, owner_id)
+    return submit(draft, ctx, owner_id=owner_id, **submission)
 
 
 def _memos(memos: object, task_id: str) -> dict[str, Any] | None:

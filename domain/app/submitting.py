@@ -1,0 +1,162 @@
+"""Bringing a task into being: ``submit`` by a host or an operator, and ``submit_owned``,
+a submission a running task's invocation makes (``Invocation.submit``), which is that
+invocation's decision (rules 1 and 3 end it). Mixed into :class:`~.scheduler.Scheduler`
+as :class:`SubmitCommands`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import ConflictError, InvalidArgument, TaskIdTaken
+from ..tasks import decide
+from ..tasks.definitions import Registry
+from ..telemetry import live as telemetry
+from ..world import World
+
+T = TypeVar("T")
+
+
+class SubmitCommands:
+    """``submit`` and ``submit_owned``, mixed into :class:`~.scheduler.Scheduler`."""
+
+    registry: Registry
+
+    if TYPE_CHECKING:
+        world: World
+
+        def _decide_grouped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+
+        def _invocation_decision(
+            self, task_id: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+        ) -> None: ...
+
+    def submit(
+        self,
+        kind: str,
+        *,
+        version: int | None = None,
+        owner: str | None = None,
+        phase: str | None = None,
+        id: str | None = None,
+        conversation_id: str | None = None,
+        project_ids: Sequence[str] = (),
+        trace: dict[str, str] | None = None,
+        abandon_on_restart: bool = False,
+        memos: Mapping[str, Any] | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> str:
+        """Create a ``pending`` task; returns its id.
+
+        ``version`` and ``phase`` default to the registered definition's
+        version and first phase. ``owner`` makes it owned work of that task
+        (rules 5 and 6). ``abandon_on_restart``: the task does not outlive this
+        process; every later open of a scheduler on the store (after a crash or a
+        clean close) gives it a ``restart`` abort mark, whatever its status, so it
+        runs its abort handler instead of resuming (as pi-durable does). ``memos``: what
+        it starts with (its input, read with :meth:`memo`). ``actor`` and ``reason``:
+        who submitted it and why, recorded on the event (an operator's act).
+        """
+        task_id, submission = self._submission(
+            kind,
+            version=version,
+            phase=phase,
+            id=id,
+            conversation_id=conversation_id,
+            project_ids=project_ids,
+            trace=trace,
+            abandon_on_restart=abandon_on_restart,
+            memos=memos,
+            actor=actor,
+            reason=reason,
+        )
+        with claiming(self.world, task_id):
+            self._decide_grouped(decide.submit, owner_id=owner, **submission)
+        return task_id
+
+    def submit_owned(self, owner: str, kind: str, **options: Any) -> str:
+        """Submit a task that ``owner`` owns, as ``owner``'s invocation running here
+        decides it (what a phase's ``Invocation.submit`` calls); ``options`` are
+        :meth:`submit`'s. It is that invocation's decision: once the invocation has
+        ended (its task sleeps, waits or finished: rule 1; its run was abort-marked:
+        rule 3) it raises :class:`~..errors.RuleViolation`, appends nothing and ends
+        the invocation here, as a checkpoint would."""
+        task_id, submission = self._submission(kind, **options)
+        with claiming(self.world, task_id):
+            self._invocation_decision(owner, decide.submit_owned, **submission)
+        return task_id
+
+    def _submission(
+        self,
+        kind: str,
+        *,
+        version: int | None = None,
+        phase: str | None = None,
+        id: str | None = None,
+        conversation_id: str | None = None,
+        project_ids: Sequence[str] = (),
+        trace: dict[str, str] | None = None,
+        abandon_on_restart: bool = False,
+        memos: Mapping[str, Any] | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> tuple[str, dict[str, Any]]:
+        """The new task's id and the arguments its :func:`~..tasks.decide.submit` takes
+        besides the owner: the definition's version and first phase where not given."""
+        definition = self.registry.get(kind) if isinstance(kind, str) else None
+        if version is None:
+            version = definition.version if definition is not None else 1
+        if phase is None:
+            if definition is None or not definition.phases:
+                raise InvalidArgument(
+                    f"submit({kind!r}) needs phase=...: "
+                    "no registered definition names a first phase"
+                )
+            phase = next(iter(definition.phases))
+        task_id = self._new_id(id)
+        if trace is None:  # submitted while a span is current: keep its carrier
+            trace = telemetry.current_carrier()
+        return task_id, {
+            "task_id": task_id,
+            "kind": kind,
+            "version": version,
+            "phase": phase,
+            "conversation_id": conversation_id,
+            "project_ids": project_ids,
+            "trace": trace,
+            "abandon_on_restart": abandon_on_restart,
+            "memos": memos,
+            "actor": actor,
+            "why": reason,
+        }
+
+    def _new_id(self, id: str | None) -> str:
+        if id is not None:
+            return id
+        task_id = uuid.uuid4().hex
+        # 122 random bits name no stored task: no read asks the store whether one
+        # was dropped from memory (the store's unique key would still refuse it). Not
+        # under the lock, which a phase would wait for before it queues its submit: a
+        # set's add is atomic, and a world put back meanwhile costs one read, no more.
+        self.world.unknown.add(task_id)
+        return task_id
+
+
+@contextmanager
+def claiming(world: World, task_id: str) -> Iterator[None]:
+    """A command that submits ``task_id``: when the store refused its append because
+    another writer's submission of the same id was appended first (both decided before
+    either appended: PostgreSQL's writers can), :class:`~..errors.TaskIdTaken`, as the
+    decision refuses a taken id it sees, never a :class:`~..errors.ConflictError` that
+    deciding again could only turn into that refusal."""
+    try:
+        yield
+    except ConflictError as conflict:
+        # The conflict left the world refreshed: the winner's submission is in it.
+        if world.get(task_id) is None:
+            raise
+        raise TaskIdTaken(task_id) from conflict
