@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from tasktrail.domain import CorruptEvent, Store, UnknownTask, World
+from tasktrail.domain.store.files import atomic_output
 from tasktrail.domain.tasks.events import TaskRecovered, TaskReserved, TaskStopped
 from tasktrail.domain.telemetry.live import SCOPE, emit, planned_ids
 from tasktrail.domain.telemetry.spans import PhaseFold, PhaseSpan
@@ -180,7 +180,8 @@ def to_otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
 
 def write_otlp_json(spans: Sequence[ReadableSpan], out: str | os.PathLike[str]) -> int:
     """Write spans as OTLP/JSON to a file; returns how many."""
-    Path(out).write_bytes(orjson.dumps(to_otlp_json(spans), option=orjson.OPT_INDENT_2) + b"\n")
+    with atomic_output(out) as handle:  # whole or not at all
+        handle.write(orjson.dumps(to_otlp_json(spans), option=orjson.OPT_INDENT_2) + b"\n")
     return len(spans)
 
 

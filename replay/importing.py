@@ -40,6 +40,7 @@ from tasktrail.domain.store.meta import CHAINED_AFTER_KEY
 from tasktrail.domain.tasks.events import TaskEvent, event_payload, event_problem
 from tasktrail.domain.tasks.validation import MAX_VALUE_BYTES
 
+from .export_end import IncompleteExport, missing_end
 from .log import Heads, LogError, LogReader, Skipped
 from .seal_check import export_keying
 
@@ -57,9 +58,14 @@ def import_log(
     returns how many. With ``skip_invalid``, ``skipped`` (if given) receives each line
     left out. Each event keeps its digest, so ``verify`` on the new store checks the
     chain the export carried."""
+    missing = missing_end(path)  # an export ends with its heads line and its seal
+    if missing is not None and not missing.lines_whole:  # its last line cut mid-way
+        raise IncompleteExport(os.fspath(path), missing)
     keying = export_keying(path)  # a keyed export's marker comes along
     exported: list[int] = []  # each row's position in the export
     rows, last_unchained = checked_rows(Path(path), skip_invalid, skipped, keying, exported)
+    if missing is not None:  # every line good (an edited one is named first), but cut short
+        raise IncompleteExport(os.fspath(path), missing)
     marks = _marks(exported, last_unchained, keying)
     if isinstance(store, Store):
         _append_all(store, rows, marks)

@@ -89,3 +89,17 @@ class SnapshotWatch:
         )
         if differs is not None:
             self.problems.append((position, differs))
+
+
+def outdated_note(outdated: dict[int, int]) -> list[str]:
+    """One line for the snapshots of another format, however many."""
+    if not outdated:
+        return []
+    formats = ", ".join(str(f) for f in sorted(set(outdated.values())))
+    where = sorted(outdated)
+    span = f"position {where[0]}" if len(where) == 1 else f"positions {where[0]} to {where[-1]}"
+    return [
+        f"{len(where)} snapshot(s) at {span} of format {formats}, not {FORMAT} (another "
+        "release's fold): opening passes over them; `tasktrail snapshot STORE` takes a "
+        "current one, which drops them"
+    ]

@@ -16,15 +16,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from tasktrail.domain import CorruptEvent, InvalidArgument, Store
-from tasktrail.domain.history import FORMAT
 from tasktrail.domain.tasks.ending import cancelling_ancestor
 from tasktrail.domain.tasks.waits import waits_for
 from tasktrail.domain.turns.state import turn_id_for
 from tasktrail.domain.world import Draft
 
+from .export_end import MissingEnd, cut_short, incomplete, missing_end
 from .log import is_jsonl
 from .seal_check import SealCheck, seal_check_for
-from .snapshot_check import SnapshotWatch
+from .snapshot_check import SnapshotWatch, outdated_note
 from .state import SchedulerState, replay
 from .tamper import ChainReport, check_chain
 from .verify_report import VerifyReport as VerifyReport
@@ -281,6 +281,7 @@ def verify(
     violations: list[Violation] = []
     chain: ChainReport | None = None
     watch: SnapshotWatch | None = None
+    cut: MissingEnd | None = None
     if seals is not None and isinstance(source, SchedulerState):
         raise InvalidArgument("seals are checked against a log, not a state already folded")
     sealed = seal_check_for(source, seals, chain_key)
@@ -291,6 +292,10 @@ def verify(
         # A store's snapshots are checked against the fold (from position 0) on the way.
         keyed = isinstance(source, Store) or not is_jsonl(source)
         watch = SnapshotWatch(source, chain_key) if keyed else None
+        # An export ends with its heads line and its seal: cut short, it lacks them.
+        cut = None if keyed or isinstance(source, Store) else missing_end(source)
+        if cut is not None and not (cut.lines_whole or skip_invalid):
+            return cut_short(cut)  # its last line cut mid-way: the fold could not read it
         try:
             # No invariant reads the audit trail: leave out its row per event.
             state = replay(
@@ -324,6 +329,7 @@ def verify(
         violations.append(Violation("fold", None, problem.message, (problem.position,)))
     for fn in CHECKS.values():
         violations.extend(fn(state))
+    violations.extend(incomplete(cut))
     if chain is not None:
         violations.extend(_chain_violations(chain))
     violations.extend(seal_violations(sealed))
@@ -331,7 +337,7 @@ def verify(
     for position, why in snapshots:
         text = f"snapshot at position {position}: {why}"
         violations.append(Violation("snapshots", None, text, (position,)))
-    notes = _outdated_note(watch.outdated) if chain is not None and watch is not None else []
+    notes = outdated_note(watch.outdated) if chain is not None and watch is not None else []
     unchecked = unchecked_keys(chain, sealed)
     if watch is not None and watch.unkeyed:
         unchecked.append(
@@ -352,20 +358,6 @@ def verify(
         notes=notes,
         unchecked=unchecked,
     )
-
-
-def _outdated_note(outdated: dict[int, int]) -> list[str]:
-    """One line for the snapshots of another format, however many."""
-    if not outdated:
-        return []
-    formats = ", ".join(str(f) for f in sorted(set(outdated.values())))
-    where = sorted(outdated)
-    span = f"position {where[0]}" if len(where) == 1 else f"positions {where[0]} to {where[-1]}"
-    return [
-        f"{len(where)} snapshot(s) at {span} of format {formats}, not {FORMAT} (another "
-        "release's fold): opening passes over them; `tasktrail snapshot STORE` takes a "
-        "current one, which drops them"
-    ]
 
 
 def _chain(

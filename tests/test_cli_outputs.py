@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import folder_state, run
+from helpers.tamper_rows import Tamperer
 
-from tasktrail.domain import open_store
+from tasktrail.domain import ManualClock, Registry, Scheduler, open_store
 from tasktrail.domain.demo.workload import DEMO_MARK, MAX_TASKS, MIN_TASKS, run_demo
 
 
@@ -257,3 +258,38 @@ def test_an_interrupted_demo_leaves_nothing(
     assert ran.code == 130 and ran.err.strip().endswith("tasktrail: interrupted")
     assert "Traceback" not in ran.err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_project_leaves_no_read_models_behind(
+    store_url: str, registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40, item 11: a new read-model file is written whole or not at all: a project
+    refused half way (an unreadable event) leaves no file, nor its temporary one."""
+    s = Scheduler.open(store_url, clock=ManualClock(1_000), registry=registry)
+    for n in range(5):
+        s.submit("leaf", id=f"t{n}")
+    s.run_until_idle()
+    s.close()
+    tamper = Tamperer(store_url)
+    position = tamper.rows()[-3][0]
+    tamper.set_state(position, b"\x00\xff not JSON")
+    out = tmp_path / "views" / "v-views.db"
+    out.parent.mkdir()
+    ran = run(["project", store_url, "--out", str(out), "--quiet"], capsys)
+    assert ran.code == 2 and f"position {position}" in ran.err, ran.err
+    assert list(out.parent.iterdir()) == []
+
+
+def test_a_new_read_model_file_appears_whole_then_is_followed_in_place(
+    folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasktrail.projections import Projector
+
+    followed: list[Path] = []
+    monkeypatch.setattr(Projector, "follow", lambda self, **_: followed.append(self.path))
+    out = folder / "views.db"
+    ran = run(["project", str(folder / "v.db"), "--out", str(out), "--follow", "--quiet"], capsys)
+    assert ran.code == 0 and followed == [out], (ran, followed)
+    assert sorted(p.name for p in folder.iterdir()) == ["v.db", "views.db"]
+    ran = run(["project", str(folder / "v.db"), "--out", str(out), "--follow", "--quiet"], capsys)
+    assert ran.code == 0 and "no-op" in ran.out and followed == [out, out]

@@ -91,7 +91,8 @@ def test_an_empty_jsonl_is_read_as_an_empty_log_and_not_turned_into_sqlite(
     path.touch()
     before = folder_state(tmp_path)
     assert run(["replay", str(path)], capsys).code == 0
-    assert run(["verify", str(path)], capsys).code == 0
+    ran = run(["verify", str(path)], capsys)  # no heads, no seal: incomplete (issue 40)
+    assert ran.code == 1 and "incomplete: it is empty (0 bytes)" in ran.out, ran
     ran = run(["tasks", str(path)], capsys)  # tasks reads stores only
     assert ran.code == 2 and "is empty (0 bytes)" in ran.err
     assert folder_state(tmp_path) == before

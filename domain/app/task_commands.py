@@ -21,6 +21,7 @@ from ..tasks.events import Mode, OutcomeStatus, Policy
 from ..tasks.invocation import _MISSING, Invocation
 from ..tasks.restart_limit import change_restart_limit, check_restart_limit, restart_limit_of
 from ..tasks.state import TaskState
+from ..tasks.validation import json_value, shown
 from ..world import Draft, World
 from .group_commit import Call, QueuedDecision
 
@@ -289,12 +290,15 @@ class TaskCommands:
 def _task_id(task_id: object) -> str:
     """A task id as commands take it: a non-empty string."""
     if not isinstance(task_id, str) or not task_id:
-        raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
+        raise InvalidArgument(f"a task id must be a non-empty string, not {shown(task_id)}")
     return task_id
 
 
 def _message(error: BaseException) -> str:
-    text = str(error)
+    try:
+        text = str(error)
+    except Exception:  # its str() fails (or recurses, on a deep argument): its type says
+        text = ""
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
@@ -306,7 +310,11 @@ def _error_fields(error: Any) -> tuple[str | None, Any]:
     if isinstance(error, str):
         return error, None
     if isinstance(error, dict) and "message" in error:
-        return str(error["message"]), error.get("detail")
+        message = error["message"]
+        if not isinstance(message, str):
+            # Checked as any JSON value a task records (a memo): then put in words.
+            message = str(json_value(message, "error message", None))
+        return message, error.get("detail")
     raise InvalidArgument(
-        f"error must be a message, an exception or {{'message', 'detail'}}, not {error!r}"
+        f"error must be a message, an exception or {{'message', 'detail'}}, not {shown(error)}"
     )

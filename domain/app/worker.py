@@ -32,7 +32,7 @@ from ..turns.settings import retry_delay_ms
 from .fleet import HeartbeatReport
 from .invocations import DEFAULT_CONCURRENCY, Invocations
 from .phases import PassReport
-from .worker_loop import DEFAULT_GRACE_S, DEFAULT_POLL_MS, WorkerLoop, check_grace
+from .worker_loop import DEFAULT_GRACE_S, DEFAULT_POLL_MS, WorkerLoop, check_grace, check_poll
 from .worker_reports import TaskCallback, WakeCallback, WorkerReports
 
 if TYPE_CHECKING:
@@ -116,8 +116,7 @@ class Worker(WorkerLoop, WorkerReports):
         concurrency: int = DEFAULT_CONCURRENCY,
         grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
-        if not poll_ms > 0:
-            raise ValueError(f"poll_ms must be > 0, not {poll_ms!r}")
+        poll_ms = check_poll(poll_ms)
         self.scheduler = scheduler
         self.invocations = Invocations(scheduler, concurrency)
         """The invocations in flight (``concurrency`` at most)."""

@@ -49,6 +49,15 @@ STORE_RETRY_MAX_MS = 30_000.0
 store failed (the wait doubles from ``poll_ms`` with each failure in a row)."""
 
 
+def check_poll(poll_ms: object) -> float:
+    """A poll interval, checked: a finite number of ms above 0 (a worker must look again)."""
+    if isinstance(poll_ms, bool) or not isinstance(poll_ms, int | float) or not poll_ms > 0:
+        raise ValueError(f"poll_ms must be a number of ms > 0, not {poll_ms!r}")
+    if math.isinf(poll_ms):
+        raise ValueError("poll_ms must be finite: an idle worker must look again")
+    return float(poll_ms)
+
+
 def check_grace(grace_s: object) -> float:
     """A grace period, checked: a number of seconds, 0 or more."""
     if isinstance(grace_s, bool) or not isinstance(grace_s, int | float) or not grace_s >= 0:

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from ..store.recorded import Recorded
 from ..tasks.describe import format_at
+from ..tasks.fields import INT_MAX
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,7 @@ class Until:
         if isinstance(value, bool):
             raise ValueError(f"until must be a position or a time, not {value!r}")
         if isinstance(value, int):
-            if value < 0:
-                raise ValueError(f"a position is >= 0, not {value}")
-            return cls(position=value)
+            return cls(position=_position(value))
         if isinstance(value, datetime):
             if value.tzinfo is None:
                 raise ValueError("a time to replay until needs a time zone")
@@ -39,7 +38,7 @@ class Until:
             return cls(at=value)
         text = str(value).strip()
         if text.isdigit():
-            return cls(position=int(text))
+            return cls(position=_position(int(text)))
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
@@ -63,3 +62,10 @@ class Until:
         if self.at is not None:
             return format_at(self.at)
         return "the end"
+
+
+def _position(value: int) -> int:
+    """A position to stop after: 0 to the largest a store numbers (64 signed bits)."""
+    if not 0 <= value <= INT_MAX:
+        raise ValueError(f"a position is from 0 to {INT_MAX} (64 signed bits), not {value}")
+    return value

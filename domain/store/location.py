@@ -67,6 +67,7 @@ def parse_location(
     text = os.fspath(location) if isinstance(location, str | os.PathLike) else None
     if not isinstance(text, str) or not text.strip():
         raise StoreError("a store location must be a file path or a postgresql:// URL")
+    _refuse_nul(text)
     if text.startswith(("postgresql://", "postgres://")):
         try:
             parts = urlsplit(text)
@@ -121,6 +122,19 @@ def parse_location(
         "ORIGINATOR_ID_TYPE": "text",
     }
     return StoreLocation("sqlite", str(path), env, path=str(path))
+
+
+def _refuse_nul(text: str) -> None:
+    """A NUL byte names no file and no part of a URL (the OS and libpq would stop at it,
+    or fail deep inside): refused here, before anything is opened. In a URL or a
+    ``file:`` URI a ``%00`` counts too; a plain path is never percent-decoded."""
+    url = "://" in text or text.startswith("file:")
+    if "\x00" in text or (url and "\x00" in unquote(text)):
+        try:
+            shown = repr(_redact(text) if "://" in text else text)
+        except ValueError:  # a URL that cannot be parsed: not shown, it may hold a password
+            shown = "a URL"
+        raise StoreError(f"{shown}: a store location cannot hold a NUL byte (\\x00 or %00)")
 
 
 def checked_schema(name: str, where: str) -> str:

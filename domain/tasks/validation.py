@@ -9,6 +9,7 @@ it back, so the live state is the state a replay folds.
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any, TypedDict
 
 import orjson
@@ -24,10 +25,23 @@ JSON (64 KiB): the log keeps every value forever, so large data belongs in a
 blob store."""
 
 
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 3, 80, 80, 80
+
+
+def shown(value: object) -> str:
+    """``value`` as a refusal quotes it: its repr, cut short where it is long or deep (a
+    5,000-deep list is shown, never recursed into)."""
+    try:
+        return _SHOWN.repr(value)
+    except Exception:  # a repr that fails (or recurses) on its own: name the type
+        return f"a {type(value).__name__}"
+
+
 def require_task(draft: Draft, task_id: str) -> TaskState:
     """The task named ``task_id``; refused if the id is not a non-empty string or no task's."""
     if not isinstance(task_id, str) or not task_id:
-        raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
+        raise InvalidArgument(f"a task id must be a non-empty string, not {shown(task_id)}")
     state = draft.get(task_id)
     if state is None:
         raise UnknownTask(task_id)
@@ -38,7 +52,9 @@ def phase_name(value: object, what: str, task_id: str | None) -> str:
     """Check that ``value`` (a phase, a kind, a name) is a non-empty string the log can
     keep (no NUL, valid Unicode, at most MAX_NAME_BYTES as UTF-8); returns it."""
     if not isinstance(value, str) or not value.strip():
-        raise InvalidArgument(f"{what} must be a non-empty string, not {value!r}", task_id=task_id)
+        raise InvalidArgument(
+            f"{what} must be a non-empty string, not {shown(value)}", task_id=task_id
+        )
     problem = text_problem(what, value, MAX_NAME_BYTES)
     if problem is not None:
         raise InvalidArgument(problem, task_id=task_id)
@@ -60,7 +76,7 @@ def act_fields(actor: object, why: object, task_id: str | None) -> Act:
     for name, value, field in (("actor", actor, "actor"), ("reason", why, "why")):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InvalidArgument(
-                f"{name} must be a non-empty string or None, not {value!r}", task_id=task_id
+                f"{name} must be a non-empty string or None, not {shown(value)}", task_id=task_id
             )
         problem = None if value is None else text_problem(field, value)
         if problem is not None:
@@ -74,7 +90,7 @@ def time_ms(value: object, what: str, task_id: str | None) -> float:
     usable = finite_number(value)
     if usable is None or usable < 0 or usable > MAX_TIME_MS:
         raise InvalidArgument(
-            f"{what} must be a time in ms from 0 to {MAX_TIME_MS} (year 9999), not {value!r}",
+            f"{what} must be a time in ms from 0 to {MAX_TIME_MS} (year 9999), not {shown(value)}",
             task_id=task_id,
         )
     return usable

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import os
 import re
 import socket
@@ -24,9 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
-
 from tasktrail.domain import InvalidArgument, Registry, Scheduler, open_store
+from tasktrail.domain.tasks.validation import json_value
 
 from .common import EXIT_OK, STORE_HELP, emit, say, task_id_argument
 
@@ -185,13 +185,22 @@ def _memos(pairs: list[str]) -> dict[str, Any]:
         if not sign or not name:
             raise InvalidArgument(f"--memo {pair!r}: give NAME=JSON (e.g. --memo tries=3)")
         try:
-            memos[name] = orjson.loads(text)
-        except orjson.JSONDecodeError:
+            # Read exactly: orjson would read an integer past 64 bits as a float.
+            value = json.loads(text, parse_constant=_not_json)
+        except ValueError:
             raise InvalidArgument(
                 f"--memo {name}: {text!r} is not JSON (a string is quoted: "
                 f"--memo {name}='\"{text}\"')"
             ) from None
+        except RecursionError:
+            raise InvalidArgument(f"--memo {name}: the value is nested too deep") from None
+        # The API's own check of a memo, before the store is opened: one rule for both.
+        memos[name] = json_value(value, f"memo {name!r}", None)
     return memos
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def do_submit(args: argparse.Namespace) -> int:

@@ -88,8 +88,9 @@ def task_id_argument(text: str) -> str:
     return text
 
 
-def until_argument(text: str | None) -> Any:
-    """``--until``: a position or a time, checked here so a bad one is bad input."""
+def until_argument(text: str | int | None) -> Any:
+    """``--until``: a position (0 to 64 signed bits) or a time, checked here so a bad one
+    is bad input, before anything is opened."""
     from tasktrail.replay.state import Until
 
     try:

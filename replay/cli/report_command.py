@@ -15,7 +15,7 @@ from typing import Any
 
 from tasktrail.domain import InvalidArgument
 
-from .common import EXIT_OK, SOURCE_HELP, UNTIL_HELP
+from .common import EXIT_OK, SOURCE_HELP, UNTIL_HELP, until_argument
 
 DEFAULT_LIMIT = 2_000
 """``gather``'s own default (tests/test_report.py holds the two equal), written out so
@@ -87,6 +87,7 @@ def do_report(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--limit {args.limit}: give at least 1 task a page")
     if args.page < 1:
         raise InvalidArgument(f"--page {args.page}: pages start at 1")
+    until = until_argument(args.until)
     registry = None
     if args.registry:
         from .worker_command import load_setup
@@ -96,7 +97,7 @@ def do_report(args: argparse.Namespace) -> int:
         args.source,
         args.out,
         args.task,
-        until=args.until,
+        until=until,
         limit=args.limit,
         restart_limit=args.restart_limit,
         registry=registry,

@@ -12,7 +12,7 @@ from typing import Any
 
 from tasktrail.domain.store.keys import KEY_ENV, read_key_file
 
-from .common import EXIT_OK, STORE_HELP, emit
+from .common import EXIT_OK, STORE_HELP, emit, until_argument
 
 KEY_FILE_HELP = (
     f"a file holding the store's chain key (default: ${KEY_ENV}); with it, keyed digests "
@@ -51,12 +51,11 @@ def add_seal(commands: Any) -> None:
 
 
 def do_seal(args: argparse.Namespace) -> int:
-    from tasktrail.domain import InvalidArgument, open_store
+    from tasktrail.domain import open_store
     from tasktrail.domain.app.sealing import take_seal
 
-    if args.until is not None and args.until < 0:
-        raise InvalidArgument(f"--until must be a position (>= 0), not {args.until}")
+    until = until_argument(args.until).position  # checked before the store is opened
     with open_store(args.store, read_only=True, chain_key=key_argument(args)) as store:
-        sealed = take_seal(store, until=args.until)
+        sealed = take_seal(store, until=until)
     emit(sealed.to_dict())
     return EXIT_OK

@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from tasktrail.domain import InvalidArgument, StoreError, UnknownTask, open_store
-from tasktrail.domain.store.files import disk_full, is_sqlite_file, sqlite_tables
+from tasktrail.domain.store.files import (
+    atomic_output,
+    companions,
+    disk_full,
+    is_sqlite_file,
+    sqlite_tables,
+)
 from tasktrail.domain.tasks.describe import describe, format_at
 from tasktrail.domain.tasks.events import event_payload
 from tasktrail.projections.projector import POSITIONS
@@ -229,7 +235,7 @@ def do_project(args: argparse.Namespace) -> int:
         )
     store = open_store(args.store, read_only=True)
     try:
-        with _naming(out), Projector(store, out) as projector:
+        with _naming(out), _views_file(out) as views, Projector(store, views) as projector:
             bar = ProgressBar("project", enabled=not args.quiet)
             try:
                 report = (
@@ -251,12 +257,37 @@ def do_project(args: argparse.Namespace) -> int:
                 # follows the new events.
                 for table, digest in projector.table_checksums().items():
                     say(f"  table {table:<16} checksum {digest}")
-            if args.follow:
-                warn("following the store; Ctrl-C stops")
-                with contextlib.suppress(KeyboardInterrupt):
-                    projector.follow(
-                        on_batch=lambda r: say(f"position {r.position}: +{r.read} events")
-                    )
+            if args.follow and views == out:
+                _follow(projector)
+        if args.follow and views != out:  # a new file, in place now: followed there
+            with _naming(out), Projector(store, out) as projector:
+                _follow(projector)
     finally:
         store.close()
     return EXIT_OK
+
+
+def _follow(projector: Any) -> None:
+    warn("following the store; Ctrl-C stops")
+    with contextlib.suppress(KeyboardInterrupt):
+        projector.follow(on_batch=lambda r: say(f"position {r.position}: +{r.read} events"))
+
+
+@contextlib.contextmanager
+def _views_file(out: Path) -> Iterator[Path]:
+    """The file ``project`` folds into. Read models already there are caught up in
+    place (batch by batch, each whole with its tracked position). A new file is made
+    whole or not at all: under a temporary name beside ``out`` (:func:`atomic_output`),
+    renamed into place once the projector closed it, so a refused project leaves none."""
+    if any(path.exists() for path in companions(out)) or (out.exists() and out.stat().st_size > 0):
+        yield out
+        return
+    with atomic_output(out) as handle:
+        temporary = Path(handle.name)
+        try:
+            yield temporary
+        except BaseException:
+            for leftover in companions(temporary):  # SQLite's -wal and -shm, if left
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+            raise

@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from tasktrail.domain import (
+    InvalidArgument,
     Registry,
     Scheduler,
     StoreError,
@@ -24,10 +26,11 @@ from tasktrail.domain import (
     Worker,
 )
 from tasktrail.domain import WorkerSetup as WorkerSetup  # re-exported from its old home
+from tasktrail.domain.app.fleet import lease_ms, worker_name
 from tasktrail.domain.app.invocations import check_concurrency
-from tasktrail.domain.app.worker_loop import check_grace
+from tasktrail.domain.app.worker_loop import check_grace, check_poll
 
-from .common import EXIT_BAD_INPUT, EXIT_OK
+from .common import EXIT_BAD_INPUT, EXIT_OK, check_folder
 
 HELP = "run a registry as one worker of a fleet on a store (until SIGTERM/SIGINT)"
 DESCRIPTION = """\
@@ -75,7 +78,7 @@ def add_worker(commands: Any) -> None:
     )
     parser.add_argument(
         "--poll",
-        type=float,
+        type=_poll,
         default=100,
         metavar="MS",
         help="time between looks for new events when idle (default 100)",
@@ -100,6 +103,7 @@ def add_worker(commands: Any) -> None:
     )
     parser.add_argument(
         "--stats",
+        type=_stats,
         metavar="FILE",
         default=None,
         help="at exit, append one JSON line of this worker's totals to FILE "
@@ -147,6 +151,10 @@ def do_worker(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
+        # What Scheduler.open would refuse, refused before it opens (or creates) the store.
+        lease_ms(args.lease)
+        if args.worker is not None:
+            worker_name(args.worker)
         setup = load_setup(args.target)
         scheduler = Scheduler.open(
             args.store,
@@ -199,3 +207,22 @@ def _grace(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"--grace takes a finite number of seconds >= 0, not {text!r}"
         ) from None
+
+
+def _poll(text: str) -> float:
+    try:
+        return check_poll(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--poll takes a finite number of milliseconds > 0, not {text!r}"
+        ) from None
+
+
+def _stats(text: str) -> str:
+    """The totals file, checked before the store is opened: appended to only at the
+    worker's end, where a missing folder would fail after all the work."""
+    try:
+        check_folder(Path(text))
+    except InvalidArgument as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text

@@ -16,13 +16,12 @@ The modules: :mod:`.streams` (what is read), :mod:`.gather` (one fold of it),
 
 from __future__ import annotations
 
-import contextlib
 import os
 from datetime import datetime
 from pathlib import Path
 
 from tasktrail.domain import InvalidArgument, Registry, Store
-from tasktrail.domain.store.temporaries import output_temporary
+from tasktrail.domain.store.files import atomic_output
 
 from ..log import is_jsonl
 from ..state import Until
@@ -89,26 +88,10 @@ def check_out(source: str | os.PathLike[str] | Store, out: str | os.PathLike[str
 
 
 def write_atomically(target: Path, page: str) -> None:
-    """Write ``page`` to a temporary file beside ``target``, then rename it over it."""
-    mode = target.stat().st_mode & 0o777 if target.exists() else _default_mode()
-    descriptor, name = output_temporary(target)  # a killed report's is removed first
-    try:
-        with open(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(page)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(name, mode)
-        os.replace(name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-        raise
-
-
-def _default_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+    """Write ``page`` to ``target`` whole or not at all (:func:`atomic_output`: a
+    temporary file beside it, renamed over it)."""
+    with atomic_output(target) as out:
+        out.write(page.encode("utf-8"))
 
 
 def _local_file(source: str | os.PathLike[str] | Store) -> Path | None:
