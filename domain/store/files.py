@@ -267,7 +267,9 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
         raise FileNotFoundError(errno.ENOENT, "no such folder", os.fspath(folder))
     descriptor, name = output_temporary(target)  # a killed output's is removed first
     try:
-        with open(descriptor, "wb") as handle:
+        # Written through its name (``handle.name``: a writer such as SQLite may reopen
+        # it); the descriptor holds the file's lock until the rename.
+        with open(descriptor, "wb"), open(name, "wb") as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
