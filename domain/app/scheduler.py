@@ -21,10 +21,7 @@ from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from ..clock import Clock, system_clock
-from ..errors import (
-    ConflictError,
-    UnknownTask,
-)
+from ..errors import ConflictError, UnknownTask
 from ..history import DEFAULT_EVERY, stream_loader
 from ..store.event_view import ensure_event_view
 from ..store.seals import Seal
@@ -43,6 +40,7 @@ from .batch import BatchCommands
 from .decision import DecisionCycle
 from .fleet import DEFAULT_LEASE_MS, FleetCommands, lease_ms, worker_name
 from .forking import ForkCommands
+from .group_append import GroupAppend
 from .group_commit import DecisionQueue, GroupCommit
 from .phases import PhaseCommands
 from .run_commands import RunCommands
@@ -57,6 +55,7 @@ T = TypeVar("T")
 class Scheduler(
     DecisionCycle,
     GroupCommit,
+    GroupAppend,
     TaskCommands,
     ForkCommands,
     PhaseCommands,
@@ -94,8 +93,8 @@ class Scheduler(
         self.clock = clock
         self.registry = registry if registry is not None else Registry()
         self.judges_definitions = registry is not None  # else its abort only marks
-        self.world = World()
-        self.world.loader = stream_loader(store, lambda: self.position)
+        self._world = World()
+        self._world.loader = stream_loader(store, lambda: self.position)
         self.position = 0
         """The last store position folded into :attr:`world`."""
         self.snapshot_every = snapshot_every
@@ -123,6 +122,7 @@ class Scheduler(
         self._lock = threading.RLock()
         """Serializes decisions and folds (invocations, heartbeats, a host's threads)."""
         self._decision_queue = DecisionQueue()  # for the next group commit's leader
+        self._unrecorded: set[int] = set()  # ids of invocations open batches reserved
 
     # ─── opening and closing ────────────────────────────────────────────────
 
@@ -230,7 +230,7 @@ class Scheduler(
         self._invocations.clear()
         self.closing = True
         self._closed = True
-        self._flush_batch()  # closed inside a batch: what it decided is appended first
+        self._append_at_close()  # closed inside a batch: what it decided is appended first
         if self.position > self.snapshot_at and not self.store.read_only:
             self._snapshot_quietly()
         telemetry.closed(self)  # what this process counted as active, it takes back
@@ -333,8 +333,8 @@ class Scheduler(
 
     def _catch_up(self) -> None:
         """:meth:`refresh` for a read or a plan, which must see the log as it stands;
-        not inside a batch (other writers' events would fold under its unappended
-        ones) nor once closed."""
+        not inside a batch (its reads see its own view, which folds nothing of other
+        writers') nor once closed."""
         if self._batch is None and not self._closed:
             self.refresh()
 
@@ -347,6 +347,7 @@ class Scheduler(
         appended and not folded yet (telemetry took them in as committed): then up to
         the last of them only (the append brought the others' back: no round trip)."""
         folded = 0
+        world = self._world  # the scheduler's, also from inside a batch (not its view)
         with self._lock:
             # Telemetry takes in other writers' events of tasks it follows: a recovery
             # of one this process was running tells it another worker took the task.
@@ -357,12 +358,12 @@ class Scheduler(
                 event = recorded.event
                 stream_id, task_stream = event.stream_id(), type(event).task_stream
                 version = recorded.originator_version
-                have = self.world.held_version(stream_id, task_stream)
+                have = world.held_version(stream_id, task_stream)
                 if have == 0 and version > 1:
-                    have = self.world.version_of(stream_id, task_stream)  # dropped: read back
+                    have = world.version_of(stream_id, task_stream)  # dropped: read back
                 # An event at or below the version we hold is our own, folded when appended.
                 if version > have:
-                    _, after = self.world.apply_stored(recorded.position, event, version)
+                    _, after = world.apply_stored(recorded.position, event, version)
                     folded += 1
                     if (
                         follows is not None
