@@ -206,3 +206,18 @@ def test_an_asyncio_tasks_batch_is_not_joined_by_another_task_on_its_loop(
 
     asyncio.run(main())
     assert s.world.tasks == replay(store_url).tasks
+
+
+def test_a_batch_finds_a_task_another_writer_submitted_after_its_view_was_taken(
+    s: Scheduler, store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    other = Scheduler.open(store_url, clock=clock, registry=registry, worker="other")
+    with s.batch():
+        s.submit("job", id="mine")
+        other.submit("job", id="theirs")
+        # Unknown to the view: taken again with the store's new events, its own on top.
+        s.submit("leaf", id="child", owner="theirs")
+        assert s.task("mine").status == "pending"
+    assert stored_ids(store_url) == ["theirs", "mine", "child"]
+    assert s.world.tasks == replay(store_url).tasks
+    other.close()
