@@ -39,6 +39,7 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
+from weakref import WeakSet
 
 from ..errors import ConflictError, RuleViolation, StoreError
 from ..history import stream_loader
@@ -52,6 +53,9 @@ if TYPE_CHECKING:
 OpenBatches = tuple[tuple[object, "OpenBatch"], ...]
 _OPEN: ContextVar[OpenBatches] = ContextVar("tasktrail_open_batches", default=())
 """The batches open in this context, each with its scheduler (few: one a scheduler)."""
+UNRECORDED: WeakSet[Invocation] = WeakSet()
+"""Invocations whose reservation an open batch made, not appended yet (the batch's to
+end if it is not): a group the store refused ends none of them."""
 
 
 class Batch:
@@ -119,7 +123,6 @@ class BatchCommands:
     _lock: Any
     _invocations: dict[str, Invocation]
     _resumed: set[str]
-    _unrecorded: set[int]
 
     if TYPE_CHECKING:
 
@@ -221,7 +224,7 @@ class BatchCommands:
         on any failure nothing of it is appended and the error is raised here."""
         with self._lock:
             if not batch.events:
-                self._unrecorded.difference_update(map(id, batch.reserved))
+                UNRECORDED.difference_update(batch.reserved)
                 return
             try:
                 if self._closed and not closing:
@@ -244,7 +247,7 @@ class BatchCommands:
                         self.refresh()  # deciding again sees the winner's events
                 raise
             self.events_written += len(positions)
-            self._unrecorded.difference_update(map(id, batch.reserved))
+            UNRECORDED.difference_update(batch.reserved)
             view = batch.view
             if view is not None and self._follows_on(positions) and self.position == batch.base:
                 # Nothing came between the view's base and the append: the view is the
@@ -270,7 +273,7 @@ class BatchCommands:
                     del self._invocations[task_id]
                     if invocation.resumed:
                         self._resumed.add(task_id)
-            self._unrecorded.difference_update(map(id, batch.reserved))
+            UNRECORDED.difference_update(batch.reserved)
             batch.clear()
             batch.view = None
 

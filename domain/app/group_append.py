@@ -17,7 +17,7 @@ from ..errors import StoreError
 from ..tasks.live_index import LIVE_ORDER, TASK_SEQ
 from ..tasks.state import TaskState
 from ..world import INDEXERS, RESTORABLE, World
-from .batch import Batch
+from .batch import UNRECORDED, Batch
 
 if TYPE_CHECKING:
     from ..store.store import Store
@@ -48,7 +48,6 @@ class GroupAppend:
     events_written: int
     _world: World
     _invocations: dict[str, Invocation]
-    _unrecorded: set[int]
     _group: Group | None = None
     """The group its leader is deciding (under the scheduler's lock)."""
 
@@ -111,7 +110,7 @@ class GroupAppend:
             self._restore(in_place=True)  # whoever holds the world sees the store's
         self.refresh()
         for task_id, invocation in list(self._invocations.items()):
-            if id(invocation) in self._unrecorded:
+            if invocation in UNRECORDED:
                 continue
             if task_id not in group.invocations or not self._is_running(task_id):
                 self._invocations.pop(task_id).ended = True

@@ -39,7 +39,7 @@ from ..errors import ConflictError, UnknownTask
 from ..tasks.live_index import TASK_SEQ
 from ..telemetry import live as telemetry
 from .batch import OpenBatch
-from .group_append import Group
+from .group_append import Group, GroupAppend
 
 if TYPE_CHECKING:
     from ..store.store import Store
@@ -122,7 +122,7 @@ class DecisionQueue:
         return taken
 
 
-class GroupCommit:
+class GroupCommit(GroupAppend):
     """:meth:`_decide_grouped`, mixed into :class:`~.scheduler.Scheduler`."""
 
     store: Store
@@ -142,8 +142,6 @@ class GroupCommit:
         def _snapshot_due(self) -> None: ...
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
         def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
-        def _flush_group(self) -> None: ...
-        def _reload(self, group: Group) -> None: ...
         @property
         def _batch(self) -> OpenBatch | None: ...
 

@@ -40,7 +40,6 @@ from .batch import BatchCommands
 from .decision import DecisionCycle
 from .fleet import DEFAULT_LEASE_MS, FleetCommands, lease_ms, worker_name
 from .forking import ForkCommands
-from .group_append import GroupAppend
 from .group_commit import DecisionQueue, GroupCommit
 from .phases import PhaseCommands
 from .run_commands import RunCommands
@@ -55,7 +54,6 @@ T = TypeVar("T")
 class Scheduler(
     DecisionCycle,
     GroupCommit,
-    GroupAppend,
     TaskCommands,
     ForkCommands,
     PhaseCommands,
@@ -122,7 +120,6 @@ class Scheduler(
         self._lock = threading.RLock()
         """Serializes decisions and folds (invocations, heartbeats, a host's threads)."""
         self._decision_queue = DecisionQueue()  # for the next group commit's leader
-        self._unrecorded: set[int] = set()  # ids of invocations open batches reserved
 
     # ─── opening and closing ────────────────────────────────────────────────
 
@@ -347,7 +344,6 @@ class Scheduler(
         appended and not folded yet (telemetry took them in as committed): then up to
         the last of them only (the append brought the others' back: no round trip)."""
         folded = 0
-        world = self._world  # the scheduler's, also from inside a batch (not its view)
         with self._lock:
             # Telemetry takes in other writers' events of tasks it follows: a recovery
             # of one this process was running tells it another worker took the task.
@@ -358,12 +354,13 @@ class Scheduler(
                 event = recorded.event
                 stream_id, task_stream = event.stream_id(), type(event).task_stream
                 version = recorded.originator_version
-                have = world.held_version(stream_id, task_stream)
+                # The scheduler's world (from inside a batch too: never the batch's view).
+                have = self._world.held_version(stream_id, task_stream)
                 if have == 0 and version > 1:
-                    have = world.version_of(stream_id, task_stream)  # dropped: read back
+                    have = self._world.version_of(stream_id, task_stream)  # dropped: read back
                 # An event at or below the version we hold is our own, folded when appended.
                 if version > have:
-                    _, after = world.apply_stored(recorded.position, event, version)
+                    _, after = self._world.apply_stored(recorded.position, event, version)
                     folded += 1
                     if (
                         follows is not None

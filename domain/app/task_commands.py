@@ -23,7 +23,7 @@ from ..tasks.restart_limit import change_restart_limit, check_restart_limit, res
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
-from .batch import OpenBatch
+from .batch import UNRECORDED, OpenBatch
 from .group_commit import Call, QueuedDecision
 
 T = TypeVar("T")
@@ -43,7 +43,6 @@ class TaskCommands:
     if TYPE_CHECKING:
         worker: str
         world: World
-        _unrecorded: set[int]
 
         @property
         def _batch(self) -> OpenBatch | None: ...
@@ -183,7 +182,7 @@ class TaskCommands:
             batch = self._batch
             if batch is not None:  # recorded once the batch is: its to end if it is not
                 batch.reserved.append(invocation)
-                self._unrecorded.add(id(invocation))
+                UNRECORDED.add(invocation)
 
     def checkpoint(self, task_id: str, phase: str, attempt: int | None = None) -> None:
         """The running task commits the phase it resumes at (rule 11: progress if new)."""
