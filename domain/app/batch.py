@@ -1,69 +1,73 @@
 """A unit of work: many commands decided as usual, appended in one transaction.
 
 ``with scheduler.batch():`` changes one thing about the commands inside it:
-where their events go. Each command still decides on the scheduler's world,
-which already holds the events of the batch's earlier commands; a refused
-command still raises and adds nothing; a command that returns has its events
-folded into the world at once, so the next command (and :meth:`task`) sees
-them. But nothing reaches the store until the block exits: then every event
-of the batch is appended in **one** transaction (group commit), in the order
-the commands decided them, with the positions and versions the unbatched path
-would have given them.
+where their events go. Each command still decides (a refused one raises and adds
+nothing); a command that returns has its events folded into the batch's own view of
+the world at once, so the next command of the batch (and :meth:`task`) sees them. But
+nothing reaches the store until the block exits: then every event of the batch is
+appended in **one** transaction, in the order the commands decided them, with the
+positions and versions the unbatched path would have given them.
 
-A command inside a batch has *returned*, not *recorded*: it is durable only
-when the batch exits without error. If the block raises, or the store refuses
-the append (another writer took one of the versions first:
-:class:`~.errors.ConflictError`; or :class:`~.errors.StoreError`), nothing of
-the batch is appended, the world is put back to what the store holds (the
-truth): a batch of task events only has each task it wrote folded again from
-that task's stream (one indexed read a task); a batch with events of other
-streams (runs, wakeups, ...) has the world folded again from the whole store.
-Then the error propagates. Invocations whose reservation the batch made are ended.
+A batch belongs to the thread, or asyncio task, that opened it (a
+:class:`~contextvars.ContextVar`; what runs in a copy of its context, as
+``asyncio.to_thread`` does, joins it too). Its commands decide on a **view**: the
+scheduler's world as it stood at the batch's first command (copied then), with the
+batch's own decisions on it; other writers' events are not folded into it. Every
+other thread's commands go on deciding on the scheduler's world, through the usual
+path (group commit), and return once recorded: they neither join the batch nor see
+what it decided before it is appended.
 
-Every command of the scheduler between enter and exit joins the batch,
-whichever thread issues it; batches nest (the outermost one appends).
-Telemetry sees a command's events when the command returns, as without a
-batch. :meth:`~.scheduler.Scheduler.history` reads the store, so it shows a
-batch's events only after the batch exits.
+A command inside a batch has *returned*, not *recorded*: it is durable only when the
+batch exits without error. If the block raises, nothing of the batch is appended.
+When the block exits, the batch is appended with the versions it decided and the
+guards of what it read; when another writer (another process, or another thread of
+this one) appended first to something a decision of the batch wrote or read, the
+store refuses the whole append (:class:`~.errors.ConflictError`) and the error is
+raised to the batch's owner alone: its commands returned to it already, so they are
+never decided again behind its back, and nothing of another writer's is overwritten.
+Either way, the invocations whose reservation the batch made are ended, and the
+scheduler's world was never touched: it is the store's.
+
+Batches nest in one context (the outermost one appends). Telemetry sees a command's
+events when the command returns, as without a batch. :meth:`~.scheduler.Scheduler.history`
+reads the store, so it shows a batch's events only after the batch exits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
+from weakref import WeakSet
 
-from ..errors import StoreError
+from ..errors import ConflictError, RuleViolation, StoreError
 from ..history import stream_loader
 from ..tasks.events import TaskEvent
-from ..tasks.live_index import LIVE_ORDER, TASK_SEQ
-from ..tasks.state import TaskState
-from ..world import INDEXERS, RESTORABLE, World
+from ..world import World
 
 if TYPE_CHECKING:
     from ..store.store import Store
     from ..tasks.invocation import Invocation
 
+OpenBatches = tuple[tuple[object, "OpenBatch"], ...]
+_OPEN: ContextVar[OpenBatches] = ContextVar("tasktrail_open_batches", default=())
+"""The batches open in this context, each with its scheduler (few: one a scheduler)."""
+UNRECORDED: WeakSet[Invocation] = WeakSet()
+"""Invocations whose reservation an open batch made, not appended yet (the batch's to
+end if it is not): a group the store refused ends none of them."""
+
 
 class Batch:
-    """The events a batch has decided so far, and their versions."""
+    """Events decided and not appended yet, with their versions and the guards of
+    what their decisions read."""
 
-    def __init__(self, invocations: set[str], order: dict[str, int], seq: int) -> None:
-        self.order = dict(order)
-        self.seq = seq
-        """The live tasks' submission numbers when the batch began (see :meth:`_undo`)."""
+    def __init__(self) -> None:
         self.events: list[TaskEvent] = []
         self.versions: list[int] = []
         self.guards: dict[str, int] = {}
         self.across: set[str] = set()
         """The topics its commands counted in every stream (``Draft.read_across``)."""
-        self.depth = 0
-        self.invocations = invocations
-        """The tasks with a live invocation here when the batch began."""
-        self.before: dict[str, TaskState | None] | None = None
-        """A group commit's (:mod:`.group_commit`): each task's state before the group
-        first wrote it (telemetry sees the events once appended; a refused group is put
-        back from them). A group's :attr:`order` holds just the tasks it wrote."""
 
     def add(
         self,
@@ -72,9 +76,9 @@ class Batch:
         guards: dict[str, int] | None = None,
         across: set[str] | None = None,
     ) -> None:
-        """Queue one command's events (already folded into the world), the versions
-        of the tasks it read (the earliest read of each is the guard) and the topics
-        it counted in every stream."""
+        """Queue one command's events (already folded into the world it decided on),
+        the versions of the tasks it read (the earliest read of each is the guard) and
+        the topics it counted in every stream."""
         self.events.extend(events)
         self.versions.extend(versions)
         if across:
@@ -82,73 +86,152 @@ class Batch:
         for task_id, version in (guards or {}).items():
             self.guards.setdefault(task_id, version)
 
+    def clear(self) -> None:
+        """Forget what was queued (appended, or never to be)."""
+        self.events, self.versions, self.guards, self.across = [], [], {}, set()
+
     def __len__(self) -> int:
         return len(self.events)
 
 
+class OpenBatch(Batch):
+    """A ``with scheduler.batch():`` block's batch, and the world its commands see."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view: World | None = None
+        """The world as the batch's decisions left it (made at its first command)."""
+        self.base = 0
+        """The scheduler's position :attr:`view` was copied at (or last taken again)."""
+        self.position = 0
+        """The position the batch's first decision read at: what it counted in every
+        stream is guarded from there (``unseen``)."""
+        self.reserved: list[Invocation] = []
+        """The invocations its reservations made, not recorded until it is appended."""
+
+
 class BatchCommands:
-    """:meth:`batch`, mixed into :class:`~.scheduler.Scheduler`."""
+    """:meth:`batch`, and the world each context decides on, mixed into
+    :class:`~.scheduler.Scheduler`."""
 
     store: Store
-    world: World
     position: int
     events_written: int
+    conflicts: int
+    _world: World
+    _closed: bool
     _lock: Any
     _invocations: dict[str, Invocation]
-    _batch: Batch | None = None
+    _resumed: set[str]
 
     if TYPE_CHECKING:
 
         def refresh(self) -> int: ...
         def _fold_new(self, own: Collection[int] = ()) -> int: ...
-
-        def _is_running(self, task_id: str) -> bool: ...
-        def _restore(self, in_place: bool = False) -> None: ...
         def _snapshot_due(self) -> None: ...
+        def _follows_on(self, positions: Sequence[int]) -> bool: ...
+
+    @property
+    def world(self) -> World:
+        """The world this context's commands decide on and read: the scheduler's (the
+        store's, as folded), or inside a batch the batch's own view of it."""
+        batch = self._batch
+        if batch is None:
+            return self._world
+        view = batch.view
+        return view if view is not None else self._view(batch)
+
+    @world.setter
+    def world(self, world: World) -> None:
+        self._world = world
+
+    @property
+    def _batch(self) -> OpenBatch | None:
+        """The batch this context opened on this scheduler, if one is open."""
+        for owner, batch in _OPEN.get():
+            if owner is self:
+                return batch
+        return None
 
     @contextmanager
     def batch(self) -> Iterator[Batch]:
         """A unit of work: the commands inside decide as usual; their events are
-        appended in one transaction when the block exits (see :mod:`.batch`)."""
-        with self._lock:
-            batch = self._batch
-            if batch is None:
-                indexes = self.world.indexes
-                batch = self._batch = Batch(
-                    set(self._invocations),
-                    indexes.get(LIVE_ORDER, {}),
-                    indexes.get(TASK_SEQ, 0),
-                )
-            batch.depth += 1
+        appended in one transaction when the block exits (see :mod:`.batch`). It is
+        this thread's (or asyncio task's): other threads' commands do not join it."""
+        batch = self._batch
+        if batch is not None:  # nested: the outermost one appends
+            yield batch
+            return
+        batch = OpenBatch()
+        token = _OPEN.set((*_OPEN.get(), (self, batch)))
         try:
             yield batch
         except BaseException:
-            with self._lock:
-                batch.depth -= 1
-                if batch.depth == 0:
-                    self._batch = None
-                    if batch.events:
-                        self._reload(batch)
+            _leave(token, batch)
+            self._discard(batch)
             raise
+        _leave(token, batch)
+        self._append_batch(batch)
         with self._lock:
-            batch.depth -= 1
-            if batch.depth == 0:
-                self._flush_batch()
-                # A writer that decides in batches only takes its periodic snapshot here
-                # (inside a batch none is due): else an open, and replay --until, would
-                # fold all it wrote since its last close.
-                self._snapshot_due()
+            # A writer that decides in batches only takes its periodic snapshot here
+            # (inside a batch none is due): else an open, and replay --until, would
+            # fold all it wrote since its last close.
+            self._snapshot_due()
 
-    def _flush_batch(self) -> None:
-        """Append the open batch's events in one transaction (a no-op without a batch)."""
+    def _view(self, batch: OpenBatch) -> World:
+        """Copy the scheduler's world for ``batch`` to decide on (its first command)."""
         with self._lock:
-            batch, self._batch = self._batch, None
-            if batch is None or not batch.events:
+            if batch.view is None:
+                batch.view = self._copied_world()
+                batch.base = batch.position = self.position
+            return batch.view
+
+    def _copied_world(self) -> World:
+        """The scheduler's world as it stands, apart: a dropped stream read back as of
+        its position (the copy's own), never later."""
+        view = self._world.copy()
+        base = self.position
+        view.loader = stream_loader(self.store, lambda: base)
+        return view
+
+    def _take_view_again(self, batch: OpenBatch) -> bool:
+        """A command of ``batch`` named a task its view does not know: fold what other
+        writers appended into the scheduler's world, and take the view again from it
+        with the batch's decisions on top. ``False``, changing nothing, when nothing
+        new was there or the batch's decisions do not fold onto it (the batch's
+        append will be refused then: what they decided on changed)."""
+        if self.refresh() == 0:
+            return False
+        view = self._copied_world()
+        try:
+            for event in batch.events:
+                view.apply(event)
+        except Exception:  # an event that cannot follow the newer state
+            return False
+        batch.view, batch.base = view, self.position
+        return True
+
+    def _append_at_close(self) -> None:
+        """A close inside a batch's block: the batch is appended (it decided the close's
+        stops) and taken off this context; the block's later commands are refused."""
+        batch = self._batch
+        if batch is not None:
+            _OPEN.set(tuple(pair for pair in _OPEN.get() if pair[1] is not batch))
+            self._append_batch(batch, closing=True)
+
+    def _append_batch(self, batch: OpenBatch, *, closing: bool = False) -> None:
+        """Append ``batch`` in one transaction and fold it into the scheduler's world;
+        on any failure nothing of it is appended and the error is raised here."""
+        with self._lock:
+            if not batch.events:
+                UNRECORDED.difference_update(batch.reserved)
                 return
-            # A batch's commands decided on the world as folded up to self.position.
-            unseen = (self.position, batch.across) if batch.across else None
-            positions: list[int] | None = None
             try:
+                if self._closed and not closing:
+                    # Closed by another thread: its store is closed, its lease given up.
+                    raise RuleViolation(2, "the scheduler closed before the batch exited")
+                # Its decisions read the world as folded up to batch.position.
+                unseen = (batch.position, batch.across) if batch.across else None
                 positions = self.store.append(
                     batch.events,
                     batch.versions,
@@ -156,80 +239,48 @@ class BatchCommands:
                     unseen=unseen,
                     since=self.position,
                 )
-                self.events_written += len(positions)
-                # Contiguous positions right after ours mean no other writer came between.
-                if positions[0] == self.position + 1 and positions[-1] == self.position + len(
-                    positions
-                ):
-                    self.position = positions[-1]
-                else:
-                    self._fold_in_log_order(batch, positions)
-            except BaseException:
-                if positions is None:
-                    self._reload(batch)
+            except BaseException as error:
+                self._discard(batch)
+                if isinstance(error, ConflictError):
+                    self.conflicts += 1
+                    with suppress(StoreError):  # the next command reads the store again
+                        self.refresh()  # deciding again sees the winner's events
                 raise
-            finally:
-                batch.events, batch.versions, batch.guards = [], [], {}
-                batch.across = set()
+            self.events_written += len(positions)
+            UNRECORDED.difference_update(batch.reserved)
+            view = batch.view
+            if view is not None and self._follows_on(positions) and self.position == batch.base:
+                # Nothing came between the view's base and the append: the view is the
+                # world the log now folds to.
+                view.loader = self._world.loader
+                vars(self._world).update(vars(view))
+                self.position = positions[-1]
+            else:
+                # Others' events came first: fold them and the batch's in log order
+                # (appended: should the read fail, the next refresh folds them).
+                with suppress(StoreError):
+                    self._fold_new(positions)
+            batch.clear()
 
-    def _fold_in_log_order(self, batch: Batch, positions: list[int]) -> None:
-        """Others' events landed before the batch's: the world must hold the log's order
-        (a snapshot of it must equal the fold), so the batch's events are taken out and
-        folded again after theirs, from the store. Appended already: a read that fails
-        leaves them for the next refresh (or, where it failed first, out of order)."""
-        try:
-            if not self._undo(batch):
-                self._restore(in_place=True)
-            self._fold_new(positions)
-        except StoreError:
-            pass
+    def _discard(self, batch: OpenBatch) -> None:
+        """Drop ``batch`` unappended: the invocations its reservations made end (a
+        task that was resumed here is still resumed)."""
+        with self._lock:
+            for invocation in batch.reserved:
+                invocation.ended = True
+                task_id = invocation.task_id
+                if self._invocations.get(task_id) is invocation:
+                    del self._invocations[task_id]
+                    if invocation.resumed:
+                        self._resumed.add(task_id)
+            UNRECORDED.difference_update(batch.reserved)
+            batch.clear()
+            batch.view = None
 
-    def _reload(self, batch: Batch) -> None:
-        """Fold the world again from the store: a batch that was not appended left
-        events in it that the store does not hold. Invocations the batch's reservations
-        made here end (an invocation it ended stays ended)."""
-        if not self._undo(batch):
-            self._restore(in_place=True)  # whoever holds the world sees the store's
-        self.refresh()
-        for task_id in list(self._invocations):
-            if task_id not in batch.invocations or not self._is_running(task_id):
-                self._invocations.pop(task_id).ended = True
 
-    def _undo(self, batch: Batch) -> bool:
-        """Put each task ``events`` wrote back to its stored state at :attr:`position`
-        (the refresh after folds in what came later). Returns ``False``, changing
-        nothing, when that cannot be done task by task: ``events`` hold events of
-        other streams, or an index of task streams is not restorable."""
-        events = batch.events
-        if not all(type(event).task_stream for event in events):
-            return False
-        if not all(indexer in RESTORABLE for indexer in INDEXERS):
-            return False
-        last = {event.task_id: event for event in events}
-        stored: dict[str, TaskState | None] = {}
-        if batch.before is not None:
-            # A group commit kept each task's state before it first wrote it, which is
-            # the task as stored at this scheduler's position: no read of the store.
-            stored = {task_id: batch.before[task_id] for task_id in last}
-        else:
-            # Each task as stored, as of this scheduler's position: the world's loader.
-            loader = stream_loader(self.store, lambda: self.position)
-            for task_id in last:
-                loaded = loader(task_id, True, None)
-                stored[task_id] = loaded[0] if loaded is not None else None
-        for task_id, state in stored.items():
-            self.world.restore_task(task_id, state, last[task_id])
-        self.world.folded -= len(events)  # folded into the world, never into the store
-        # A task the batch ended is live again under its own submission number, and
-        # the numbers the batch gave out are given again: as a fold of the store has them.
-        indexes = self.world.indexes
-        order = indexes.get(LIVE_ORDER, {})
-        for task_id, number in batch.order.items():
-            if task_id in order:
-                order[task_id] = number
-        if batch.before is not None:
-            indexes[TASK_SEQ] = batch.seq  # a group folds nothing else before its undo
-        else:
-            others = [n for t, n in order.items() if t not in last]
-            indexes[TASK_SEQ] = max([batch.seq, *others])
-        return True
+def _leave(token: Token[OpenBatches], batch: OpenBatch) -> None:
+    """Take ``batch`` off the context that opened it."""
+    try:
+        _OPEN.reset(token)
+    except (ValueError, RuntimeError):  # left in another context, or taken off already
+        _OPEN.set(tuple(pair for pair in _OPEN.get() if pair[1] is not batch))

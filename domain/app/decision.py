@@ -3,8 +3,9 @@
 A command decides through :meth:`DecisionCycle._decide`: under the scheduler's lock
 (and, outside a batch, the store's writer turn), it folds in what other writers
 appended, lets a pure function of :mod:`..tasks.decide` emit events into a
-:class:`~..world.Draft`, appends the draft's events (in a batch: queues them), and
-only then folds them into the world. A refused decision raises and appends nothing.
+:class:`~..world.Draft`, appends the draft's events (in a group commit, or in this
+context's batch: queues them), and only then folds them into the world it decided on
+(a batch's: its own view). A refused decision raises and appends nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from ..tasks.restart_limit import restart_limit_of
 from ..telemetry import live as telemetry
 from ..world import Draft, World
 from .arguments import checked_reading
-from .batch import Batch
+from .batch import OpenBatch
+from .group_append import Group
 
 T = TypeVar("T")
 CLOCK_RETRIES = 10
@@ -43,7 +45,7 @@ class DecisionCycle:
     _closed: bool
     _resumed: set[str]
     _lock: Any
-    _batch: Batch | None
+    _group: Group | None
     _last_context: decide.Context | None = None
 
     if TYPE_CHECKING:
@@ -52,6 +54,9 @@ class DecisionCycle:
         def _fold_new(self, own: Collection[int] = ()) -> int: ...
         def _renew_lease(self, *, force: bool = False) -> None: ...
         def _snapshot_due(self) -> None: ...
+        def _take_view_again(self, batch: OpenBatch) -> bool: ...
+        @property
+        def _batch(self) -> OpenBatch | None: ...
 
     def _reading(self) -> float:
         """The clock's reading, checked (:func:`.arguments.checked_reading`)."""
@@ -84,10 +89,11 @@ class DecisionCycle:
         with self._lock:
             if self._closed:
                 raise RuleViolation(2, "the scheduler is closed; open the store again")
-            if self._batch is not None:
+            batch = self._batch
+            if batch is not None:
                 # Nothing is appended before the batch exits: no turn, no refresh, and
                 # no clock conflict to decide again for.
-                return self._decide_known(fn, *args, **kwargs)
+                return self._decide_in_batch(batch, fn, *args, **kwargs)
             with self.store.turn():
                 # Decide on the store's current state: fold what other writers appended.
                 self.refresh()
@@ -102,6 +108,18 @@ class DecisionCycle:
                         if attempt == CLOCK_RETRIES - 1:
                             raise
                 raise AssertionError("unreachable")
+
+    def _decide_in_batch(
+        self, batch: OpenBatch, fn: Callable[..., T], *args: Any, **kwargs: Any
+    ) -> T:
+        """:meth:`_decide_once` on the batch's view; for a task the view does not know,
+        once more on the view taken again with what other writers appended since."""
+        try:
+            return self._decide_once(fn, *args, **kwargs)
+        except UnknownTask:
+            if not self._take_view_again(batch):
+                raise
+            return self._decide_once(fn, *args, **kwargs)
 
     def _decide_known(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """:meth:`_decide_once`; for a task this world does not know, once more after
@@ -127,8 +145,8 @@ class DecisionCycle:
         guards: dict[str, int] | None = None,
         across: set[str] | None = None,
     ) -> None:
-        """Append ``events`` (in a :meth:`batch`: queue them), then fold them into the
-        world; ``states`` are the draft's states after each, folded already;
+        """Append ``events`` (in a group or a :meth:`batch`: queue them), then fold
+        them into the world; ``states`` are the draft's states after each, folded already;
         ``guards`` the tasks the decision read, at the versions it read them;
         ``across`` the topics it counted in every stream (``Draft.read_across``)."""
         if not events:
@@ -144,9 +162,10 @@ class DecisionCycle:
                 current = world.held_version(stream_id, type(event).task_stream)
             next_version[stream_id] = current + 1
             versions.append(current + 1)
-        batch = self._batch
+        group = self._group  # set only while this thread leads a group, under the lock
+        batch = group if group is not None else self._batch
         if batch is not None:
-            batch.add(events, versions, guards, across)  # appended when the batch exits
+            batch.add(events, versions, guards, across)  # appended when it is done
         else:
             # Every event up to self.position is folded into the world it decided on.
             unseen = (self.position, across) if across else None
@@ -158,15 +177,15 @@ class DecisionCycle:
                 self.conflicts += 1
                 self.refresh()
                 raise
-        if batch is not None and batch.before is not None:
+        if group is not None:
             # A group's: telemetry sees them once appended, and a refused group is put
             # back from the state of each task before the group first wrote it.
             order = world.indexes.get(LIVE_ORDER, {})
             for event in events:
-                if type(event).task_stream and event.task_id not in batch.before:
-                    batch.before[event.task_id] = world.get(event.task_id)
+                if type(event).task_stream and event.task_id not in group.before:
+                    group.before[event.task_id] = world.get(event.task_id)
                     if event.task_id in order:
-                        batch.order[event.task_id] = order[event.task_id]
+                        group.order[event.task_id] = order[event.task_id]
         else:
             telemetry.committed(self, events, versions)  # never raises
         if batch is None:

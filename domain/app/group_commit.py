@@ -10,7 +10,7 @@ store from one process to the next (each new holder folds what the others wrote)
 The thread that takes the lock next (the leader) takes every queued decision, decides
 each in turn on the world the earlier ones left, exactly as they would have run one
 after another in queue order, and appends all their events in one transaction (a
-:class:`~.batch.Batch`); what queues while they are decided joins before the append.
+:class:`~.group_append.Group`); what queues while they are decided joins before the append.
 The more writers wait, the larger the groups grow, so the cost of a hand-over is shared.
 Each caller returns, or raises, only once its own events are durable: nothing is
 acknowledged before it is recorded.
@@ -23,6 +23,9 @@ store's state, then, refused once more, each decision alone: each caller sees wh
 would have seen had the decisions run one after another. A decision that names a task
 this world does not know yet is taken alone too (alone, it folds what other writers
 appended and tries once more).
+
+A thread inside its own ``with scheduler.batch():`` queues nothing: its decisions go
+to its batch (:mod:`.batch`), and no leader of another thread takes them.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from ..errors import ConflictError, UnknownTask
 from ..tasks.live_index import TASK_SEQ
 from ..telemetry import live as telemetry
-from .batch import Batch
+from .batch import OpenBatch
+from .group_append import Group, GroupAppend
 
 if TYPE_CHECKING:
     from ..store.store import Store
@@ -118,7 +122,7 @@ class DecisionQueue:
         return taken
 
 
-class GroupCommit:
+class GroupCommit(GroupAppend):
     """:meth:`_decide_grouped`, mixed into :class:`~.scheduler.Scheduler`."""
 
     store: Store
@@ -127,7 +131,7 @@ class GroupCommit:
     _closed: bool
     _resumed: set[str]
     _lock: Any
-    _batch: Batch | None
+    _group: Group | None
     _invocations: dict[str, Invocation]
     _decision_queue: DecisionQueue
 
@@ -138,8 +142,8 @@ class GroupCommit:
         def _snapshot_due(self) -> None: ...
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
         def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
-        def _flush_batch(self) -> None: ...
-        def _reload(self, batch: Batch) -> None: ...
+        @property
+        def _batch(self) -> OpenBatch | None: ...
 
     def _decide_grouped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """:meth:`~.decision.DecisionCycle._decide`, in a group with the decisions other
@@ -152,6 +156,12 @@ class GroupCommit:
         """Queue each ``(fn, args, kwargs)`` of ``calls``, in order, and return once
         every one was decided (each :class:`QueuedDecision` holds its outcome)."""
         queued = [QueuedDecision(call) for call in calls]
+        if self._batch is not None:
+            # This context's batch: decided into it here, by no other thread's leader.
+            with self._lock:
+                for q in queued:
+                    q.settle(partial(self._decide, q.fn, *q.args, **q.kwargs))
+            return queued
         self._decision_queue.put(queued)
         with self._lock:
             if not all(q.done for q in queued):  # no leader took them: this thread leads
@@ -168,9 +178,9 @@ class GroupCommit:
                 group = self._decision_queue.take()
                 alone = group
                 for _ in range(GROUP_ATTEMPTS):
-                    # One decision, or a batch open (every command joins it) or a closed
-                    # scheduler (refused): each as it would run alone.
-                    if len(alone) < 2 or self._batch is not None or self._closed:
+                    # One decision, or a closed scheduler (refused): each as it would
+                    # run alone.
+                    if len(alone) < 2 or self._closed:
                         break
                     alone = self._decide_together(alone, group)
                 for queued in alone:
@@ -196,10 +206,8 @@ class GroupCommit:
         # The submission numbers of just the tasks it writes are kept, as they are
         # written (DecisionCycle._commit): a copy of every live task's would cost a
         # group the size of the live work.
-        batch = Batch(set(self._invocations), {}, self.world.indexes.get(TASK_SEQ, 0))
-        batch.before = {}
-        batch.depth = 1
-        self._batch = batch
+        batch = Group(set(self._invocations), self.world.indexes.get(TASK_SEQ, 0))
+        self._group = batch
         decided: list[QueuedDecision] = []
         refused: list[QueuedDecision] = []
         unknown: list[QueuedDecision] = []
@@ -210,19 +218,19 @@ class GroupCommit:
                     queued.result = self._decide_once(queued.fn, *queued.args, **queued.kwargs)
                 except UnknownTask:
                     unknown.append(queued)  # alone, it refreshes and decides once more
-                except Exception as error:  # refused: added nothing to the batch
+                except Exception as error:  # refused: added nothing to the group
                     queued.error = error
                     refused.append(queued)
                 else:
                     decided.append(queued)
         except BaseException:  # an interrupt of this thread: nothing of the group stays
-            self._batch = None
+            self._group = None
             if batch.events:
                 self._reload(batch)
             raise
         events, versions = list(batch.events), list(batch.versions)
         try:
-            self._flush_batch()  # on any failure the world is put back to the store's
+            self._flush_group()  # on any failure the world is put back to the store's
         except ConflictError:
             self.conflicts += 1
             # Every one is decided again: a refusal may have rested on an earlier
@@ -237,7 +245,7 @@ class GroupCommit:
                 queued.done = True
             return unknown
         finally:
-            self._batch = None
+            self._group = None
         telemetry.committed(self, events, versions, before=batch.before)  # never raises
         for queued in refused:
             queued.done = True

@@ -94,8 +94,8 @@ class Scheduler(
         self.clock = clock
         self.registry = registry if registry is not None else Registry()
         self.judges_definitions = registry is not None  # else its abort only marks
-        self.world = World()
-        self.world.loader = stream_loader(store, lambda: self.position)
+        self._world = World()
+        self._world.loader = stream_loader(store, lambda: self.position)
         self.position = 0
         """The last store position folded into :attr:`world`."""
         self.snapshot_every = snapshot_every
@@ -230,7 +230,7 @@ class Scheduler(
         self._invocations.clear()
         self.closing = True
         self._closed = True
-        self._flush_batch()  # closed inside a batch: what it decided is appended first
+        self._append_at_close()  # closed inside a batch: what it decided is appended first
         if self.position > self.snapshot_at and not self.store.read_only:
             self._snapshot_quietly()
         telemetry.closed(self)  # what this process counted as active, it takes back
@@ -333,8 +333,8 @@ class Scheduler(
 
     def _catch_up(self) -> None:
         """:meth:`refresh` for a read or a plan, which must see the log as it stands;
-        not inside a batch (other writers' events would fold under its unappended
-        ones) nor once closed."""
+        not inside a batch (its reads see its own view, which folds nothing of other
+        writers') nor once closed."""
         if self._batch is None and not self._closed:
             self.refresh()
 
@@ -357,12 +357,13 @@ class Scheduler(
                 event = recorded.event
                 stream_id, task_stream = event.stream_id(), type(event).task_stream
                 version = recorded.originator_version
-                have = self.world.held_version(stream_id, task_stream)
+                # The scheduler's world (from inside a batch too: never the batch's view).
+                have = self._world.held_version(stream_id, task_stream)
                 if have == 0 and version > 1:
-                    have = self.world.version_of(stream_id, task_stream)  # dropped: read back
+                    have = self._world.version_of(stream_id, task_stream)  # dropped: read back
                 # An event at or below the version we hold is our own, folded when appended.
                 if version > have:
-                    _, after = self.world.apply_stored(recorded.position, event, version)
+                    _, after = self._world.apply_stored(recorded.position, event, version)
                     folded += 1
                     if (
                         follows is not None

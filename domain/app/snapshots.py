@@ -21,6 +21,7 @@ class SnapshotCommands:
     if TYPE_CHECKING:
         store: Store
         world: World
+        _world: World
         position: int
         closing: bool
         snapshot_every: int | None
@@ -50,10 +51,10 @@ class SnapshotCommands:
         (``in_place``: into the world object held now, that others may hold too)."""
         restored = restore(self.store)
         if in_place:
-            vars(self.world).update(vars(restored.world))
+            vars(self._world).update(vars(restored.world))
         else:
-            self.world = restored.world
-        self.world.loader = stream_loader(self.store, lambda: self.position)
+            self._world = restored.world
+        self._world.loader = stream_loader(self.store, lambda: self.position)
         self.position = restored.position
         self.snapshot_at = restored.snapshot or 0
         self.snapshot_problems = restored.problems

@@ -23,6 +23,7 @@ from ..tasks.restart_limit import change_restart_limit, check_restart_limit, res
 from ..tasks.state import TaskState
 from ..tasks.validation import json_value, shown
 from ..world import Draft, World
+from .batch import UNRECORDED, OpenBatch
 from .group_commit import Call, QueuedDecision
 
 T = TypeVar("T")
@@ -42,6 +43,9 @@ class TaskCommands:
     if TYPE_CHECKING:
         worker: str
         world: World
+
+        @property
+        def _batch(self) -> OpenBatch | None: ...
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
         def _decide_grouped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
@@ -106,10 +110,13 @@ class TaskCommands:
     def _reserved(self, task_id: str, mode: Mode | None) -> None:
         """A reservation was recorded: its invocation, under the lock that recorded it."""
         if mode is not None:
-            self._invocations[task_id] = Invocation(
-                self, task_id, mode, resumed=task_id in self._resumed
-            )
+            invocation = Invocation(self, task_id, mode, resumed=task_id in self._resumed)
+            self._invocations[task_id] = invocation
             self._resumed.discard(task_id)
+            batch = self._batch
+            if batch is not None:  # recorded once the batch is: its to end if it is not
+                batch.reserved.append(invocation)
+                UNRECORDED.add(invocation)
 
     def checkpoint(self, task_id: str, phase: str, attempt: int | None = None) -> None:
         """The running task commits the phase it resumes at (rule 11: progress if new)."""
