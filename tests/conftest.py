@@ -27,37 +27,57 @@ from tasktrail.domain import ManualClock, Registry, Scheduler, Store, TaskDefini
 from tasktrail.domain.runs.gate import SwitchedGate
 from tasktrail.domain.runs.memory_executor import InMemoryExecutor
 
+LONG = os.environ.get("TASKTRAIL_LONG") == "1"
+"""The long profile (README, "Tests"): ``TASKTRAIL_LONG=1`` runs the ``slow`` tests, which
+the default profile skips, and runs every property and scale test again at its long
+size; the rest ran in the default profile and is deselected."""
+
+
+def examples(default: int, long: int) -> int:
+    """A property test's example count: ``default`` in the default profile, ``long`` in the
+    long one (``TASKTRAIL_LONG=1``)."""
+    return long if LONG else default
+
+
 settings.register_profile(
     "default",
     max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-settings.register_profile(
-    "long",
-    max_examples=500,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+settings.register_profile("long", parent=settings.get_profile("default"), max_examples=200)
 # CI draws the same examples on every run (derandomized), so a red CI is the change's
 # doing and reproduces; local runs draw new ones and go on finding what CI cannot.
-settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
+for _name in ("default", "long"):
+    settings.register_profile(f"{_name}-ci", parent=settings.get_profile(_name), derandomize=True)
 settings.load_profile(
-    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") == "true" else "default")
+    os.environ.get("HYPOTHESIS_PROFILE")
+    or ("long" if LONG else "default") + ("-ci" if os.environ.get("CI") == "true" else "")
 )
-
-LONG = os.environ.get("TASKTRAIL_LONG") == "1"
-"""The long profile (docs/reliability.md): ``slow`` tests run only with TASKTRAIL_LONG=1."""
+# The suite's subprocesses (CLI runs, workers, probes: some thousands) start faster from
+# bytecode caches; an environment that turns them off would have each compile tasktrail.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip ``slow`` (long-profile) tests unless TASKTRAIL_LONG=1, saying how to run them."""
-    if LONG:
+    """Default profile: skip ``slow`` tests, saying how to run them. Long profile: keep only
+    the ``slow`` tests and those whose size grows with it (property tests, ``grows``)."""
+    if not LONG:
+        skip = pytest.mark.skip(reason="long profile: run with TASKTRAIL_LONG=1 (README, Tests)")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip)
         return
-    skip = pytest.mark.skip(reason="long profile: run with TASKTRAIL_LONG=1 (docs/reliability.md)")
+    kept, dropped = [], []
     for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+        grows = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+        if grows or "slow" in item.keywords or "grows" in item.keywords:
+            kept.append(item)
+        else:
+            dropped.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 POSTGRES_URL = os.environ.get(

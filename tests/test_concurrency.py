@@ -33,7 +33,7 @@ from tasktrail.domain.tasks.events import TaskReserved
 
 CONTENDER = Path(__file__).parent / "helpers" / "contender.py"
 CONTENDERS = 4
-ROUNDS = 25 if LONG or os.environ.get("HYPOTHESIS_PROFILE") == "long" else 4
+ROUNDS = 25 if LONG else 4
 
 
 class Contenders:
@@ -120,6 +120,7 @@ def _appended(s: Scheduler, head: int, answers: list[dict[str, Any]]) -> int:
     return new
 
 
+@pytest.mark.grows
 def test_one_of_conflicting_commands_wins(store_url: str, contenders: Contenders) -> None:
     clock = ManualClock(1_000_000)
     s = Scheduler.open(store_url, clock=clock, registry=registry())

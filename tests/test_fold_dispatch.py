@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -132,7 +133,7 @@ extras = st.lists(
 """Commands the harness does not generate: schedules and runtime cleanups."""
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(10, 100), deadline=None)
 @given(steps=command_sequences(min_size=5, max_size=40), more=extras)
 def test_a_random_log_folds_the_same_as_with_every_indexer(
     steps: list[Any], more: list[tuple[str, int, str]]

@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 import pytest
+from conftest import examples
 from helpers.cli import folder_state, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -63,7 +64,7 @@ ODD_VALUES: list[Any] = [
 ]
 FUZZ = settings(
     # 40 each by default; the long profile's count (500) when it is loaded.
-    max_examples=max(40, settings().max_examples),
+    max_examples=examples(20, 500),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from conftest import examples
 from helpers.checks import folded_rows
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tasktrail.domain import CorruptEvent, ManualClock, Registry, Scheduler, StoreError
@@ -269,7 +270,9 @@ def test_cli_replay_verify_explain_and_exit_codes(
     assert main(["explain", str(demo_store), "no-such-task"]) == 2
 
 
+@pytest.mark.grows
 def test_harness_sequences_replay_to_the_live_state() -> None:
+    @settings(max_examples=examples(10, 200))
     @given(command_sequences(max_size=20))
     def check(steps) -> None:
         with Harness.temporary() as harness:

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 import pytest
+from conftest import examples
 from fixtures.make_fold_reference import LOG
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -366,7 +367,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(20, 300), deadline=None)
 @given(where=st.floats(0, 1, exclude_max=True), new=json_values)
 def test_no_edit_of_a_sealed_snapshot_makes_an_open_or_a_read_raise(
     registry: Registry, where: float, new: Any

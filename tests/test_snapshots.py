@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import postgres_schema
+from conftest import examples, postgres_schema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -112,7 +112,7 @@ kinds = pytest.mark.parametrize(
 
 
 @kinds
-@settings(max_examples=12)
+@settings(max_examples=examples(5, 50))
 @given(steps=command_sequences(min_size=10, max_size=40), where=st.floats(0, 1))
 def test_snapshot_at_any_position_plus_the_tail_equals_the_full_fold(
     kind: str, steps: list, where: float

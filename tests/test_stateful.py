@@ -12,6 +12,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+from conftest import examples
 from helpers.checks import folded_rows
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -253,8 +255,10 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
 
 
 ReplayEqualsProjectionsEqualsModel.TestCase.settings = settings(
-    max_examples=max(10, settings.default.max_examples // 2),
+    max_examples=examples(5, 60),
     stateful_step_count=25,
     deadline=None,
 )
-TestReplayEqualsProjectionsEqualsModel = ReplayEqualsProjectionsEqualsModel.TestCase
+TestReplayEqualsProjectionsEqualsModel = pytest.mark.grows(
+    ReplayEqualsProjectionsEqualsModel.TestCase
+)

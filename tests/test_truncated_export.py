@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import finishing, postgres_schema
+from conftest import examples, finishing, postgres_schema
 from helpers.cli import folder_state, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -92,7 +92,7 @@ def test_an_empty_export_or_one_cut_at_a_line_end_is_incomplete(
         _refused(exported, cut, capsys)
 
 
-@settings(max_examples=max(20, settings().max_examples))
+@settings(max_examples=examples(20, 200))
 @given(data=st.data())
 def test_an_export_cut_anywhere_is_incomplete_and_not_imported(
     exported: bytes, data: st.DataObject, capsys: pytest.CaptureFixture[str]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import examples
 from helpers.probes import running
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -274,7 +275,7 @@ def _no_wait_cycle(harness: Harness) -> None:
     assert not cycles, (harness.accepted, cycles)
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(15, 200))
 @given(_forest, _steps)
 # t0 owns t1; t1 waits on t2, t2 on t0 (running, so no edge yet): t0's finish would
 # hold for t1 and close t0 -> t1 -> t2 -> t0.
