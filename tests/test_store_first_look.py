@@ -6,6 +6,7 @@ and a reader is told the ``CREATE SCHEMA`` statement."""
 from __future__ import annotations
 
 import sqlite3
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,7 @@ def test_the_cli_writers_exit_2_on_another_applications_file(
     module = tmp_path / "hostmod.py"
     module.write_text("from tasktrail.domain import Registry\nregistry = Registry([])\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # the host module's import: no cache
     log = tmp_path / "log.jsonl"
     with open_store(tmp_path / "source.db") as source:
         source.close()
