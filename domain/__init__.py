@@ -5,11 +5,11 @@
 
 from .app.fleet import HeartbeatReport
 from .app.phases import PassReport
-from .app.run_ticks import DispatchReport, ReconcileReport
 from .app.scheduler import Scheduler
 from .app.worker import TickReport, Worker
 from .app.worker_setup import WorkerSetup
 from .clock import Clock, ManualClock, system_clock
+from .dispatch.run_ticks import DispatchReport, ReconcileReport
 from .errors import (
     ClockConflict,
     ConflictError,

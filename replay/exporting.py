@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from tasktrail.domain import CorruptEvent, Store, open_store
-from tasktrail.domain.app.sealing import seal_of
+from tasktrail.domain.commands.sealing import seal_of
 from tasktrail.domain.store.chain import as_bytes, unseal
 from tasktrail.domain.store.files import atomic_output
 from tasktrail.domain.store.seals import LogTree

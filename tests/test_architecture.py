@@ -14,6 +14,13 @@ SUBDOMAINS = ("tasks", "turns", "runs")
 # What store/ and telemetry/ may read of a subdomain: its facts, never its rules.
 FACT_MODULES = ("events", "state", "evolve")
 MAX_LINES = 400
+# The application's rooms (issue 41), each importing only those after it: the Scheduler
+# and what runs phases use the commands; the commands never use the application.
+APPLICATION = ("app", "dispatch", "commands")
+MAX_ROOM_LINES = 2_500
+ROOMS_KEPT_WHOLE = {"domain/tasks", "domain/turns", "domain/store", "replay"}
+"""Rooms over MAX_ROOM_LINES, each with its reason in docs/architecture.md ("Rooms kept
+whole")."""
 
 
 def modules() -> list[Path]:
@@ -82,7 +89,9 @@ def test_imports_run_one_way(path: Path) -> None:
         theirs = room(target)
         if here.startswith("domain") and theirs in ("projections", "replay"):
             wrong.append(target)
-        if mine in SUBDOMAINS and theirs in ("app", "store", "telemetry", "demo"):
+        if mine in SUBDOMAINS and theirs in (*APPLICATION, "store", "telemetry", "demo"):
+            wrong.append(target)
+        if mine in APPLICATION and theirs in APPLICATION[: APPLICATION.index(mine)]:
             wrong.append(target)
         if mine in ("store", "telemetry") and theirs in SUBDOMAINS:
             module = target.split(".")[2] if target.count(".") >= 2 else ""
@@ -237,3 +246,37 @@ def test_the_circle_checker_sees_a_circle() -> None:
     finally:
         probe.unlink()
     assert world.exists()
+
+
+def rooms() -> dict[str, int]:
+    """Each room (a folder of modules) and the lines of its own modules."""
+    folders = {p.parent for p in modules()}
+    return {
+        str(folder.relative_to(ROOT)): sum(
+            len(p.read_text().splitlines()) for p in folder.glob("*.py")
+        )
+        for folder in folders
+    }
+
+
+def test_every_room_is_at_most_2500_lines_or_listed_with_its_reason() -> None:
+    """Issue 41: a room over 2,500 lines is split where a concept stands apart, or listed in
+    ROOMS_KEPT_WHOLE and in docs/architecture.md with the reason it stays whole."""
+    sizes = rooms()
+    over = {room: lines for room, lines in sizes.items() if lines > MAX_ROOM_LINES}
+    assert set(over) <= ROOMS_KEPT_WHOLE, f"split these rooms by concept: {over}"
+    documented = (ROOT / "docs" / "architecture.md").read_text()
+    kept = documented.split("## Rooms kept whole", 1)[-1]
+    for room in ROOMS_KEPT_WHOLE:
+        assert f"`{room}/`" in kept, f"docs/architecture.md gives no reason {room}/ stays whole"
+
+
+def test_the_room_checker_sees_a_wrong_arrow_between_the_applications_rooms() -> None:
+    """A command module importing the application is caught."""
+    bad = ROOT / "domain" / "commands" / "_probe_wrong_arrow.py"
+    bad.write_text("from ..app import scheduler\n")
+    try:
+        with pytest.raises(AssertionError, match=r"domain\.app"):
+            test_imports_run_one_way(bad)
+    finally:
+        bad.unlink()

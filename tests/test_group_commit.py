@@ -28,8 +28,8 @@ from tasktrail.domain import (
     Worker,
     open_store,
 )
-from tasktrail.domain.app.group_commit import Call
 from tasktrail.domain.app.phases import PassReport
+from tasktrail.domain.commands.group_commit import Call
 from tasktrail.domain.tasks import decide
 from tasktrail.projections.trace import rebuild
 from tasktrail.replay import replay

@@ -19,7 +19,7 @@ from helpers.tamper_rows import Tamperer
 from test_keyed_chain import KEY, START, registry, workload
 
 from tasktrail.domain import InvalidArgument, ManualClock, Scheduler, open_store
-from tasktrail.domain.app.sealing import take_seal
+from tasktrail.domain.commands.sealing import take_seal
 from tasktrail.domain.store.chain import unseal
 from tasktrail.domain.store.seals import extends, leaf_hash, parse_seal
 from tasktrail.replay import export, replay, verify

@@ -17,7 +17,7 @@ import pytest
 from helpers.probes import job_of, refused_with, settle
 
 from tasktrail.domain import ManualClock, RunSettings, Scheduler
-from tasktrail.domain.app import run_ticks
+from tasktrail.domain.dispatch import run_ticks
 from tasktrail.domain.runs.executor import (
     ActiveJobError,
     CancelResult,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..commands.task_commands import _message
 from ..errors import ConflictError, LeaseLost, Refused, RuleViolation
 from ..tasks import decide
 from ..tasks.definitions import Registry
@@ -24,7 +25,6 @@ from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
 from .phase_calls import AwaitableRunner, call_handler, run_awaitable
-from .task_commands import _message
 
 T = TypeVar("T")
 MAX_PHASE_STEPS = 10_000

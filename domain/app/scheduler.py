@@ -22,6 +22,17 @@ from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from ..clock import Clock, system_clock
+from ..commands.arguments import check_open_arguments
+from ..commands.batch import BatchCommands
+from ..commands.decision import DecisionCycle
+from ..commands.forking import ForkCommands
+from ..commands.group_commit import DecisionQueue, GroupCommit
+from ..commands.sealing import take_seal
+from ..commands.snapshots import SnapshotCommands
+from ..commands.submitting import SubmitCommands
+from ..commands.task_commands import TaskCommands, _task_id
+from ..commands.turn_commands import TurnCommands
+from ..dispatch.run_commands import RunCommands
 from ..errors import ConflictError, UnknownTask
 from ..history import DEFAULT_EVERY, stream_loader
 from ..store.event_view import ensure_event_view
@@ -36,19 +47,8 @@ from ..tasks.restart_limit import restart_limit_of
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
-from .arguments import check_open_arguments
-from .batch import BatchCommands
-from .decision import DecisionCycle
 from .fleet import DEFAULT_LEASE_MS, FleetCommands, lease_ms, worker_name
-from .forking import ForkCommands
-from .group_commit import DecisionQueue, GroupCommit
 from .phases import PhaseCommands
-from .run_commands import RunCommands
-from .sealing import take_seal
-from .snapshots import SnapshotCommands
-from .submitting import SubmitCommands
-from .task_commands import TaskCommands, _task_id
-from .turn_commands import TurnCommands
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ nothing at first; its phases submit what they need), nor its abort mark, restart
 roles or runs. A source with no checkpoint as of the position (it holds or reached an
 outcome, rule 14 dropped its memos) cannot be forked: fork it as of an earlier
 position. Reading the source as of a position is the application's
-(:mod:`..app.forking`); the decision here is given that state.
+(:mod:`..commands.forking`); the decision here is given that state.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 world, clock and Turn settings, whether it is closing, its decision cycle, the lock
 that serializes decisions and the per-task locks, its memory of the cleanup attempts
 that settled nothing, and which workers' leases are current. The application's Turn
-commands are one (:class:`~..app.turn_commands.TurnCommands` passes ``self``).
+commands are one (:class:`~..commands.turn_commands.TurnCommands` passes ``self``).
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def add_seal(commands: Any) -> None:
 
 def do_seal(args: argparse.Namespace) -> int:
     from tasktrail.domain import open_store
-    from tasktrail.domain.app.sealing import take_seal
+    from tasktrail.domain.commands.sealing import take_seal
 
     until = until_argument(args.until).position  # checked before the store is opened
     with open_store(args.store, read_only=True, chain_key=key_argument(args)) as store:
