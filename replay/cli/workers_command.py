@@ -70,7 +70,7 @@ def do_workers(args: argparse.Namespace) -> int:
             if lease.liveness and not lease.expired(now)
         }
         try:
-            gone = liveness.gone(keys) if keys else set()
+            gone = liveness.gone(keys, wait=True) if keys else set()  # a free lock, twice
         finally:
             liveness.release()
     running: dict[str, list[str]] = {}
