@@ -191,7 +191,7 @@ class FleetCommands:
         if liveness is None or liveness.lost_for() is not None:
             return False
         outage = liveness.take_outage()
-        if outage < liveness.confirm_s:
+        if not outage or outage < liveness.confirm_s:
             return False
         log.warning(
             "worker %s: was without its liveness lock for %.1f s; its running tasks are "
