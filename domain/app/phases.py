@@ -298,9 +298,16 @@ class PhaseCommands:
         noticed = definition
         for _ in range(MAX_PHASE_STEPS):
             task = self._task_now(task_id)
-            # 1. Not running, 2. closing (or draining: a worker that stops starts no
-            # further phase; its close returns the task), 3. abort-marked: it ends.
-            if task.status != "running" or self.closing or task.abort_requested:
+            # 1. Not running here, or no longer this invocation's: its own decision ended
+            # it (a wait or sleep), and the task may run again already, reserved anew
+            # here or by another worker; 2. closing (or draining: a worker that stops
+            # starts no further phase; its close returns the task), 3. abort-marked.
+            if (
+                invocation.ended
+                or not self._is_running(task_id)
+                or self.closing
+                or task.abort_requested
+            ):
                 return
             if self.draining:
                 with self._lock:
