@@ -94,6 +94,13 @@ class StoreError(TasktrailError):
     """The store could not be opened or read: a bad URL, a corrupt file, no server."""
 
 
+class LogReplaced(StoreError):
+    """The log a scheduler folded is gone from its store, or another took its place (a
+    PostgreSQL schema dropped, and made again by a later open): the scheduler stops,
+    and writes nothing of its state (no decision, no snapshot) into the store there
+    now. Open the store again to work on the log it holds."""
+
+
 class CorruptEvent(StoreError):
     """An event in a log could not be read; ``position`` says where."""
 

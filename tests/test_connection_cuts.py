@@ -11,12 +11,16 @@ from __future__ import annotations
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 from conftest import _admin_dsn
 from helpers.server_connections import cut_connections
 from helpers.worker_processes import STARTUP_S, exit_after_signals, of, processes, submit, wait_for
 
+from tasktrail.domain import LeaseLost, ManualClock, Registry, Scheduler
+from tasktrail.domain.store.advisory import AdvisoryLiveness
 from tasktrail.domain.tasks.events import TaskEnded, TaskRecovered, TaskReserved
 from tasktrail.replay import verify
 
@@ -76,3 +80,43 @@ def test_a_worker_whose_connections_are_cut_keeps_its_tasks_then_a_kill_frees_th
     reserved = Counter(event.worker for event in of(TaskReserved, postgres_url))
     assert reserved == {"cut": TASKS, "peer": TASKS}
     assert verify(postgres_url).ok
+
+
+def test_a_worker_that_cannot_take_its_lock_again_is_fenced_then_recovers_its_tasks(
+    postgres_url: str, clock: ManualClock, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cut, and the server refusing it a new connection: it takes no new work at once,
+    and once peers may call it gone its decisions are refused (LeaseLost), nothing
+    appended. Holding its lock again, it recovers its running task as a restart would."""
+    s = Scheduler.open(postgres_url, clock=clock, registry=registry, worker="w")
+    running, waiting = s.submit("job"), s.submit("job")
+    s.reserve(running)
+    liveness = s._liveness
+    assert isinstance(liveness, AdvisoryLiveness)
+    refused = {"on": True}
+    real = AdvisoryLiveness._connect
+
+    def connect(self: AdvisoryLiveness) -> Any:
+        if refused["on"]:
+            raise OSError("FATAL: sorry, too many clients already")
+        return real(self)
+
+    monkeypatch.setattr(AdvisoryLiveness, "_connect", connect)
+    with psycopg.connect(_admin_dsn(), autocommit=True) as admin:
+        pid = liveness._connection.info.backend_pid
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    wait_for(lambda: liveness.lost_for() is not None, 5)
+    assert s.runnable() == []  # the pending task waits: a peer would take it at once
+    wait_for(lambda: s._fenced(), 5)
+    head = s.store.head()
+    with pytest.raises(LeaseLost, match="liveness lock"):
+        s.checkpoint(running, "end")
+    assert s.store.head() == head
+
+    refused["on"] = False
+    wait_for(lambda: liveness.lost_for() is None, 5)
+    report = s.recover_gone()
+    assert report.recovered == [running] and report.lost == {running: "w"}
+    assert (s.task(running).status, s.task(running).restarts) == ("pending", 1)
+    assert set(s.runnable()) == {running, waiting}
+    s.close()

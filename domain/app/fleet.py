@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import ConflictError, InvalidArgument, StoreError
+from ..errors import ConflictError, InvalidArgument, LogReplaced, StoreError
 from ..store.leases import Lease, Leases
 from ..store.liveness import Liveness, liveness_for
 from ..tasks import decide
@@ -102,6 +102,7 @@ class FleetCommands:
         lease_ms: float
         parked: list[str]
         _lock: threading.RLock
+        log_problem: str | None
 
         def refresh(self) -> int: ...
         def _context(self) -> Context: ...
@@ -263,6 +264,8 @@ class FleetCommands:
         return beat + self.lease_ms / 3
 
     def _renew_lease(self, *, force: bool = False) -> None:
+        if self.log_problem is not None:  # every decision renews first: none, nor a lease,
+            raise LogReplaced(self.log_problem)  # into a store whose log is another
         now = self._reading()  # the clock's own reading (leases compare readings), checked
         renewed = self._renewed_at
         if not force and renewed is not None and now - renewed < self.lease_ms / 4:

@@ -21,10 +21,7 @@ from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from ..clock import Clock, system_clock
-from ..errors import (
-    ConflictError,
-    UnknownTask,
-)
+from ..errors import ConflictError, UnknownTask
 from ..history import DEFAULT_EVERY, stream_loader
 from ..store.event_view import ensure_event_view
 from ..store.seals import Seal
@@ -44,6 +41,7 @@ from .decision import DecisionCycle
 from .fleet import DEFAULT_LEASE_MS, FleetCommands, lease_ms, worker_name
 from .forking import ForkCommands
 from .group_commit import DecisionQueue, GroupCommit
+from .log_guard import LogGuard
 from .phases import PhaseCommands
 from .run_commands import RunCommands
 from .sealing import take_seal
@@ -65,6 +63,7 @@ class Scheduler(
     RunCommands,
     FleetCommands,
     SnapshotCommands,
+    LogGuard,
 ):
     """A durable task scheduler kept as an event-sourced state machine.
 
@@ -183,6 +182,7 @@ class Scheduler(
                 snapshot_every=snapshot_every,
             )
             scheduler._restore()
+            scheduler._watch_log()  # which log it folded: a schema dropped under it is seen
             scheduler._resumed = set(scheduler.world.live)
             scheduler._warn_if_name_is_live()
             telemetry.opened(scheduler)  # the live tasks it loaded count as active
@@ -207,7 +207,7 @@ class Scheduler(
     def close(self) -> None:
         """Stop: tasks this scheduler was running go back to ``pending`` with no
         restart counted (rule 10); later commands are refused (rule 2)."""
-        if self._closed:
+        if self._closed or self._closed_writing_nothing():  # the log gone or replaced
             return
         for attempt in range(5):
             try:

@@ -30,6 +30,7 @@ class SnapshotCommands:
         _lock: threading.RLock
 
         def refresh(self) -> int: ...
+        def check_log(self) -> int: ...
 
     def snapshot(self) -> int:
         """Save the world as of the store's head as a snapshot now; returns its position."""
@@ -39,6 +40,7 @@ class SnapshotCommands:
                     "a snapshot cannot be taken inside a batch: its events are not stored yet"
                 )
             self.refresh()
+            self.check_log()  # never a snapshot of one log into another
             take_snapshot(
                 self.store, self.world, self.position, self.snapshot_every or DEFAULT_EVERY
             )

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConflictError, CorruptEvent, StoreError
+from ..errors import ConflictError, CorruptEvent, LogReplaced, StoreError
 
 if TYPE_CHECKING:
     from .invocations import Invocations
@@ -49,6 +49,17 @@ LIVENESS_EVERY_S = 0.5
 STORE_RETRY_MAX_MS = 30_000.0
 """The longest a :meth:`WorkerLoop.run` waits before trying a tick again after the
 store failed (the wait doubles from ``poll_ms`` with each failure in a row)."""
+
+
+def _log_gone(s: Scheduler) -> bool:
+    """After a read failed: whether the log is gone (known, or found now)."""
+    try:
+        s.check_log()
+    except LogReplaced:
+        return True
+    except StoreError:
+        return False  # the store away a while: not known now
+    return False
 
 
 def check_grace(grace_s: object) -> float:
@@ -106,19 +117,24 @@ class WorkerLoop:
                     break
                 ticked = self.ticks
                 try:
+                    if s.log_problem is not None:  # the heartbeat thread found it
+                        raise LogReplaced(s.log_problem)
                     report = self._tick(wait=False)
                     failures = 0
                     if report.progressed:
                         continue
                     self._idle()
-                except CorruptEvent:
-                    raise  # the log itself: trying again reads the same event
+                except (CorruptEvent, LogReplaced):
+                    raise  # the log itself: trying again reads the same event, or none
                 except (StoreError, ConflictError) as error:
                     # A store away a while (locked, a server restarting) or a race lost too
                     # often: the work stays in the log for a later tick. Not a task left
                     # running here with no invocation: pi-durable fails its session then.
+                    # Nor a log that is gone (its schema dropped): it stays gone.
                     if s._stranded():
                         raise
+                    if isinstance(error, StoreError) and _log_gone(s):
+                        raise LogReplaced(str(s.log_problem)) from None
                     failures += 1
                     delay_ms = min(self.poll_ms * 2 ** min(failures - 1, 16), STORE_RETRY_MAX_MS)
                     message = "worker %s: tick failed (%s, %d in a row); trying again in %.0f ms"
@@ -188,6 +204,7 @@ class WorkerLoop:
             if closed.wait(max(step, 0.0)):
                 return
             try:
+                s.check_log()  # nothing renewed, recovered or folded from a log gone
                 if time.monotonic() >= beat_at:
                     beat_at = time.monotonic() + beat_every
                     report = s.heartbeat()
@@ -197,6 +214,9 @@ class WorkerLoop:
                     log.info("recovered %s from lost worker %s", task_id, worker)
                 if report.recovered:
                     self.invocations.changed.set()  # the loop runs them at once
+            except LogReplaced:
+                self.invocations.changed.set()  # the loop stops with it at once
+                return
             except Exception as error:  # a store hiccup: the next beat or tick tries again
                 if closed.is_set():
                     return  # closing meanwhile: nothing to renew
@@ -205,7 +225,7 @@ class WorkerLoop:
     def _idle(self) -> None:
         s = self.scheduler
         deadline = self.next_deadline()
-        seen = s.store.head()
+        seen = s.check_log()  # the head, in the log this worker folded
         changed = self.invocations.changed
         while not self._stop.is_set():
             now = s.now()
@@ -214,7 +234,7 @@ class WorkerLoop:
             wait_ms = self.poll_ms if deadline is None else min(self.poll_ms, deadline - now)
             if changed.wait(max(wait_ms, 1.0) / 1000):
                 return  # an invocation ended (a slot is free), or a stop
-            if s.store.head() != seen:
+            if s.check_log() != seen:
                 return  # another writer appended: its events may make work here
             if self._pass_requested():
                 return  # a host asked for a pass (marked keys dirty)
