@@ -302,12 +302,8 @@ class PhaseCommands:
             # it (a wait or sleep), and the task may run again already, reserved anew
             # here or by another worker; 2. closing (or draining: a worker that stops
             # starts no further phase; its close returns the task), 3. abort-marked.
-            if (
-                invocation.ended
-                or not self._is_running(task_id)
-                or self.closing
-                or task.abort_requested
-            ):
+            ended = invocation.ended or not self._is_running(task_id)
+            if ended or self.closing or task.abort_requested:
                 return
             if self.draining:
                 with self._lock:
