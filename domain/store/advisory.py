@@ -57,6 +57,7 @@ class AdvisoryLiveness(Liveness):
         self._held_at = 0.0  # monotonic: when the lock was last known held
         self._lost_at: float | None = None  # when it was found lost, until held again
         self._outage = 0.0
+        self._told_held = False
         self._free_since: dict[int, tuple[float, float]] = {}  # key: (first, last) seen free
 
     def _lock_key(self, worker: str) -> int:
@@ -113,13 +114,13 @@ class AdvisoryLiveness(Liveness):
         while not self._stopping.is_set():
             connection = self._connection
             if connection is None:
-                self._retake()
-                self._stopping.wait(KEEP_EVERY_S)
+                if not self._retake():  # the server away: soon again; the lock held: later
+                    self._stopping.wait(KEEP_EVERY_S if self.unreachable else PING_EVERY_S)
                 continue
             looked = time.monotonic()
             try:
                 said, _, _ = select.select([connection.fileno()], [], [], KEEP_EVERY_S)
-            except (OSError, ValueError):  # closed meanwhile (a release, a failed query)
+            except Exception:  # closed meanwhile: a release, or a peer's look that failed
                 said = [True]
             if self._stopping.is_set():
                 return
@@ -149,22 +150,32 @@ class AdvisoryLiveness(Liveness):
             message = "worker %s: its liveness lock was lost with its server session (%s)"
             log.warning(message, self._worker, str(error).strip())
 
-    def _retake(self) -> None:
+    def _retake(self) -> bool:
+        """Take the lock again on a new connection; whether it is held now."""
         worker = self._worker
         if worker is None:
-            return
+            return False
         connection = self._take(worker)
         if connection is None:
-            return  # the server away, or another process under this name holds it
+            if not self.unreachable and not self._told_held:
+                self._told_held = True  # said once: a second process under this name?
+                log.warning(
+                    "worker %s: its liveness lock is held by another session; its "
+                    "decisions are refused until it holds it again",
+                    worker,
+                )
+            return False
         with self._mutex:
             if self._stopping.is_set():
                 connection.close()
-                return
+                return False
             self._connection = connection
             now = time.monotonic()
-            self._outage = max(self._outage, now - self._held_at)
-            self._held_at, self._lost_at = now, None
-        log.warning("worker %s: liveness lock held again, after %.2f s", worker, self._outage)
+            outage = now - self._held_at
+            self._outage = max(self._outage, outage)
+            self._held_at, self._lost_at, self._told_held = now, None, False
+        log.warning("worker %s: liveness lock held again, after %.2f s", worker, outage)
+        return True
 
     def lost_for(self) -> float | None:
         if self._lost_at is None:
