@@ -41,6 +41,7 @@ from ..tasks import decide
 from ..tasks.context import Context
 from ..tasks.events import TaskRecovered
 from ..world import Draft
+from .log_guard import LogGuard
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -91,8 +92,9 @@ class HeartbeatReport:
     """Recovered tasks the restart limit parks (rule 9)."""
 
 
-class FleetCommands:
-    """The fleet side of the :class:`~.scheduler.Scheduler` (a mixin)."""
+class FleetCommands(LogGuard):
+    """The fleet side of the :class:`~.scheduler.Scheduler` (a mixin), which stops with
+    its log (:class:`~.log_guard.LogGuard`)."""
 
     if TYPE_CHECKING:
         store: Store
@@ -102,7 +104,6 @@ class FleetCommands:
         lease_ms: float
         parked: list[str]
         _lock: threading.RLock
-        log_problem: str | None
 
         def refresh(self) -> int: ...
         def _context(self) -> Context: ...

@@ -41,7 +41,6 @@ from .decision import DecisionCycle
 from .fleet import DEFAULT_LEASE_MS, FleetCommands, lease_ms, worker_name
 from .forking import ForkCommands
 from .group_commit import DecisionQueue, GroupCommit
-from .log_guard import LogGuard
 from .phases import PhaseCommands
 from .run_commands import RunCommands
 from .sealing import take_seal
@@ -63,7 +62,6 @@ class Scheduler(
     RunCommands,
     FleetCommands,
     SnapshotCommands,
-    LogGuard,
 ):
     """A durable task scheduler kept as an event-sourced state machine.
 
@@ -182,7 +180,6 @@ class Scheduler(
                 snapshot_every=snapshot_every,
             )
             scheduler._restore()
-            scheduler._watch_log()  # which log it folded: a schema dropped under it is seen
             scheduler._resumed = set(scheduler.world.live)
             scheduler._warn_if_name_is_live()
             telemetry.opened(scheduler)  # the live tasks it loaded count as active

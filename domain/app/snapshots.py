@@ -31,6 +31,7 @@ class SnapshotCommands:
 
         def refresh(self) -> int: ...
         def check_log(self) -> int: ...
+        def _watch_log(self) -> None: ...
 
     def snapshot(self) -> int:
         """Save the world as of the store's head as a snapshot now; returns its position."""
@@ -59,6 +60,7 @@ class SnapshotCommands:
         self.position = restored.position
         self.snapshot_at = restored.snapshot or 0
         self.snapshot_problems = restored.problems
+        self._watch_log()  # which log it holds: a schema dropped under it is seen
         if restored.folded == 0 and self.position:
             # The store's latest time (stamps never run backwards) is its last event's:
             # read it, as folding the tail would have.

@@ -51,17 +51,6 @@ STORE_RETRY_MAX_MS = 30_000.0
 store failed (the wait doubles from ``poll_ms`` with each failure in a row)."""
 
 
-def _log_gone(s: Scheduler) -> bool:
-    """After a read failed: whether the log is gone (known, or found now)."""
-    try:
-        s.check_log()
-    except LogReplaced:
-        return True
-    except StoreError:
-        return False  # the store away a while: not known now
-    return False
-
-
 def check_grace(grace_s: object) -> float:
     """A grace period, checked: a number of seconds, 0 or more."""
     if isinstance(grace_s, bool) or not isinstance(grace_s, int | float) or not grace_s >= 0:
@@ -276,3 +265,14 @@ class WorkerLoop:
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
+
+
+def _log_gone(s: Scheduler) -> bool:
+    """After a read failed: whether the log is gone (known, or found now)."""
+    try:
+        s.check_log()
+    except LogReplaced:
+        return True
+    except StoreError:
+        return False  # the store away a while: not known now
+    return False
