@@ -27,9 +27,9 @@ from tasktrail.replay import verify
 pytestmark = pytest.mark.postgres
 
 TASKS = 12
-WATCH_S = 2.5
-"""How long the peer is watched leaving the cut worker's tasks alone: past two of its
-liveness looks (one a second) after the cut worker took its lock again."""
+WATCH_S = 2.0
+"""How long the started peer is watched leaving the cut worker's tasks alone: its open
+looked at the locks (twice, if it saw one free), and it looks twice a second after."""
 
 
 def overlaps(runs: list[tuple[float, float, str]]) -> list[tuple[str, str]]:
@@ -46,12 +46,14 @@ def test_a_worker_whose_connections_are_cut_keeps_its_tasks_then_a_kill_frees_th
     postgres_url: str, tmp_path: Path
 ) -> None:
     with processes(postgres_url, tmp_path) as started:
-        cut = started.worker("cut", phase_s=30, gated=True)
+        cut = started.worker("cut", phase_s=30)
         task_ids = submit(postgres_url, "sync", TASKS)
         wait_for(lambda: len(started.starts("cut")) == TASKS, STARTUP_S, cut)
 
         assert cut_connections(_admin_dsn(), cut.process.pid) >= 2  # its pool and its lock
         peer = started.worker("peer", phase_s=0.05)
+        wait_for(lambda: "its liveness lock was lost" in cut.output(), 5, cut)
+        wait_for(lambda: "liveness lock held again" in cut.output(), 5, cut)
         watched_until = time.monotonic() + WATCH_S
         while time.monotonic() < watched_until:
             assert not of(TaskRecovered, postgres_url), cut.output()
