@@ -36,18 +36,20 @@ class RuleViolation(Refused):
 class LeaseLost(RuleViolation):
     """A worker decided on a task that another worker of the fleet now holds: its
     lease expired (it paused or stalled past it) and its task was recovered and
-    taken (rule 9 for a fleet, SPEC section 8). Nothing was recorded; the phase
-    that decided has lost the task and should stop."""
+    taken (rule 9 for a fleet, SPEC section 8); or, ``holder`` ``None``, the worker has
+    been without its liveness lock long enough for the others to take its tasks.
+    Nothing was recorded; the phase that decided has lost the task and should stop."""
 
-    def __init__(self, task_id: str, worker: str, holder: str) -> None:
+    def __init__(self, task_id: str, worker: str, holder: str | None) -> None:
         self.worker = worker
         self.holder = holder
-        super().__init__(
-            9,
-            f"worker {worker} lost this task when its lease expired; worker {holder} "
-            "holds it now, so nothing was recorded (stop this phase)",
-            task_id=task_id,
+        why = (
+            f"worker {worker} lost this task when its lease expired; worker {holder} holds it now"
+            if holder is not None
+            else f"worker {worker} has been without its liveness lock (its server session "
+            "ended) long enough for other workers to take its tasks"
         )
+        super().__init__(9, f"{why}, so nothing was recorded (stop this phase)", task_id=task_id)
 
 
 class UnknownTask(Refused, KeyError):
@@ -103,6 +105,13 @@ class ClockConflict(ConflictError):
 
 class StoreError(TasktrailError):
     """The store could not be opened or read: a bad URL, a corrupt file, no server."""
+
+
+class LogReplaced(StoreError):
+    """The log a scheduler folded is gone from its store, or another took its place (a
+    PostgreSQL schema dropped, and made again by a later open): the scheduler stops,
+    and writes nothing of its state (no decision, no snapshot) into the store there
+    now. Open the store again to work on the log it holds."""
 
 
 class CorruptEvent(StoreError):

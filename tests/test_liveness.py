@@ -160,7 +160,7 @@ def test_a_liveness_lock_the_open_could_not_take_is_taken_at_a_later_heartbeat(
 ) -> None:
     """The server refused one more connection at open: the worker runs on its lease
     alone, and takes its lock at the next heartbeat the server allows."""
-    from tasktrail.domain.store import liveness
+    from tasktrail.domain.store import advisory as liveness
 
     real = liveness.AdvisoryLiveness._connect
     refused = {"n": 1}

@@ -5,7 +5,6 @@ whether its appends NOTIFY, and which schema names it accepts (issue 28 items 2,
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 from conftest import _admin_dsn
+from helpers.server_connections import server_connections, server_ports
 
 from tasktrail.domain import Registry, Scheduler, StoreError, open_store
 from tasktrail.domain.store import store as store_module
@@ -22,48 +22,15 @@ pytestmark = pytest.mark.postgres
 OPENERS = 16
 MAX_CONNECTIONS = 2
 """Per scheduler: the store's pool (one by default) and a worker's liveness lock."""
-POSTGRES_PORT_HEX = ":1538"  # 5432, as /proc/net/tcp writes a port
-
-
-def _own_server_ports() -> set[int]:
-    """The local ports of this process's TCP connections to port 5432 (from /proc)."""
-    inodes = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:[") : -1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as lines:
-            for line in list(lines)[1:]:
-                fields = line.split()
-                if fields[9] in inodes and fields[2].endswith(POSTGRES_PORT_HEX):
-                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
-
-
-def _server_connections(ports: set[int]) -> int:
-    """How many of the server's backends (``pg_stat_activity``) serve these client ports."""
-    import psycopg
-
-    with psycopg.connect(_admin_dsn(), autocommit=True) as admin:
-        row = admin.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s)", (list(ports),)
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 @contextmanager
 def _connections_opened() -> Iterator[list[int]]:
     """The server connections this process opened inside the block (still open at its end)."""
-    before = _own_server_ports()
+    before = server_ports()
     counted: list[int] = []
     yield counted
-    counted.append(_server_connections(_own_server_ports() - before))
+    counted.append(server_connections(_admin_dsn(), server_ports() - before))
 
 
 def test_an_open_scheduler_holds_at_most_two_server_connections(

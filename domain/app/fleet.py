@@ -14,8 +14,13 @@ lock on PostgreSQL), which the system lets go when the process dies, so a dead
 worker's tasks come back at once (:meth:`FleetCommands.recover_gone`, asked every
 second by a running :class:`~.worker.Worker`), while a live but silent one (stopped,
 hung, cut off) keeps its tasks until its lease lapses. A task a live worker holds is
-never touched. Two workers recovering at once recover each task once: both decide on
-the store's current state, and the loser of the append race decides again.
+never touched. On PostgreSQL a worker's lock goes with its server session, which ends
+without the process too (a cut connection): the worker takes it again at once, a peer
+calls it gone only once its lock was free for a while (:mod:`..store.advisory`), and
+a worker that was without its lock that long is fenced (:meth:`FleetCommands._fenced`)
+and then recovers its own running tasks, as a restart would. Two workers recovering at
+once recover each task once: both decide on the store's current state, and the loser
+of the append race decides again.
 """
 
 from __future__ import annotations
@@ -29,13 +34,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import ConflictError, InvalidArgument, StoreError
+from ..errors import ConflictError, InvalidArgument, LogReplaced, StoreError
 from ..store.leases import Lease, Leases
-from ..store.liveness import Liveness, liveness_for
+from ..store.liveness import Liveness
+from ..store.liveness_kinds import liveness_for
 from ..tasks import decide
 from ..tasks.context import Context
 from ..tasks.events import TaskRecovered
 from ..world import Draft
+from .log_guard import LogGuard
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -86,8 +93,9 @@ class HeartbeatReport:
     """Recovered tasks the restart limit parks (rule 9)."""
 
 
-class FleetCommands:
-    """The fleet side of the :class:`~.scheduler.Scheduler` (a mixin)."""
+class FleetCommands(LogGuard):
+    """The fleet side of the :class:`~.scheduler.Scheduler` (a mixin), which stops with
+    its log (:class:`~.log_guard.LogGuard`)."""
 
     if TYPE_CHECKING:
         store: Store
@@ -129,13 +137,20 @@ class FleetCommands:
                 self._hold_liveness()  # the server refused one more connection at open
             self._renew_lease(force=True)
             self._beat_at = self._renewed_at
-            return self._recover_lost(at_open=False)
+            return self._recover_lost(at_open=False, own=self._fenced_meanwhile())
 
-    def recover_gone(self) -> HeartbeatReport:
+    def recover_gone(self, *, wait: bool = True) -> HeartbeatReport:
         """Recover, at once, the running tasks of workers whose process is gone (their
         liveness lock is free) though their lease still runs. Reads the lease table
         only while another worker holds a running task here: its cost follows the live
-        work. A :class:`~.worker.Worker` asks every second."""
+        work. A :class:`~.worker.Worker` asks twice a second, with ``wait=False``.
+
+        On PostgreSQL a lock must be seen free twice, ``confirm_s`` apart
+        (:mod:`..store.advisory`): ``wait`` looks again once that can tell (it takes that
+        long only when a lock was seen free); without it, a later call tells."""
+        if self._fenced_meanwhile():
+            with self._lock:
+                return self._recover_lost(at_open=False, own=True)
         with self._lock:
             self._catch_up()  # a task another worker reserved since this one last read
             holders = self._holders() - {self.worker}
@@ -148,10 +163,46 @@ class FleetCommands:
             for worker in holders
             if (lease := leases.get(worker)) is not None and not lease.expired(now)
         }
-        if not current or current <= self._alive(leases, now, among=current):
+        if not current or current <= self._alive(leases, now, among=current, wait=wait):
             return HeartbeatReport()  # every holder whose lease runs is alive
         with self._lock:
             return self._recover_lost(at_open=False)
+
+    def next_liveness_look(self) -> float | None:
+        """When (``time.monotonic()``) a lock seen free can tell whether its worker is
+        gone; ``None`` when none is in doubt."""
+        return self._liveness.due() if self._liveness is not None else None
+
+    def _lock_lost(self) -> bool:
+        """Whether this worker's liveness lock was found lost and is not held again:
+        it reserves nothing meanwhile (a peer may soon take what it reserves)."""
+        return self._liveness is not None and self._liveness.lost_for() is not None
+
+    def _fenced(self) -> bool:
+        """Whether this worker has been without its liveness lock long enough for a peer
+        to call it gone and take its tasks: its invocations' decisions are refused
+        (:class:`LeaseLost`), nothing is recorded for them."""
+        liveness = self._liveness
+        lost_for = liveness.lost_for() if liveness is not None else None
+        return lost_for is not None and lost_for >= liveness.confirm_s  # type: ignore[union-attr]
+
+    def _fenced_meanwhile(self) -> bool:
+        """Whether the liveness lock is held again after an outage that fenced this
+        worker: its running tasks, whose invocations' decisions were refused, are then
+        recovered as at a restart (a peer may have recovered some already)."""
+        liveness = self._liveness
+        if liveness is None or liveness.lost_for() is not None:
+            return False
+        outage = liveness.take_outage()
+        if not outage or outage < liveness.confirm_s:
+            return False
+        log.warning(
+            "worker %s: was without its liveness lock for %.1f s; its running tasks are "
+            "recovered, as after a restart",
+            self.worker,
+            outage,
+        )
+        return True
 
     def _liveness_of(self) -> Liveness:
         if self._liveness is None:
@@ -176,16 +227,23 @@ class FleetCommands:
 
     def live_workers(self) -> frozenset[str]:
         """The workers whose lease is current now (this one's too, once renewed) and
-        whose process is not gone, read from the lease table as it stands. A store
+        whose process is not gone, read from the lease table as it stands (a lock seen
+        free is looked at again once that can tell: on PostgreSQL, 0.8 s on). A store
         whose lease table cannot be read raises :class:`StoreError`: no worker is taken
         for lost on a failed read."""
-        return frozenset(self._alive(self.leases.all(), self._reading()))
+        return frozenset(self._alive(self.leases.all(), self._reading(), wait=True))
 
     def _alive(
-        self, leases: dict[str, Lease], now: float, among: set[str] | None = None
+        self,
+        leases: dict[str, Lease],
+        now: float,
+        among: set[str] | None = None,
+        *,
+        wait: bool = False,
     ) -> set[str]:
         """Of ``leases``, the workers whose lease is current at ``now``, less those (of
-        ``among``, if given) whose process is gone (their liveness lock is free)."""
+        ``among``, if given) whose process is gone (their liveness lock is free; ``wait``:
+        looked at again if need be, :meth:`~..store.liveness.Liveness.gone`)."""
         alive = {worker for worker, lease in leases.items() if not lease.expired(now)}
         keys = {
             worker: lease.liveness
@@ -195,7 +253,7 @@ class FleetCommands:
             and lease.liveness
             and (among is None or worker in among)
         }
-        return alive - self._liveness_of().gone(keys) if keys else alive
+        return alive - self._liveness_of().gone(keys, wait=wait) if keys else alive
 
     def _heartbeat_if_due(self) -> None:
         if self.clock() >= self.next_heartbeat():
@@ -209,6 +267,8 @@ class FleetCommands:
         return beat + self.lease_ms / 3
 
     def _renew_lease(self, *, force: bool = False) -> None:
+        if self.log_problem is not None:  # every decision renews first: none, nor a lease,
+            raise LogReplaced(self.log_problem)  # into a store whose log is another
         now = self._reading()  # the clock's own reading (leases compare readings), checked
         renewed = self._renewed_at
         if not force and renewed is not None and now - renewed < self.lease_ms / 4:
@@ -235,20 +295,21 @@ class FleetCommands:
         if keys:
             self._liveness_of().forget(keys)
 
-    def _lost(self, *, at_open: bool) -> Callable[[str | None], bool]:
+    def _lost(self, *, at_open: bool, own: bool) -> Callable[[str | None], bool]:
         """Which workers' running tasks are recovered now: those whose lease expired,
-        and those whose process is gone (their liveness lock is free)."""
+        those whose process is gone (their liveness lock is free), and this one's own
+        when ``own``."""
         now = self._reading()
         try:
             leases = self.leases.all()
         except StoreError:
             leases = {}  # a read-only store: no lease can be read, as before fleets
-        alive = self._alive(leases, now, among=self._holders())
+        alive = self._alive(leases, now, among=self._holders(), wait=at_open)
         self.peers = frozenset(alive - {self.worker})
 
         def lost(worker: str | None) -> bool:
             if worker == self.worker:
-                return at_open  # reopened under its own name: its old process is gone
+                return own  # reopened under its own name (or fenced): its work is lost
             return worker is None or worker not in alive
 
         return lost
@@ -263,11 +324,13 @@ class FleetCommands:
             and task.worker is not None
         }
 
-    def _recover_lost(self, *, at_open: bool) -> HeartbeatReport:
+    def _recover_lost(self, *, at_open: bool, own: bool | None = None) -> HeartbeatReport:
+        """Recover the running tasks of lost workers (:meth:`_lost`; ``own``: this
+        worker's too, as at an open under its name, the default there)."""
         report = HeartbeatReport()
         for attempt in range(RECOVERY_ATTEMPTS):
             self.refresh()
-            lost = self._lost(at_open=at_open)
+            lost = self._lost(at_open=at_open, own=at_open if own is None else own)
             holders = [
                 task_id
                 for task_id in self.world.live

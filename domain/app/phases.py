@@ -108,6 +108,8 @@ class PhaseCommands:
         _lock: threading.RLock
 
         def _heartbeat_if_due(self) -> None: ...
+        def _lock_lost(self) -> bool: ...
+        def _fenced(self) -> bool: ...
 
         def reserve(self, task_id: str) -> Mode | None: ...
         def _reserve_all(self, task_ids: Sequence[str]) -> list[Mode | BaseException | None]: ...
@@ -147,8 +149,8 @@ class PhaseCommands:
         """The tasks that can run now and no invocation here runs, in this worker's
         order (with peers, its own: rendezvous hashing, so they rarely race for one).
         Folds what other writers appended first; empty once closing or draining."""
-        if self.closing or self.draining:
-            return []
+        if self.closing or self.draining or self._lock_lost():
+            return []  # a worker without its liveness lock takes no new work
         with self._lock:  # a heartbeat thread may fold events meanwhile
             self.refresh()
             ctx = self._context()
@@ -184,7 +186,7 @@ class PhaseCommands:
         What rules decided instead of a reservation goes to ``report``, as
         :meth:`start_invocation`'s."""
         started = Started()
-        if self.closing or self.draining:
+        if self.closing or self.draining or self._lock_lost():
             return started
         chosen: list[str] = []
         looked = 0
@@ -296,9 +298,12 @@ class PhaseCommands:
         noticed = definition
         for _ in range(MAX_PHASE_STEPS):
             task = self._task_now(task_id)
-            # 1. Not running, 2. closing (or draining: a worker that stops starts no
-            # further phase; its close returns the task), 3. abort-marked: it ends.
-            if task.status != "running" or self.closing or task.abort_requested:
+            # 1. Not running here, or no longer this invocation's: its own decision ended
+            # it (a wait or sleep), and the task may run again already, reserved anew
+            # here or by another worker; 2. closing (or draining: a worker that stops
+            # starts no further phase; its close returns the task), 3. abort-marked.
+            ended = invocation.ended or not self._is_running(task_id)
+            if ended or self.closing or task.abort_requested:
                 return
             if self.draining:
                 with self._lock:
@@ -378,7 +383,8 @@ class PhaseCommands:
             )
 
     def _fault(self, task_id: str, message: str, reason: str, report: PassReport) -> None:
-        if self._is_running(task_id) and not self.closing:
+        # A fenced worker records nothing for a task a peer may have taken (rule 9).
+        if self._is_running(task_id) and not self.closing and not self._fenced():
             try:
                 self._decide(decide.fault, task_id, message, reason)
             except RuleViolation as refusal:

@@ -207,7 +207,7 @@ class Scheduler(
     def close(self) -> None:
         """Stop: tasks this scheduler was running go back to ``pending`` with no
         restart counted (rule 10); later commands are refused (rule 2)."""
-        if self._closed:
+        if self._closed or self._closed_writing_nothing():  # the log gone or replaced
             return
         for attempt in range(5):
             try:

@@ -31,6 +31,8 @@ class SnapshotCommands:
         _lock: threading.RLock
 
         def refresh(self) -> int: ...
+        def check_log(self) -> int: ...
+        def _watch_log(self) -> None: ...
 
     def snapshot(self) -> int:
         """Save the world as of the store's head as a snapshot now; returns its position."""
@@ -40,6 +42,7 @@ class SnapshotCommands:
                     "a snapshot cannot be taken inside a batch: its events are not stored yet"
                 )
             self.refresh()
+            self.check_log()  # never a snapshot of one log into another
             take_snapshot(
                 self.store, self.world, self.position, self.snapshot_every or DEFAULT_EVERY
             )
@@ -58,6 +61,7 @@ class SnapshotCommands:
         self.position = restored.position
         self.snapshot_at = restored.snapshot or 0
         self.snapshot_problems = restored.problems
+        self._watch_log()  # which log it holds: a schema dropped under it is seen
         if restored.folded == 0 and self.position:
             # The store's latest time (stamps never run backwards) is its last event's:
             # read it, as folding the tail would have.

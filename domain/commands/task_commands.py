@@ -65,6 +65,8 @@ class TaskCommands:
 
         def _readiness(self, draft: Draft, ctx: decide.Context, task: TaskState) -> str: ...
 
+        def _fenced(self) -> bool: ...
+
         _lock: Any
 
     # ─── commands ───────────────────────────────────────────────────────────
@@ -279,6 +281,8 @@ class TaskCommands:
         self, task_id: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
     ) -> None:
         try:
+            if self._fenced():  # peers may have taken its tasks: decide nothing for them
+                raise LeaseLost(task_id, self.worker, None)
             self._decide_grouped(fn, task_id, *args, **kwargs)
         except RuleViolation as refusal:
             # Rules 1 to 3, and fencing (a fleet's rule 9), end the invocation that decided.

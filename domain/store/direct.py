@@ -10,16 +10,23 @@ from typing import Any
 
 
 def direct_connection(
-    env: Mapping[str, str], *, autocommit: bool = True, application_name: str | None = None
+    env: Mapping[str, str],
+    *,
+    autocommit: bool = True,
+    application_name: str | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> Any:
-    """A new psycopg connection to the server ``env`` names (the caller closes it)."""
+    """A new psycopg connection to the server ``env`` names (the caller closes it);
+    ``options``: more connection parameters of libpq's (keepalives, say)."""
     import psycopg  # the driver: PostgreSQL stores only
 
     try:
         timeout = max(1, int(float(env.get("POSTGRES_CONNECT_TIMEOUT", "5") or 5)))
     except ValueError:
         timeout = 5
-    options: dict[str, Any] = {"application_name": application_name} if application_name else {}
+    extra: dict[str, Any] = dict(options or {})
+    if application_name:
+        extra["application_name"] = application_name
     return psycopg.connect(
         dbname=env.get("POSTGRES_DBNAME"),
         host=env.get("POSTGRES_HOST"),
@@ -28,5 +35,5 @@ def direct_connection(
         password=env.get("POSTGRES_PASSWORD") or None,
         connect_timeout=timeout,
         autocommit=autocommit,
-        **options,
+        **extra,
     )

@@ -12,14 +12,23 @@ lock of its own for as long as it is open:
   however it exits. (Processes that see different temporary folders, as services with
   a private ``/tmp`` do, cannot see each other's locks: the lease alone decides then.)
 - PostgreSQL: a session advisory lock, keyed by the schema and the worker, held on a
-  connection of its own. The server releases it when the session ends (the process
-  died, or its connection was cut).
+  connection of its own. The server releases it when the session ends: the process
+  died, or only its connection did (a network blip, a server restart, an idle-session
+  timeout). So a thread of the holder's own keeps it: it wakes as soon as the server
+  says anything on that connection (it says nothing to a healthy idle one), or every
+  second, asks whether the session lives, and, ended, takes the lock again on a new one.
 
 Another process asks :meth:`Liveness.gone` for the workers that hold running tasks:
-a worker whose lock is free is gone, and its tasks are recovered at once (rule 9). A
-worker whose lock is held is alive, even when its lease lapsed; the lease still
-decides for it (a stopped or hung process holds its lock), so fencing is unchanged. A
-worker that never held such a lock (an earlier release) is never called gone here.
+a worker whose lock is free is gone, and its tasks are recovered at once (rule 9). On
+PostgreSQL a free lock alone is not enough, since a live worker's may be free for the
+moment it takes to connect again: it must be seen free at two looks ``confirm_s``
+apart, none between seeing it held (:mod:`.advisory`). A holder that finds its lock
+lost takes no new work; one that has been without it that long is fenced (its
+invocations' decisions are refused) and, holding it again, recovers its own running
+tasks as a restart would (:mod:`..app.fleet`). A worker whose lock is held is alive,
+even when its lease lapsed; the lease still decides for it (a stopped or hung process
+holds its lock), so fencing is unchanged. A worker that never held such a lock (an
+earlier release) is never called gone here.
 """
 
 from __future__ import annotations
@@ -30,11 +39,9 @@ import hashlib
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-from .direct import direct_connection
 
 log = logging.getLogger("tasktrail.worker")
 FOLDER = "tasktrail-workers"
@@ -63,9 +70,29 @@ class Liveness:
     def release(self) -> None:
         """Let go of the lock held here (a clean close)."""
 
-    def gone(self, keys: Mapping[str, str]) -> set[str]:
-        """Of ``{worker: key}``, the workers whose process is gone (lock free)."""
+    confirm_s = 0.0
+    """How long a lock must be seen free before its worker is called gone."""
+
+    def gone(self, keys: Mapping[str, str], *, wait: bool = False) -> set[str]:
+        """Of ``{worker: key}``, the workers whose process is gone (lock free, seen so
+        for :attr:`confirm_s`). ``wait``: when a lock is seen
+        free for the first time, look again once that can tell (an open, a command)."""
         return set()
+
+    def due(self) -> float | None:
+        """When (``time.monotonic()``) a lock seen free can be seen free long enough to
+        call its worker gone; ``None`` when no lock is in doubt."""
+        return None
+
+    def lost_for(self) -> float | None:
+        """Seconds since the lock held here was last known held, once it was found lost
+        and not taken again; ``None`` while it is held (or none was taken)."""
+        return None
+
+    def take_outage(self) -> float:
+        """How long the lock held here was last without it, once it is held again (0:
+        none since the last call)."""
+        return 0.0
 
     def forget(self, keys: Mapping[str, str]) -> None:
         """Remove what long-gone workers left (their lock files)."""
@@ -126,7 +153,8 @@ class FileLiveness(Liveness):
         with contextlib.suppress(OSError):
             os.close(fd)
 
-    def gone(self, keys: Mapping[str, str]) -> set[str]:
+    def gone(self, keys: Mapping[str, str], *, wait: bool = False) -> set[str]:
+        # The kernel lets a flock go only when its process dies: free is gone.
         return {worker for worker, key in keys.items() if self._free(key, remove=False)}
 
     def forget(self, keys: Mapping[str, str]) -> None:
@@ -154,8 +182,6 @@ class FileLiveness(Liveness):
 
 def _lock(fd: int, *, wait_s: float) -> bool:
     """Take an exclusive ``flock`` on ``fd``, waiting up to ``wait_s``."""
-    import time
-
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -165,83 +191,3 @@ def _lock(fd: int, *, wait_s: float) -> bool:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.005)
-
-
-class AdvisoryLiveness(Liveness):
-    """A session advisory lock on a connection of its own (PostgreSQL)."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self.env = dict(env)
-        self.schema = env.get("POSTGRES_SCHEMA", "") or "public"
-        self._connection: Any = None
-
-    def _lock_key(self, worker: str) -> int:
-        digest = _digest(f"tasktrail-worker\x00{self.schema}\x00{worker}")
-        return int.from_bytes(digest[:8], "big", signed=True)
-
-    def key(self, worker: str) -> str:
-        return str(self._lock_key(worker))
-
-    def _connect(self) -> Any:
-        return direct_connection(self.env, application_name="tasktrail-liveness")
-
-    def hold(self, worker: str) -> bool:
-        try:
-            connection = self._connect()
-            row = connection.execute(
-                "SELECT pg_try_advisory_lock(%s)", (self._lock_key(worker),)
-            ).fetchone()
-        except Exception as error:  # a server refusing one more connection: lease alone
-            log.warning("worker %s: no liveness lock on the server (%s)", worker, error)
-            self.unreachable = True
-            return False
-        self.unreachable = False
-        if not row or not row[0]:
-            connection.close()
-            return False
-        self._connection = connection
-        return True
-
-    def release(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            with contextlib.suppress(Exception):
-                connection.close()  # ends the session, and with it the lock
-
-    def gone(self, keys: Mapping[str, str]) -> set[str]:
-        wanted = {}
-        for worker, key in keys.items():
-            with contextlib.suppress(ValueError):
-                wanted[worker] = int(key)
-        if not wanted:
-            return set()
-        held = self._held()
-        return {worker for worker, key in wanted.items() if key not in held}
-
-    def _held(self) -> set[int]:
-        """The advisory keys any session of this database holds now."""
-        connection = self._connection
-        fresh = connection is None or connection.closed
-        if fresh:
-            connection = self._connect()
-        try:
-            rows = connection.execute(
-                "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
-                "WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
-                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            ).fetchall()
-        finally:
-            if fresh:
-                connection.close()
-        # pg_locks splits a bigint key into two unsigned halves: back to signed.
-        return {value - (1 << 64) if value >= 1 << 63 else value for (value,) in rows}
-
-
-def liveness_for(kind: str, path: str | None, env: Mapping[str, str]) -> Liveness:
-    """The liveness of a store: by ``flock`` beside a SQLite file, by advisory lock on
-    PostgreSQL, none for a SQLite store without a file (``:memory:``)."""
-    if kind == "postgresql":
-        return AdvisoryLiveness(env)
-    if path is not None and path != ":memory:":
-        return FileLiveness(path)
-    return Liveness()

@@ -16,7 +16,7 @@ from typing import Any
 
 from tasktrail.domain import open_store, system_clock
 from tasktrail.domain.store.lease_view import read_leases
-from tasktrail.domain.store.liveness import liveness_for
+from tasktrail.domain.store.liveness_kinds import liveness_for
 from tasktrail.domain.tasks.describe import format_at
 
 from .common import EXIT_OK, STORE_HELP, emit, say
@@ -70,7 +70,7 @@ def do_workers(args: argparse.Namespace) -> int:
             if lease.liveness and not lease.expired(now)
         }
         try:
-            gone = liveness.gone(keys) if keys else set()
+            gone = liveness.gone(keys, wait=True) if keys else set()  # a free lock, twice
         finally:
             liveness.release()
     running: dict[str, list[str]] = {}
