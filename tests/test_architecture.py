@@ -15,8 +15,8 @@ SUBDOMAINS = ("tasks", "turns", "runs")
 FACT_MODULES = ("events", "state", "evolve")
 MAX_LINES = 400
 # The application's rooms (issue 41), each importing only those after it: the Scheduler
-# and what runs phases use the commands; the commands never use the application.
-APPLICATION = ("app", "dispatch", "commands")
+# and what runs phases use the service's commands and the commands; none uses the application.
+APPLICATION = ("app", "service", "dispatch", "commands")
 MAX_ROOM_LINES = 2_500
 ROOMS_KEPT_WHOLE = {"domain/tasks", "domain/turns", "domain/store", "replay"}
 """Rooms over MAX_ROOM_LINES, each with its reason in docs/architecture.md ("Rooms kept
