@@ -67,12 +67,14 @@ def _line(position: int, topic: str, originator_id: str, version: int, state: by
         payload = orjson.loads(state)
     except orjson.JSONDecodeError:
         raise CorruptEvent(position, "stored state is not JSON") from None
+    if not isinstance(payload, dict):  # as decode_payload refuses it, so a reader would
+        raise CorruptEvent(position, f"{topic} of task {originator_id}: payload is not an object")
     row = {
         "position": position,
         "topic": topic,
         "originator_id": str(originator_id),
         "originator_version": version,
-        "at": payload.get("at") if isinstance(payload, dict) else None,
+        "at": payload.get("at"),
         "payload": payload,
     }
     try:

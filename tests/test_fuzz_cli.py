@@ -283,3 +283,22 @@ def test_mutated_stores_never_crash_a_reader(
     out = folder / "out"
     out.mkdir()
     _every_reader(STORE_READERS, source, out, capsys)
+
+
+@pytest.mark.parametrize("row", ["first", "last"])
+def test_an_export_of_an_event_that_is_not_an_object_names_its_position(
+    seed: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], row: str
+) -> None:
+    """Found by the long profile's fuzzing: a store whose last event holds a JSON list made
+    ``export`` exit 3 (its seal read the last event's time as an object); every reader
+    names such an event by its position, export too."""
+    source = tmp_path / "trail.db"
+    shutil.copy(seed[0], source)
+    with sqlite3.connect(source) as connection:
+        chosen = "MIN" if row == "first" else "MAX"
+        position = connection.execute(f"SELECT {chosen}(rowid) FROM stored_events").fetchone()[0]
+        connection.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", (b"[1]", position))
+    out = tmp_path / "out.jsonl"
+    ran = run(["export", str(source), str(out)], capsys)
+    assert ran.code == 2 and f"position {position}" in ran.err, ran.err
+    assert "payload is not an object" in ran.err and not out.exists()

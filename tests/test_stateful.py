@@ -255,7 +255,7 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
 
 
 ReplayEqualsProjectionsEqualsModel.TestCase.settings = settings(
-    max_examples=examples(5, 60),
+    max_examples=examples(5, 30),
     stateful_step_count=25,
     deadline=None,
 )
