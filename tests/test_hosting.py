@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -129,25 +130,29 @@ def test_the_fleet_on_one_machine_runs_as_written(service: Path) -> None:
 
 
 @pytest.fixture
-def fleet_schema() -> Iterator[None]:
-    """The page's schema, absent before (the workers create it) and dropped after."""
+def fleet_schema() -> Iterator[str]:
+    """A schema of this run's own in place of the page's (absent before: the workers create
+    it; dropped after): suites running at once on one server never share one."""
     require_postgres()
     import psycopg
 
+    schema = f"{FLEET_SCHEMA}_{uuid.uuid4().hex[:8]}"
+
     def drop() -> None:
         with psycopg.connect(_admin_dsn(), autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{FLEET_SCHEMA}" CASCADE')
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
-    drop()
-    yield
+    yield schema
     drop()
 
 
 @pytest.mark.postgres
-def test_the_postgresql_fleet_runs_as_written(service: Path, fleet_schema: None) -> None:
+def test_the_postgresql_fleet_runs_as_written(service: Path, fleet_schema: str) -> None:
     script = sh_blocks()[1]
-    assert f"schema={FLEET_SCHEMA}" in script
-    code, out, err = shell(script, service)
+    assert f'schema={FLEET_SCHEMA}"' in script
+    code, out, err = shell(
+        script.replace(f"schema={FLEET_SCHEMA}", f"schema={fleet_schema}"), service
+    )
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split()[1] == "completed" and lines[1].split()[1] == "done"
