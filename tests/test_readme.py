@@ -66,7 +66,9 @@ def test_concepts_blocks_do_what_they_say(tmp_path: Path, monkeypatch: pytest.Mo
     state = replay(tmp_path / "trail.db")
     outcome = state.world.tasks[namespace["tid"]].outcome  # type: ignore[index]
     assert outcome is not None and (outcome.status, outcome.message) == ("failed", "503")
-    assert {t.kind for t in state.world.tasks.values()} == {"research", "search"}
+    assert {t.kind for t in state.world.tasks.values()} == {"research", "search", "approval"}
+    approval = state.world.tasks[namespace["pr"]].outcome  # type: ignore[index]
+    assert approval is not None and approval.status == "completed"  # its message came
 
 
 def test_observability_blocks_do_what_they_say(

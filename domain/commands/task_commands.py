@@ -292,7 +292,7 @@ class TaskCommands:
         try:
             if self._fenced():  # peers may have taken its tasks: decide nothing for them
                 raise LeaseLost(task_id, self.worker, None)
-            invocation = self._invocations.get(task_id)
+            invocation = self._invocations.get(task_id) if isinstance(task_id, str) else None
             reads = list(invocation.unmarked_reads) if invocation is not None else []
             # 21. What the invocation read is marked read with this decision, in its append.
             self._decide_grouped(

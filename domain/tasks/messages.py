@@ -26,6 +26,7 @@ from ..errors import InvalidArgument, RuleViolation
 from ..frozen import frozen
 from ..world import Draft
 from .context import Context
+from .describe import format_at
 from .events import TaskEvent, register_event
 from .evolve import InvalidTransition, evolves, step
 from .fields import finite_number
@@ -219,8 +220,8 @@ def message_wait_over(task: TaskState, now: float) -> bool:
 
 
 def waiting_for_message(task: TaskState) -> str:
-    """What a message waiter waits for, in words (rule 13's readers, explain, tasks)."""
-    deadline = "" if task.until is None else f" until {task.until:.0f}"
+    """What a message waiter waits for, in words (a refusal, ``explain``, the report)."""
+    deadline = "" if task.until is None else f" until {format_at(task.until)}"
     return f"a message on {task.message_topic!r}{deadline}"
 
 
