@@ -394,3 +394,49 @@ def test_tasktrail_send_records_the_actor_and_reason(
     assert bad.code == 2 and "not JSON" in bad.err
     with Scheduler.open(sqlite_url, clock=clock, registry=approvals([])) as s:
         assert [type(e).__name__ for e in s.history(task)].count("MessageSent") == 1
+
+
+def test_a_message_wait_ends_its_phase_span_waiting_and_async_phases_wait_too(
+    store_url: str, clock: ManualClock, tracer_provider: Any, exporter: Any
+) -> None:
+    seen: list[Any] = []
+
+    async def ask(inv: Any) -> None:
+        inv.wait_message("approval", phase="decide")
+
+    async def decide(inv: Any) -> None:
+        seen.append(inv.message("approval"))
+        inv.finish("completed")
+
+    registry = Registry([TaskDefinition("approval", 1, {"ask": ask, "decide": decide})])
+    with Scheduler.open(store_url, clock=clock, registry=registry) as s:
+        s.configure_telemetry(tracer_provider)
+        task = s.submit("approval", phase="ask")
+        s.run_until_idle()
+        s.send(task, "approval", 42)
+        s.run_until_idle()
+        assert seen == [42]
+        spans = [x for x in exporter.get_finished_spans() if x.attributes["task.id"] == task]
+        assert [(x.attributes["phase"], x.attributes["outcome"]) for x in spans] == [
+            ("ask", "waiting"),
+            ("decide", "done"),
+        ]
+
+
+def test_the_audit_verify_and_the_report_read_messages(
+    sqlite_url: str, clock: ManualClock, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with Scheduler.open(sqlite_url, clock=clock, registry=approvals([])) as s:
+        task = s.submit("approval", phase="ask", memos={"timeout_s": 30})
+        s.run_until_idle()
+        s.send(task, "approval", "yes", actor="ana", reason="read the plan")
+        s.run_until_idle()
+    state = replay(sqlite_url)
+    rows = [r for r in state.audit if r["task_id"] == task]
+    commands = [r["command"] for r in sorted(rows, key=lambda r: r["position"])]
+    assert commands[2:] == ["wait_message", "send", "reserve", "read", "finish"]
+    (sent,) = [r for r in rows if r["command"] == "send"]
+    assert (sent["actor"], sent["reason"]) == ("ana", "read the plan")
+    assert run(["verify", sqlite_url], capsys).code == 0
+    assert run(["report", sqlite_url, task, "--out", str(tmp_path / "r.html")], capsys).code == 0
+    assert "waits for a message on approval" in (tmp_path / "r.html").read_text()
