@@ -440,3 +440,24 @@ def test_the_audit_verify_and_the_report_read_messages(
     assert run(["verify", sqlite_url], capsys).code == 0
     assert run(["report", sqlite_url, task, "--out", str(tmp_path / "r.html")], capsys).code == 0
     assert "waits for a message on approval" in (tmp_path / "r.html").read_text()
+
+
+def test_a_send_that_lost_a_race_is_decided_again(
+    sqlite_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasktrail.domain import ConflictError
+
+    with Scheduler.open(sqlite_url, clock=clock, registry=approvals([])) as s:
+        task = s.submit("approval", phase="ask")
+        decide_now = s._decide
+        lost: list[bool] = []
+
+        def first_loses(fn: Any, *args: Any, **kwargs: Any) -> Any:
+            if not lost:
+                lost.append(True)  # another writer's append came first: nothing appended
+                raise ConflictError([task], "another writer appended first")
+            return decide_now(fn, *args, **kwargs)
+
+        monkeypatch.setattr(s, "_decide", first_loses)
+        assert s.send(task, "approval", "yes") == 1 and lost == [True]
+        assert events(s, task).count("MessageSent") == 1

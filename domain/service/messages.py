@@ -16,7 +16,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..errors import ConflictError
 from ..tasks import decide
+from ..tasks.invocation import DECISION_ATTEMPTS
 
 if TYPE_CHECKING:
     from ..tasks.state import TaskState
@@ -58,11 +60,19 @@ class MessageCommands:
         task's first). A task waiting for a message on ``topic`` may then run again
         (rule 21); one that is not reads it when a phase asks for it.
 
+        A send that loses a race with another writer of the task (its phase's decision
+        in another process) is decided again on the fresh state, as a phase's is.
         Refused for a task holding or past its outcome (rule 20,
         :class:`~..errors.RuleViolation`), appending nothing. An abort-marked task is
         sent it, and it stays unread: the mark beats it (rule 22).
         """
-        seq: int = self._decide(decide.send, task_id, topic, value, actor=actor, why=reason)
+        for attempt in range(DECISION_ATTEMPTS):
+            try:
+                seq: int = self._decide(decide.send, task_id, topic, value, actor=actor, why=reason)
+                break
+            except ConflictError:  # the task's own invocation (elsewhere) appended first
+                if attempt == DECISION_ATTEMPTS - 1:
+                    raise
         self._news()
         return seq
 
