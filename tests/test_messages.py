@@ -346,15 +346,15 @@ def test_a_snapshot_keeps_the_mailbox_and_the_message_wait(
 
 
 def test_tasktrail_send_records_the_actor_and_reason(
-    sqlite_url: str, clock: ManualClock, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    store_url: str, clock: ManualClock, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    with Scheduler.open(sqlite_url, clock=clock, registry=approvals([])) as s:
+    with Scheduler.open(store_url, clock=clock, registry=approvals([])) as s:
         task = s.submit("approval", phase="ask", id="t1")
         s.run_until_idle()
     ran = run(
         [
             "send",
-            sqlite_url,
+            store_url,
             task,
             "approval",
             '{"ok": true}',
@@ -367,7 +367,7 @@ def test_tasktrail_send_records_the_actor_and_reason(
     )
     assert ran.code == 0, ran.err
     assert "sent t1 message 1 on 'approval' by ana (now waiting)" in ran.out
-    with Scheduler.open(sqlite_url, clock=clock, registry=approvals([])) as s:
+    with Scheduler.open(store_url, clock=clock, registry=approvals([])) as s:
         (sent,) = [e for e in s.history(task) if isinstance(e, MessageSent)]
         assert (sent.message_topic, sent.value, sent.actor, sent.why) == (
             "approval",
@@ -377,22 +377,22 @@ def test_tasktrail_send_records_the_actor_and_reason(
         )
         s.run_until_idle()
         assert s.task(task).status == "terminal"
-    history = run(["history", sqlite_url, task], capsys)
+    history = run(["history", store_url, task], capsys)
     assert history.code == 0
     assert (
         "MessageSent(seq=1, message_topic=approval" in history.out
         and "actor=ana, why=fine" in history.out
     )
-    explained = run(["explain", sqlite_url, task, "--json"], capsys)
+    explained = run(["explain", store_url, task, "--json"], capsys)
     steps = [json.loads(line) for line in explained.out.splitlines()]
     sends = [step for step in steps if "MessageSent" in json.dumps(step)]
     assert sends and "ana" in json.dumps(sends[0]) and "fine" in json.dumps(sends[0])
     # Refused for an ended task (rule 20), and bad JSON: exit 2, nothing recorded.
-    refused = run(["send", sqlite_url, task, "approval", "1", "--json"], capsys)
+    refused = run(["send", store_url, task, "approval", "1", "--json"], capsys)
     assert refused.code == 2 and "rule 20" in refused.err
-    bad = run(["send", sqlite_url, task, "approval", "yes"], capsys)
+    bad = run(["send", store_url, task, "approval", "yes"], capsys)
     assert bad.code == 2 and "not JSON" in bad.err
-    with Scheduler.open(sqlite_url, clock=clock, registry=approvals([])) as s:
+    with Scheduler.open(store_url, clock=clock, registry=approvals([])) as s:
         assert [type(e).__name__ for e in s.history(task)].count("MessageSent") == 1
 
 
