@@ -26,7 +26,6 @@ from ..errors import InvalidArgument, RuleViolation
 from ..frozen import frozen
 from ..world import Draft
 from .context import Context
-from .describe import format_at
 from .events import TaskEvent, register_event
 from .evolve import InvalidTransition, evolves, step
 from .fields import finite_number
@@ -219,12 +218,6 @@ def message_wait_over(task: TaskState, now: float) -> bool:
     return any(m.topic == topic for m in task.mailbox)
 
 
-def waiting_for_message(task: TaskState) -> str:
-    """What a message waiter waits for, in words (a refusal, ``explain``, the report)."""
-    deadline = "" if task.until is None else f" until {format_at(task.until)}"
-    return f"a message on {task.message_topic!r}{deadline}"
-
-
 def reading(seqs: Sequence[int], decision: Callable[..., Any]) -> Callable[..., Any]:
     """``decision`` with the messages ``seqs`` marked read first, in the same decision:
     what an invocation read is read once its next decision is recorded (rule 21)."""
@@ -260,5 +253,4 @@ __all__ = [
     "reading",
     "send",
     "wait_message",
-    "waiting_for_message",
 ]

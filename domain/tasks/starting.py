@@ -21,10 +21,11 @@ from ..errors import InvalidArgument, Refused, RuleViolation, TaskIdTaken
 from ..world import Draft
 from .context import Context
 from .definitions import Registry, definition_fit, parked
+from .describe import waiting_for_message
 from .ending import cancelling_ancestor, end
 from .events import AbortMarked, Mode, TaskEvent, TaskMigrated, TaskReserved, TaskSubmitted
 from .guards import held_elsewhere, invocation_decision, not_closing
-from .messages import message_wait_over, waiting_for_message
+from .messages import message_wait_over
 from .restart_limit import limit_deciding
 from .state import Outcome, TaskState
 from .validation import act_fields, json_value, phase_name, require_task

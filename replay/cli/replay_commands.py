@@ -11,8 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tasktrail.domain.tasks.describe import format_at
-from tasktrail.domain.tasks.messages import waiting_for_message
+from tasktrail.domain.tasks.describe import format_at, waiting_for_message
 
 from .common import (
     EXIT_BAD_INPUT,
