@@ -21,6 +21,7 @@ from tasktrail.domain import (
     TaskDefinition,
     Worker,
 )
+from tasktrail.domain.tasks.events import TaskReserved
 from tasktrail.domain.tasks.messages import MessageSent, MessagesRead, MessageWaitStarted
 from tasktrail.replay import replay
 
@@ -286,6 +287,10 @@ def test_an_abort_mark_beats_a_message_of_the_same_instant(
         ended = s.task(task)
         assert ended.outcome is not None and ended.outcome.status == "aborted"
         assert aborted == [task] and seen == []  # 22: the abort handler ran, not decide
+        history = s.history(task)
+        waited = next(n for n, e in enumerate(history) if isinstance(e, MessageWaitStarted))
+        modes = [e.mode for e in history[waited:] if isinstance(e, TaskReserved)]
+        assert modes == ["abort"]  # reserved in abort mode at once: no run took the message
         assert [m.value for m in ended.mailbox] == ["yes"]  # the message stays unread
         assert "MessagesRead" not in events(s, task)
 
