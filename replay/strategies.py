@@ -63,6 +63,29 @@ def phases() -> st.SearchStrategy[str]:
     return st.sampled_from(["a", "b"])
 
 
+def topics() -> st.SearchStrategy[str]:
+    """Message topics (rules 20-22)."""
+    return st.sampled_from(["x", "y"])
+
+
+def message_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
+    """Messages: a send, a wait for one (with or without a timeout, in seconds), and a
+    read by the invocation running the task (marked read with its next decision)."""
+    slot = task_slots(slots)
+    return st.one_of(
+        st.builds(
+            lambda t, topic, v: Command("send", (t, topic, v)), slot, topics(), st.integers(0, 9)
+        ),
+        st.builds(
+            lambda t, topic, timeout: Command("wait_message", (t, topic, timeout)),
+            slot,
+            topics(),
+            st.none() | st.integers(0, 60),
+        ),
+        st.builds(lambda t, topic: Command("read", (t, topic)), slot, topics()),
+    )
+
+
 def clock_moves() -> st.SearchStrategy[Command]:
     """The clock moving forward, from a millisecond to a minute."""
     return st.builds(lambda ms: Command("advance", (ms,)), st.integers(1, 60_000))
@@ -142,7 +165,7 @@ def commands(
     slots: int = DEFAULT_SLOTS, *, runs: bool = True, turns: bool = True
 ) -> st.SearchStrategy[Command]:
     """Any command, the clock moving in between."""
-    options = [lifecycle_commands(slots), clock_moves()]
+    options = [lifecycle_commands(slots), message_commands(slots), clock_moves()]
     if runs:
         options.append(run_commands(slots))
     if turns:
@@ -280,6 +303,15 @@ class Harness:
                 task_id = f"t{len(self.ids):03d}"
                 s.fork(self.task(args[0]), at=at, id=task_id, actor="harness")
                 self.ids.append(task_id)
+            case "send":
+                s.send(self.task(args[0]), args[1], args[2], actor="harness", reason="generated")
+            case "wait_message":
+                s.wait_message(self.task(args[0]), args[1], timeout_s=args[2])
+            case "read":  # as its invocation's phase would: inv.message(topic)
+                invocation = s._invocations.get(self.task(args[0]))
+                if invocation is None or invocation.ended:
+                    raise Refused("no invocation runs it here", task_id=self.task(args[0]))
+                invocation.message(args[1])
             case "run_pass":
                 s.run_pass()
             case "advance":

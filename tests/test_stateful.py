@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from tasktrail.projections import Projector
 from tasktrail.replay import replay
-from tasktrail.replay.strategies import Command, Harness, phases, task_slots
+from tasktrail.replay.strategies import Command, Harness, phases, task_slots, topics
 
 RESTART_LIMIT = 2
 
@@ -34,6 +34,11 @@ class ModelTask:
     outcome: str | None = None
     restarts: int = 0
     phase: str = "a"
+    mailbox: list[tuple[int, str]] = field(default_factory=list)  # unread: (seq, topic)
+    sent: int = 0
+    reads: list[int] = field(default_factory=list)  # read by its invocation, not marked yet
+    topic: str | None = None  # waiting for a message on it (rule 21)
+    until: float | None = None
 
 
 class Model:
@@ -69,8 +74,30 @@ class Model:
                 self.tasks[task_id].marked = True
             node = self.tasks[node].owner
 
+    def decided(self, task_id: str) -> None:
+        """A decision of the task's invocation was recorded: what it read is read (21)."""
+        task = self.tasks[task_id]
+        task.mailbox = [(seq, topic) for seq, topic in task.mailbox if seq not in task.reads]
+        task.reads = []
+
+    def send(self, task_id: str, topic: str) -> bool:
+        task = self.tasks[task_id]
+        if task.status in ("completing", "terminal"):
+            return False  # rule 20
+        task.sent += 1
+        task.mailbox.append((task.sent, topic))
+        return True
+
+    def read(self, task_id: str, topic: str) -> None:
+        task = self.tasks[task_id]
+        for seq, on in task.mailbox:
+            if on == topic and seq not in task.reads:
+                task.reads.append(seq)
+                return
+
     def end(self, task_id: str, outcome: str) -> None:
         task = self.tasks[task_id]
+        task.topic = task.until = None
         if self.children(task_id):
             task.status, task.outcome, task.restarts = "completing", outcome, 0
             if outcome != "completed":
@@ -85,8 +112,13 @@ class Model:
             holder.status = "terminal"
             owner = holder.owner
 
-    def reserve(self, task_id: str) -> None:
+    def reserve(self, task_id: str, now: float) -> None:
         task = self.tasks[task_id]
+        if task.topic is not None and not task.marked:  # 21 (22: a mark beats a message)
+            unread = any(topic == task.topic for _, topic in task.mailbox)
+            assert unread or (task.until is not None and now >= task.until)
+        task.topic = task.until = None
+        task.reads = []  # a new invocation: it has read nothing yet
         if task.marked and task.restarts >= RESTART_LIMIT:
             self.end(task_id, "faulted")  # rule 12
             return
@@ -130,6 +162,7 @@ class Model:
 
     def crash(self) -> None:
         for task in self.tasks.values():
+            task.reads = []  # unmarked reads die with the invocation
             if task.status == "running":
                 task.status = "pending"
                 task.restarts += 1
@@ -141,6 +174,8 @@ class Model:
                 m.marked,
                 m.outcome if m.status in ("completing", "terminal") else None,
                 m.restarts,
+                len(m.mailbox),
+                m.topic,
             )
             for t, m in self.tasks.items()
         }
@@ -174,11 +209,12 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
     @rule(slot=task_slots())
     def reserve(self, slot: int) -> None:
         if self.do(Command("reserve", (slot,))):
-            self.model.reserve(self.harness.task(slot))
+            self.model.reserve(self.harness.task(slot), self.harness.clock.now)
 
     @rule(slot=task_slots(), phase=phases())
     def checkpoint(self, slot: int, phase: str) -> None:
         if self.do(Command("checkpoint", (slot, phase))):
+            self.model.decided(self.harness.task(slot))
             self.model.checkpoint(self.harness.task(slot), phase)
 
     @rule(
@@ -188,17 +224,40 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
     )
     def wait(self, slot: int, on: list[int], policy: str) -> None:
         if self.do(Command("wait", (slot, tuple(on), policy))):
+            self.model.decided(self.harness.task(slot))
             self.model.wait_or_sleep(self.harness.task(slot), "waiting")
 
     @rule(slot=task_slots(), ms=st.integers(0, 5_000))
     def sleep(self, slot: int, ms: int) -> None:
         if self.do(Command("sleep", (slot, ms))):
+            self.model.decided(self.harness.task(slot))
             self.model.wait_or_sleep(self.harness.task(slot), "sleeping")
 
     @rule(slot=task_slots(), status=st.sampled_from(["completed", "failed", "aborted"]))
     def finish(self, slot: int, status: str) -> None:
         if self.do(Command("finish", (slot, status))):
+            self.model.decided(self.harness.task(slot))
             self.model.end(self.harness.task(slot), status)
+
+    @rule(slot=task_slots(), topic=topics(), value=st.integers(0, 9))
+    def send(self, slot: int, topic: str, value: int) -> None:
+        accepted = self.do(Command("send", (slot, topic, value)))
+        assert accepted == self.model.send(self.harness.task(slot), topic)
+
+    @rule(slot=task_slots(), topic=topics(), timeout=st.none() | st.integers(0, 5))
+    def wait_message(self, slot: int, topic: str, timeout: int | None) -> None:
+        if self.do(Command("wait_message", (slot, topic, timeout))):
+            task_id = self.harness.task(slot)
+            self.model.decided(task_id)
+            self.model.wait_or_sleep(task_id, "waiting")
+            task = self.model.tasks[task_id]
+            task.topic = topic
+            task.until = None if timeout is None else self.harness.clock.now + timeout * 1000
+
+    @rule(slot=task_slots(), topic=topics())
+    def read(self, slot: int, topic: str) -> None:
+        if self.do(Command("read", (slot, topic))):
+            self.model.read(self.harness.task(slot), topic)
 
     @rule(slot=task_slots())
     def abort(self, slot: int) -> None:
@@ -248,6 +307,8 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
                 s.abort_requested,
                 s.outcome.status if s.outcome is not None else None,
                 s.restarts,
+                len(s.mailbox),
+                s.message_topic,
             )
             for t, s in state.tasks.items()
         }

@@ -7,11 +7,10 @@ refused command raises and appends nothing; a command that lost a race with
 another writer raises :class:`~.errors.ConflictError`, appends nothing, and
 leaves the scheduler refreshed so that deciding again sees the winner's events.
 
-This module holds opening (with recovery), closing and the reads; the decision
-cycle (:mod:`.decision`) and the commands are mixed in: :mod:`.submitting`,
-:mod:`.task_commands`, :mod:`.forking` (``fork``), :mod:`.phases` (``run_pass``),
-:mod:`.batch`, :mod:`.turn_commands` (with :mod:`.cleanup_commands`) and
-:mod:`.run_commands`.
+This module holds opening (with recovery), closing and the reads; the decision cycle
+(:mod:`.decision`) and the commands are mixed in: :mod:`.submitting`, :mod:`.task_commands`,
+:mod:`.forking` (``fork``), :mod:`.phases` (``run_pass``), :mod:`.batch`, :mod:`.turn_commands`
+(with :mod:`.cleanup_commands`), :mod:`.run_commands` and :mod:`..service.messages`.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from ..commands.turn_commands import TurnCommands
 from ..dispatch.run_commands import RunCommands
 from ..errors import ConflictError, UnknownTask
 from ..history import DEFAULT_EVERY, stream_loader
+from ..service.messages import MessageCommands
 from ..store.event_view import ensure_event_view
 from ..store.seals import Seal
 from ..store.store import Durability, Store, open_store
@@ -65,6 +65,7 @@ class Scheduler(
     RunCommands,
     FleetCommands,
     SnapshotCommands,
+    MessageCommands,
 ):
     """A durable task scheduler kept as an event-sourced state machine.
 
@@ -303,9 +304,9 @@ class Scheduler(
     def wake(self) -> dict[str, Any]:
         """Rule 15: ``{"active": bool, "at": ms | None}``.
 
-        ``active`` while some task can run now or is running; ``at`` is the
-        earliest sleep not yet due. Answered from the log as it stands: what other
-        writers appended is folded in first, as for :meth:`task`.
+        ``active`` while some task can run now or is running; ``at`` is the earliest
+        sleep (or message wait's deadline) not yet due. Answered from the log as it
+        stands: what other writers appended is folded in first, as for :meth:`task`.
         """
         with self._lock:  # the world may be folded from a heartbeat thread
             self._catch_up()
@@ -317,9 +318,8 @@ class Scheduler(
                 task = self.world.get(task_id)
                 assert task is not None
                 state = self._readiness(draft, ctx, task)
-                if state == "sleeping":
-                    assert task.until is not None
-                    at = task.until if at is None else min(at, task.until)
+                if state in ("sleeping", "message") and task.until is not None:
+                    at = task.until if at is None else min(at, task.until)  # rules 8, 21
                 elif state in ("ready", "running"):
                     active = True
         return {"active": active, "at": at}

@@ -120,6 +120,7 @@ class Worker(WorkerLoop, WorkerReports):
         self.scheduler = scheduler
         self.invocations = Invocations(scheduler, concurrency)
         """The invocations in flight (``concurrency`` at most)."""
+        scheduler.listen_for_news(self.invocations.changed.set)  # a message: tick at once
         self.grace_s = check_grace(grace_s)
         self.runtime = runtime
         # Runtime's own cleanup answers "not done" for good: a runtime that does not

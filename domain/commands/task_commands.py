@@ -55,6 +55,15 @@ class TaskCommands:
 
         def submit_owned(self, owner: str, kind: str, **options: Any) -> str: ...
 
+        def wait_message(  # the Service API's (..service.messages)
+            self,
+            task_id: str,
+            topic: str,
+            phase: str | None = None,
+            timeout_s: float | None = None,
+            attempt: int | None = None,
+        ) -> None: ...
+
         def task(self, task_id: str) -> TaskState: ...
 
         def _catch_up(self) -> None: ...
@@ -283,7 +292,14 @@ class TaskCommands:
         try:
             if self._fenced():  # peers may have taken its tasks: decide nothing for them
                 raise LeaseLost(task_id, self.worker, None)
-            self._decide_grouped(fn, task_id, *args, **kwargs)
+            invocation = self._invocations.get(task_id) if isinstance(task_id, str) else None
+            reads = list(invocation.unmarked_reads) if invocation is not None else []
+            # 21. What the invocation read is marked read with this decision, in its append.
+            self._decide_grouped(
+                decide.reading(reads, fn) if reads else fn, task_id, *args, **kwargs
+            )
+            if reads and invocation is not None:
+                del invocation.unmarked_reads[: len(reads)]
         except RuleViolation as refusal:
             # Rules 1 to 3, and fencing (a fleet's rule 9), end the invocation that decided.
             if refusal.rule in (1, 2, 3) or isinstance(refusal, LeaseLost):

@@ -5,7 +5,7 @@ The application hands these pure functions to its ``_decide``: each takes a
 command produces into the draft, or raises a refusal naming the rule and the
 task, which appends nothing. Nothing is defined here: each rule lives in the
 module of its part of a task's life (:mod:`.starting`, :mod:`.running`,
-:mod:`.ending`, :mod:`.restarts`, :mod:`.readiness`, :mod:`.forking`).
+:mod:`.ending`, :mod:`.restarts`, :mod:`.messages`, :mod:`.readiness`, :mod:`.forking`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from .context import Context
 from .ending import abort, fault, finish
 from .forking import fork
 from .guards import held_elsewhere
+from .messages import reading, send, wait_message
 from .readiness import readiness
 from .restarts import recover, retry, stop
 from .running import checkpoint, memo, sleep, wait
@@ -29,12 +30,15 @@ __all__ = [
     "held_elsewhere",
     "memo",
     "readiness",
+    "reading",
     "recover",
     "reserve",
     "retry",
+    "send",
     "sleep",
     "stop",
     "submit",
     "submit_owned",
     "wait",
+    "wait_message",
 ]

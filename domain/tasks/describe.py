@@ -8,9 +8,12 @@ CR/LF that would forge whole lines; each such character is shown as its escape.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import TaskEvent, event_payload
+
+if TYPE_CHECKING:
+    from .state import TaskState
 
 _QUIET_FIELDS = {"at", "rule", "owner_id", "conversation_id", "project_ids", "trace"}
 _UNPRINTABLE = {
@@ -55,6 +58,12 @@ def is_time_field(name: str) -> bool:
 def field_text(name: str, value: Any) -> str:
     """An event field's value as one line shows it: a time as :func:`format_at`."""
     return format_at(value) if is_time_field(name) else _short(value)
+
+
+def waiting_for_message(task: TaskState) -> str:
+    """What a task waiting for a message waits for, in words (rule 21)."""
+    deadline = "" if task.until is None else f" until {format_at(task.until)}"
+    return f"a message on {task.message_topic!r}{deadline}"
 
 
 def describe(event: TaskEvent) -> str:

@@ -180,6 +180,8 @@ def _require(state: TaskState, event: TaskEvent, *statuses: str) -> None:
 def _reserved(state: TaskState, event: TaskReserved) -> TaskState:
     _require(state, event, "pending", "waiting", "sleeping", "running")
     started = state.started_version if state.started_version is not None else state.events + 1
+    if state.message_topic is not None:  # a message wait is over (tasks/messages.py)
+        state = _replace(state, message_topic=None)
     return _to_running(
         state,
         event,
@@ -255,6 +257,8 @@ def _outcome(event: OutcomeHeld | TaskEnded) -> Outcome:
 
 @evolves(OutcomeHeld)
 def _held(state: TaskState, event: OutcomeHeld) -> TaskState:
+    if state.message_topic is not None:
+        state = _replace(state, message_topic=None)
     # Rule 14: memos disappear once an outcome is decided.
     return _to_decided(
         state,
@@ -274,6 +278,8 @@ def _held(state: TaskState, event: OutcomeHeld) -> TaskState:
 
 @evolves(TaskEnded)
 def _ended(state: TaskState, event: TaskEnded) -> TaskState:
+    if state.message_topic is not None:  # ended while waiting for a message (rule 13)
+        state = _replace(state, message_topic=None)
     return _to_decided(
         state,
         event,

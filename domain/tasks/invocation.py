@@ -6,7 +6,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from ..errors import ConflictError
+from ..frozen import thawed
 from .events import Mode, OutcomeStatus, Policy
+from .messages import next_unread
 from .state import TaskState
 
 _MISSING: Any = object()
@@ -51,13 +53,23 @@ class TaskDecider(Protocol):
 
     def submit_owned(self, owner: str, kind: str, **options: Any) -> str: ...
 
+    def wait_message(
+        self,
+        task_id: str,
+        topic: str,
+        phase: str | None = None,
+        timeout_s: float | None = None,
+        attempt: int | None = None,
+    ) -> None: ...
+
 
 class Invocation:
     """One invocation of one task, in ``run`` or ``abort`` mode.
 
     A phase decides through it: ``checkpoint`` the next phase, ``wait`` on
-    other tasks, ``sleep``, or ``finish`` with an outcome; it may ``submit``
-    tasks it owns and keep ``memo`` values. Each call is one scheduler
+    other tasks or ``wait_message`` for a message, ``sleep``, or ``finish`` with an
+    outcome; it may ``submit`` tasks it owns, keep ``memo`` values and read its
+    ``message`` values. Each call is one scheduler
     decision, recorded before it returns. Once the task stops running (it
     waits, sleeps or ends) or is abort-marked during a run, the invocation has
     ended and further decisions raise :class:`~.errors.RuleViolation`.
@@ -73,6 +85,9 @@ class Invocation:
         self.lost = False
         """Whether another worker took the task (this worker's lease expired): its
         decisions raise :class:`~..errors.LeaseLost` and record nothing."""
+        self.unmarked_reads: list[int] = []
+        """The messages :meth:`message` read (their ``seq``) that its next decision
+        marks read (rule 21)."""
 
     @property
     def worker(self) -> str:
@@ -131,6 +146,30 @@ class Invocation:
         _deciding(
             lambda: self.scheduler.finish(self.task_id, status, error=error, reason=reason)  # type: ignore[arg-type]
         )
+
+    def wait_message(
+        self, topic: str, phase: str | None = None, timeout_s: float | None = None
+    ) -> None:
+        """Wait for a message on ``topic`` (a wait: the invocation ends and frees its
+        slot), resuming at ``phase`` (default: the current one) once one is unread, at
+        once if one is already, or after ``timeout_s`` seconds without one (rule 21).
+        The phase resumed then reads it with :meth:`message`."""
+        _deciding(
+            lambda: self.scheduler.wait_message(
+                self.task_id, topic, phase=phase, timeout_s=timeout_s
+            )
+        )
+
+    def message(self, topic: str) -> Any:
+        """The value of the oldest unread message on ``topic`` this invocation has not
+        read yet, or ``None`` (none came: a wait's timeout). A plain copy. It is marked
+        read when the invocation's next decision is recorded, in the same append: a
+        crash before that leaves it unread, and the phase reads it again (rule 21)."""
+        found = next_unread(self.task, topic, self.unmarked_reads)
+        if found is None:
+            return None
+        self.unmarked_reads.append(found.seq)
+        return thawed(found.value)
 
     def submit(self, kind: str, **options: Any) -> str:
         """Submit a task this one owns; returns its id. A decision of this invocation:

@@ -15,12 +15,13 @@ from .context import Context
 from .definitions import Registry, definition_fit, parked
 from .ending import cancelling_ancestor
 from .guards import held_elsewhere
+from .messages import message_wait_over
 from .state import TaskState
 from .waits import wait_satisfied
 
 Readiness = str
-"""``ready``, ``running``, ``held``, ``waiting``, ``sleeping``, ``owned_work``,
-``cascade`` or a blocked reason (rule 13)."""
+"""``ready``, ``running``, ``held``, ``waiting``, ``message`` (waiting for a message,
+rule 21), ``sleeping``, ``owned_work``, ``cascade`` or a blocked reason (rule 13)."""
 
 
 def readiness(
@@ -54,6 +55,10 @@ def readiness(
             if fit not in ("same", "migrate"):
                 return fit
         return "ready"
+    # 22. An abort mark beats a message (the branch above): only an unmarked waiter
+    #     waits for one (rule 21).
+    if task.message_topic is not None and not message_wait_over(task, ctx.now):
+        return "message"
     if task.status == "waiting" and not wait_satisfied(draft, task):
         return "waiting"
     if task.status == "sleeping" and task.until is not None and ctx.now < task.until:

@@ -21,9 +21,11 @@ from ..errors import InvalidArgument, Refused, RuleViolation, TaskIdTaken
 from ..world import Draft
 from .context import Context
 from .definitions import Registry, definition_fit, parked
+from .describe import waiting_for_message
 from .ending import cancelling_ancestor, end
 from .events import AbortMarked, Mode, TaskEvent, TaskMigrated, TaskReserved, TaskSubmitted
 from .guards import held_elsewhere, invocation_decision, not_closing
+from .messages import message_wait_over
 from .restart_limit import limit_deciding
 from .state import Outcome, TaskState
 from .validation import act_fields, json_value, phase_name, require_task
@@ -192,8 +194,14 @@ def reserve(
         cancelling = cancelling_ancestor(draft, task_id)
         if cancelling is not None:
             task = draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=6, by=cancelling.id))
+    # 22. An abort mark beats a message, as it ends a wait or a sleep (rules 3, 8): the
+    #     mode is the mark's, whatever arrived in the same instant, which stays unread.
     if task.abort_requested:
         return _reserve_abort(draft, ctx, task, registry, failed_migrations, migrated_phase)
+    # 21. A message waiter stays waiting until a message on its topic is unread or its
+    #     deadline passed.
+    if task.message_topic is not None and not message_wait_over(task, ctx.now):
+        raise RuleViolation(21, f"still waiting for {waiting_for_message(task)}", task_id=task_id)
     # 7. A waiter stays waiting until its policy is met.
     if task.status == "waiting" and not wait_satisfied(draft, task):
         raise RuleViolation(

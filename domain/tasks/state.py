@@ -45,6 +45,18 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Message:
+    """A message sent to a task and not read yet (rules 20 and 21): its number in the
+    task's mailbox (1, 2, ...), its topic, its value (read-only, as a memo's) and when
+    it was sent. Who sent it and why are on its ``MessageSent`` event."""
+
+    seq: int
+    topic: str
+    value: Any
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class TaskState:
     """Everything known of one task after the events so far.
 
@@ -90,6 +102,13 @@ class TaskState:
     started_version: int | None = None
     """The event number of the task's first reservation (pi-durable's ``startedAt``):
     its first phase span's id derives from it, so later spans can link to it."""
+    message_topic: str | None = None
+    """While ``waiting`` for a message (rule 21): its topic (``until`` is its deadline,
+    if any); ``None`` otherwise."""
+    mailbox: tuple[Message, ...] = ()
+    """The messages sent to the task and not read yet, oldest first (rules 20, 21)."""
+    messages_sent: int = 0
+    """How many messages were ever sent to the task (the next one's number less one)."""
 
     @property
     def live(self) -> bool:
@@ -134,7 +153,9 @@ class TaskState:
             out["project_ids"] = list(self.project_ids)
         if self.mode is not None:
             out["mode"] = self.mode
-        if self.status == "waiting":
+        if self.status == "waiting" and self.message_topic is not None:
+            out["message_topic"] = self.message_topic
+        elif self.status == "waiting":
             out["on"] = list(self.on)
             out["policy"] = self.policy
         if self.until is not None:
@@ -152,6 +173,11 @@ class TaskState:
             out["roles"] = {name: role.to_dict() for name, role in self.roles.items()}
         if self.started_version is not None:
             out["started_version"] = self.started_version
+        if self.mailbox:
+            out["mailbox"] = [
+                {"seq": m.seq, "topic": m.topic, "value": thawed(m.value), "at": m.at}
+                for m in self.mailbox
+            ]
         out["events"] = self.events
         return out
 

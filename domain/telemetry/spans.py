@@ -211,7 +211,7 @@ class PhaseFold:
                 self._start(after, event, version, after.mode, False, lookup)
         elif current is None:
             pass
-        elif isinstance(event, WaitStarted):
+        elif isinstance(event, WaitStarted) or after.status == "waiting":  # or a message wait
             finished.append(self._close(current, event.at, "waiting"))
         elif isinstance(event, SleepStarted):
             finished.append(self._close(current, event.at, "sleeping"))

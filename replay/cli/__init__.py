@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     act_commands.add_abort(commands)
     act_commands.add_retry(commands)
     act_commands.add_fork(commands)
+    act_commands.add_send(commands)
     for command in commands.choices.values():
         # ``tasktrail verify --debug X`` as well as ``tasktrail --debug verify X``.
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
@@ -197,6 +198,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "abort": act_commands.do_abort,
         "retry": act_commands.do_retry,
         "fork": act_commands.do_fork,
+        "send": act_commands.do_send,
     }
     handler = handlers.get(args.command)
     if handler is None:

@@ -1,6 +1,6 @@
-"""The ``tasktrail`` commands an operator acts with: ``submit``, ``abort``, ``retry`` and
-``fork``. Each decides through the same rules as the library (a refusal exits 2 naming
-the rule, and appends nothing), records who acted and why (``--actor``, default
+"""The ``tasktrail`` commands an operator acts with: ``submit``, ``abort``, ``retry``,
+``fork`` and ``send``. Each decides through the same rules as the library (a refusal
+exits 2 naming the rule, and appends nothing), records who acted and why (``--actor``, default
 ``$TASKTRAIL_ACTOR``, else ``user@host``; ``--reason``) on the event, and prints what it
 did (``--json``: one JSON object). See ``docs/operating.md``.
 
@@ -124,6 +124,19 @@ def add_retry(commands: Any) -> None:
     _who_and_why(retry)
 
 
+def add_send(commands: Any) -> None:
+    send = commands.add_parser(
+        "send",
+        help="send a task a message on a topic: a phase waiting for one runs (rules 20-22)",
+        description="Refused (exit 2, nothing recorded) for a task past its outcome (rule 20).",
+    )
+    _act_arguments(send)
+    for name, text in (("task", "the task id"), ("topic", "the message's topic")):
+        send.add_argument(name, help=text)
+    send.add_argument("value", metavar="JSON", help="its value: JSON (a string is quoted)")
+    _who_and_why(send)
+
+
 def add_fork(commands: Any) -> None:
     fork = commands.add_parser(
         "fork",
@@ -184,19 +197,21 @@ def _memos(pairs: list[str]) -> dict[str, Any]:
         name, sign, text = pair.partition("=")
         if not sign or not name:
             raise InvalidArgument(f"--memo {pair!r}: give NAME=JSON (e.g. --memo tries=3)")
-        try:
-            # Read exactly: orjson would read an integer past 64 bits as a float.
-            value = json.loads(text, parse_constant=_not_json)
-        except ValueError:
-            raise InvalidArgument(
-                f"--memo {name}: {text!r} is not JSON (a string is quoted: "
-                f"--memo {name}='\"{text}\"')"
-            ) from None
-        except RecursionError:
-            raise InvalidArgument(f"--memo {name}: the value is nested too deep") from None
+        value = _json(text, f"--memo {name}", f"--memo {name}=")
         # The API's own check of a memo, before the store is opened: one rule for both.
         memos[name] = json_value(value, f"memo {name!r}", None)
     return memos
+
+
+def _json(text: str, what: str, quoted: str) -> Any:
+    try:  # read exactly: orjson would read an integer past 64 bits as a float
+        return json.loads(text, parse_constant=_not_json)
+    except ValueError:
+        raise InvalidArgument(
+            f"{what}: {text!r} is not JSON (a string is quoted: {quoted}'\"{text}\"')"
+        ) from None
+    except RecursionError:
+        raise InvalidArgument(f"{what}: the value is nested too deep") from None
 
 
 def _not_json(constant: str) -> None:
@@ -297,3 +312,14 @@ def do_fork(args: argparse.Namespace) -> int:
     }
     line = f"forked {source_id} as of position {position} at {phase} by {actor} as {new_id}"
     return _report(args, line, record)
+
+
+def do_send(args: argparse.Namespace) -> int:
+    actor, reason, task_id = *_act(args), task_id_argument(args.task)
+    value = _json(args.value, "the message's value", "")
+    with acting(args.store, actor) as scheduler:
+        seq = scheduler.send(task_id, args.topic, value, actor=actor, reason=reason)
+        status = scheduler.task(task_id).status
+    record = {"act": "send", "task_id": task_id, "topic": args.topic, "seq": seq, "status": status}
+    line = f"sent {task_id} message {seq} on {args.topic!r} by {actor} (now {status})"
+    return _report(args, line, {**record, "actor": actor, "reason": reason})

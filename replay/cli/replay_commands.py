@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tasktrail.domain.tasks.describe import format_at
+from tasktrail.domain.tasks.describe import format_at, waiting_for_message
 
 from .common import (
     EXIT_BAD_INPUT,
@@ -168,6 +168,8 @@ def do_replay(args: argparse.Namespace) -> int:
 
 
 def _where(task: Any) -> str:
+    if task.status == "waiting" and task.message_topic is not None:
+        return f"for {waiting_for_message(task)}"
     if task.status == "waiting":
         return f"on {','.join(task.on)} ({task.policy})"
     if task.status == "sleeping":

@@ -59,7 +59,7 @@ def stay_key(task: TaskState) -> tuple[Any, ...]:
     if task.status == "running":
         return ("running", phase, task.mode, task.worker)
     if task.status == "waiting":
-        return ("waiting", task.on, task.policy)
+        return ("waiting", task.on, task.policy, task.message_topic, task.until)
     if task.status == "sleeping":
         return ("sleeping", task.until)
     if task.status == "completing":
@@ -78,6 +78,10 @@ def stay_bar(task: TaskState, event: Any, position: int, is_parked: bool) -> Bar
         bar.state = task.mode or ""
         if task.worker:
             bar.details.append(("worker", task.worker))
+    elif status == "waiting" and task.message_topic is not None:  # rule 21
+        bar.label = f"waits for a message on {task.message_topic}"
+        bar.planned_end = task.until
+        bar.details.append(("topic", task.message_topic))
     elif status == "waiting":
         bar.label = f"waits {task.policy} on {len(task.on)}"
         bar.details.append(("awaits", ", ".join(task.on)))
