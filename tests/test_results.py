@@ -224,3 +224,26 @@ def test_an_old_log_without_results_folds_the_same(tmp_path: Path) -> None:
 
     old = event_from_payload(TaskEnded, "t1", {"at": 1.0, "rule": None, "status": "completed"})
     assert isinstance(old, TaskEnded) and old.result is None
+
+
+def test_result_from_a_process_that_is_not_a_worker(store_url: str, tmp_path: Path) -> None:
+    """Three processes: this one submits, a caller that is not a worker waits for the
+    result, a ``tasktrail worker`` runs the task. The caller returns once the worker
+    finished, on the news: well within the fallback poll (news.FALLBACK_S, 1 s)."""
+    from helpers.worker_processes import processes, submit, wait_for
+
+    with processes(store_url, tmp_path) as started:
+        [task_id] = submit(store_url, "answer", 1)
+        waiter = started.result_waiter(task_id)
+        worker = started.worker("w1", phase_s=30, gated=True)
+        wait_for(lambda: started.starts("w1"), 30, worker)
+        time.sleep(0.3)  # the caller waits on the news meanwhile, not on a period
+        started.open_gate("w1")
+        assert waiter.process.stdout is not None
+        line = waiter.process.stdout.readline().decode().strip().split(maxsplit=2)
+        assert line[1:] == ["completed", '{"by": "w1"}'], waiter.output()
+        [end] = started.ends("w1")
+        late_ms = float(line[0]) - float(end[4])
+        print(f"the caller returned {late_ms:.1f} ms after the finish")
+        assert late_ms < 250, f"the caller returned {late_ms:.0f} ms after the finish"
+        assert waiter.process.wait(30) == 0, waiter.output()

@@ -178,10 +178,12 @@ def postgres_watch(conninfo: dict[str, Any], channel: str) -> Watch:
         import psycopg
         from psycopg import sql
 
+        lost = False  # said once an outage, not at every attempt
         while not stopped.is_set():
             try:
                 with psycopg.connect(**conninfo, autocommit=True) as connection:
                     connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    lost = False
                     signal()  # what was appended while it was not listening
                     while not stopped.is_set():
                         for _ in connection.notifies(timeout=0.2, stop_after=1):
@@ -189,7 +191,15 @@ def postgres_watch(conninfo: dict[str, Any], channel: str) -> Watch:
             except psycopg.Error as error:
                 if stopped.is_set():
                     return
-                log.warning("news listener on %s lost (%s): connecting again", channel, error)
+                if not lost:
+                    log.warning(
+                        "news listener on %s lost (%s): waiters poll every %.1f s until it "
+                        "connects again",
+                        channel,
+                        error,
+                        FALLBACK_S,
+                    )
+                lost = True
                 stopped.wait(RECONNECT_S)
 
     return watch

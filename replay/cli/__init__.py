@@ -26,7 +26,6 @@ from . import (
     io_commands,
     replay_commands,
     report_command,
-    result_command,
     runs_command,
     seal_command,
     snapshot_command,
@@ -44,6 +43,7 @@ from .common import (
     EXIT_UNCHECKED,
     warn,
 )
+from .service import result_command
 
 EPILOG = """\
 examples:

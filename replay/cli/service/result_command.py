@@ -20,7 +20,7 @@ from tasktrail.domain.store.store import Store
 from tasktrail.domain.tasks.evolve import evolve
 from tasktrail.domain.tasks.state import TaskState
 
-from .common import EXIT_OK, EXIT_PROBLEMS, STORE_HELP, emit, say, task_id_argument, warn
+from ..common import EXIT_OK, EXIT_PROBLEMS, STORE_HELP, emit, say, task_id_argument, warn
 
 DESCRIPTION = (
     "Print the outcome of one task: its status, the result its phase gave "
