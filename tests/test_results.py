@@ -247,3 +247,21 @@ def test_result_from_a_process_that_is_not_a_worker(store_url: str, tmp_path: Pa
         print(f"the caller returned {late_ms:.1f} ms after the finish")
         assert late_ms < 250, f"the caller returned {late_ms:.0f} ms after the finish"
         assert waiter.process.wait(30) == 0, waiter.output()
+
+
+def test_the_report_and_the_frames_show_results(
+    s: Scheduler, store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task_id = s.submit("answer", phase="go")
+    s.run_until_idle()
+    out = tmp_path / "r.html"
+    ran = run(["report", store_url, task_id, "--out", str(out)], capsys)
+    assert ran.code == 0, ran.err
+    shown = '{"n":21,"words":["a","b"]}'.replace('"', "&quot;")
+    assert f'<span class="result">{shown}</span>' in out.read_text()
+    pytest.importorskip("pandas")
+    from tasktrail.replay import frames
+
+    tasks = frames.tasks(store_url)
+    row = tasks[tasks["task_id"] == task_id].iloc[0]
+    assert row["result"] == {"n": 21, "words": ["a", "b"]}
