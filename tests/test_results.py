@@ -265,3 +265,21 @@ def test_the_report_and_the_frames_show_results(
     tasks = frames.tasks(store_url)
     row = tasks[tasks["task_id"] == task_id].iloc[0]
     assert row["result"] == {"n": 21, "words": ["a", "b"]}
+
+
+def test_a_held_outcome_keeps_its_result_until_the_holder_ends(s: Scheduler) -> None:
+    """Rule 5: the result rides on OutcomeHeld, then on the TaskEnded the last owned
+    task's end makes; ``result`` waits for that end (a held outcome is not terminal)."""
+    owner = s.submit("answer", phase="go")
+    s.reserve(owner)
+    child = s.submit_owned(owner, "answer", phase="go")
+    s.finish(owner, "completed", result=["held"])
+    assert s.task(owner).status == "completing"
+    assert s.outcome(owner) is not None and s.outcome(owner).result == ["held"]  # type: ignore[union-attr]
+    with pytest.raises(TimeoutError):
+        s.result(owner, timeout=0.1)
+    s.run_until_idle()  # the child ends: the holder with it
+    assert s.result(child, timeout=5).result == {"n": 21, "words": ["a", "b"]}
+    ended = s.history(owner)[-1]
+    assert isinstance(ended, TaskEnded) and (ended.rule, ended.result) == (5, ["held"])
+    assert s.result(owner, timeout=5).result == ["held"]
