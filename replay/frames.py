@@ -214,7 +214,8 @@ def ledger(log: Log) -> pandas.DataFrame:
 
 
 def tasks(log: Log) -> pandas.DataFrame:
-    """Every task, terminal ones included: kind, status, outcome, restarts, times."""
+    """Every task, terminal ones included: kind, status, outcome (and its result),
+    restarts, times."""
     rows = []
     for task in _state(log).tasks.values():
         outcome = task.outcome
@@ -226,6 +227,7 @@ def tasks(log: Log) -> pandas.DataFrame:
                 "status": task.status,
                 "outcome": outcome.status if outcome is not None else None,
                 "reason": outcome.reason if outcome is not None else None,
+                "result": outcome.to_dict().get("result") if outcome is not None else None,
                 "phase": task.checkpoint.phase if task.checkpoint is not None else None,
                 "restarts": task.restarts,
                 "abort_requested": task.abort_requested,
@@ -242,6 +244,7 @@ def tasks(log: Log) -> pandas.DataFrame:
         "status": TASK_STATUSES,
         "outcome": OUTCOMES,
         "reason": "object",
+        "result": "object",
         "phase": OPEN,
         "restarts": "int64",
         "abort_requested": "bool",

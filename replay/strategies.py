@@ -91,6 +91,18 @@ def clock_moves() -> st.SearchStrategy[Command]:
     return st.builds(lambda ms: Command("advance", (ms,)), st.integers(1, 60_000))
 
 
+def results() -> st.SearchStrategy[Any]:
+    """What a finish answers, sometimes: nothing, a number, text, or a small JSON object."""
+    return (
+        st.none()
+        | st.integers(-1000, 1000)
+        | st.text(max_size=8)
+        | st.fixed_dictionaries(
+            {"n": st.integers(0, 9), "tags": st.lists(st.sampled_from(["a", "b"]), max_size=2)}
+        )
+    )
+
+
 def lifecycle_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
     """Commands of SPEC.md section 1: submit, reserve, checkpoint, wait, sleep, finish, ...
     and an operator's fork (as of now, or some positions back)."""
@@ -108,9 +120,10 @@ def lifecycle_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]
         ),
         st.builds(lambda t, ms: Command("sleep", (t, ms)), slot, st.integers(0, 120_000)),
         st.builds(
-            lambda t, status: Command("finish", (t, status)),
+            lambda t, status, result: Command("finish", (t, status, result)),
             slot,
             st.sampled_from(["completed", "failed", "aborted"]),
+            results(),
         ),
         st.builds(lambda t: Command("abort", (t,)), slot),
         st.builds(lambda t: Command("retry", (t,)), slot),
@@ -292,8 +305,8 @@ class Harness:
                 s.wait(self.task(args[0]), [self.task(a) for a in args[1]], args[2])
             case "sleep":
                 s.sleep(self.task(args[0]), self.clock.now + args[1])
-            case "finish":
-                s.finish(self.task(args[0]), args[1])
+            case "finish":  # a result sometimes (a command from before results: none)
+                s.finish(self.task(args[0]), args[1], result=args[2] if len(args) > 2 else None)
             case "abort":
                 s.abort(self.task(args[0]), actor="harness", reason="generated")
             case "retry":

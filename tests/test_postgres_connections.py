@@ -179,13 +179,29 @@ def _notifications(url: str, channel: str) -> int:
         return sum(1 for sent in listener.notifies(timeout=0.5) if sent.pid == pid)
 
 
-@pytest.mark.parametrize("notify", ["", "&notify=on"])
-def test_appends_notify_only_when_asked(postgres_url: str, notify: str) -> None:
-    """Off by default: nothing of tasktrail LISTENs, and a NOTIFY holds the server's one
-    notify lock through the commit (every store on the server queues behind it)."""
+@pytest.mark.parametrize("notify", ["", "&notify=on", "&notify=off"])
+def test_appends_notify_unless_turned_off(postgres_url: str, notify: str) -> None:
+    """On by default since the store's news listens (issue 42); ``notify=off`` trades the
+    news for appends that do not take the server's one notify lock through the commit
+    (every store on the server queues behind it), and waiters then poll."""
     with open_store(postgres_url) as store:
         channel = store.app.recorder.channel_name  # type: ignore[attr-defined]
-    assert _notifications(postgres_url + notify, channel) == (1 if notify else 0)
+    assert _notifications(postgres_url + notify, channel) == (0 if "off" in notify else 1)
+
+
+def test_a_caller_waiting_for_a_result_holds_three_server_connections(
+    postgres_url: str,
+) -> None:
+    """The pool's one, the liveness lock's, and the news listener's (docs/fleet.md)."""
+    with _connections_opened() as counted:
+        scheduler = Scheduler.open(postgres_url)
+        task_id = scheduler.submit("job", phase="a")
+        with pytest.raises(TimeoutError):
+            scheduler.result(task_id, timeout=0.3)
+    try:
+        assert counted[0] == MAX_CONNECTIONS + 1, counted
+    finally:
+        scheduler.close()
 
 
 def test_a_hostile_schema_in_a_location_built_by_hand_is_refused_by_the_recorder() -> None:

@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import examples
@@ -21,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from tasktrail.projections import Projector
 from tasktrail.replay import replay
-from tasktrail.replay.strategies import Command, Harness, phases, task_slots, topics
+from tasktrail.replay.strategies import Command, Harness, phases, results, task_slots, topics
 
 RESTART_LIMIT = 2
 
@@ -233,11 +234,18 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
             self.model.decided(self.harness.task(slot))
             self.model.wait_or_sleep(self.harness.task(slot), "sleeping")
 
-    @rule(slot=task_slots(), status=st.sampled_from(["completed", "failed", "aborted"]))
-    def finish(self, slot: int, status: str) -> None:
-        if self.do(Command("finish", (slot, status))):
+    @rule(
+        slot=task_slots(),
+        status=st.sampled_from(["completed", "failed", "aborted"]),
+        result=results(),
+    )
+    def finish(self, slot: int, status: str, result: Any) -> None:
+        if self.do(Command("finish", (slot, status, result))):
             self.model.decided(self.harness.task(slot))
             self.model.end(self.harness.task(slot), status)
+            # The result is kept on the outcome, held or ended, as it was given.
+            outcome = self.harness.scheduler.task(self.harness.task(slot)).outcome
+            assert outcome is not None and outcome.result == result
 
     @rule(slot=task_slots(), topic=topics(), value=st.integers(0, 9))
     def send(self, slot: int, topic: str, value: int) -> None:

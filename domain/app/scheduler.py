@@ -8,9 +8,7 @@ another writer raises :class:`~.errors.ConflictError`, appends nothing, and
 leaves the scheduler refreshed so that deciding again sees the winner's events.
 
 This module holds opening (with recovery), closing and the reads; the decision cycle
-(:mod:`.decision`) and the commands are mixed in: :mod:`.submitting`, :mod:`.task_commands`,
-:mod:`.forking` (``fork``), :mod:`.phases` (``run_pass``), :mod:`.batch`, :mod:`.turn_commands`
-(with :mod:`.cleanup_commands`), :mod:`.run_commands` and :mod:`..service.messages`.
+and the command groups are mixed in (:mod:`.assembly` lists them).
 """
 
 from __future__ import annotations
@@ -22,19 +20,11 @@ from typing import Any, TypeVar
 
 from ..clock import Clock, system_clock
 from ..commands.arguments import check_open_arguments
-from ..commands.batch import BatchCommands
-from ..commands.decision import DecisionCycle
-from ..commands.forking import ForkCommands
-from ..commands.group_commit import DecisionQueue, GroupCommit
+from ..commands.group_commit import DecisionQueue
 from ..commands.sealing import take_seal
-from ..commands.snapshots import SnapshotCommands
-from ..commands.submitting import SubmitCommands
-from ..commands.task_commands import TaskCommands, _task_id
-from ..commands.turn_commands import TurnCommands
-from ..dispatch.run_commands import RunCommands
+from ..commands.task_commands import _task_id
 from ..errors import ConflictError, UnknownTask
 from ..history import DEFAULT_EVERY, stream_loader
-from ..service.messages import MessageCommands
 from ..store.event_view import ensure_event_view
 from ..store.seals import Seal
 from ..store.store import Durability, Store, open_store
@@ -47,26 +37,13 @@ from ..tasks.restart_limit import restart_limit_of
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
-from .fleet import DEFAULT_LEASE_MS, FleetCommands, lease_ms, worker_name
-from .phases import PhaseCommands
+from .assembly import CommandGroups
+from .fleet import DEFAULT_LEASE_MS, lease_ms, worker_name
 
 T = TypeVar("T")
 
 
-class Scheduler(
-    DecisionCycle,
-    GroupCommit,
-    SubmitCommands,
-    TaskCommands,
-    ForkCommands,
-    PhaseCommands,
-    BatchCommands,
-    TurnCommands,
-    RunCommands,
-    FleetCommands,
-    SnapshotCommands,
-    MessageCommands,
-):
+class Scheduler(CommandGroups):
     """A durable task scheduler kept as an event-sourced state machine.
 
     Open one with :meth:`open`; it loads the store's tasks and runs recovery

@@ -1,12 +1,13 @@
 """The worker's loop, its heartbeat thread, and stopping (a mixin of the Worker).
 
 :meth:`WorkerLoop.run` ticks until stopped. Idle, it sleeps until the worker's next
-deadline, waking when an invocation ends, when another writer appends (it polls the
-store's head), when a pass is requested, or when it is stopped. A thread of its own
-renews the lease a third of a lease apart and, twice a second, asks whether a worker
-that holds running tasks is gone (:meth:`~.fleet.FleetCommands.recover_gone`), so a
-dead peer's tasks come back within about a second (on PostgreSQL, where a lock must be
-seen free twice, the second look is made as soon as it can tell: within 1.5 s).
+deadline, waking when an invocation ends, on the store's news (an append, here or by
+another writer; the head is polled too), when a pass is requested, or when stopped.
+A thread of its own renews the lease a third of a lease apart and, twice a second,
+asks whether a worker that holds running tasks is gone
+(:meth:`~.fleet.FleetCommands.recover_gone`), so a dead peer's tasks come back within
+about a second (on PostgreSQL, where a lock must be seen free twice, the second look is
+made as soon as it can tell: within 1.5 s).
 
 Stopping (SIGTERM, SIGINT, :meth:`WorkerLoop.stop`): from that moment nothing more is
 reserved; the invocations in flight get the grace period to reach their next decision
@@ -117,11 +118,12 @@ class WorkerLoop:
                 try:
                     if s.log_problem is not None:  # the heartbeat thread found it
                         raise LogReplaced(s.log_problem)
+                    news_seen = s.store.news.generation  # news during the tick: no idling
                     report = self._tick(wait=False)
                     failures = 0
                     if report.progressed:
                         continue
-                    self._idle()
+                    self._idle(news_seen)
                 except (CorruptEvent, LogReplaced):
                     raise  # the log itself: trying again reads the same event, or none
                 except (StoreError, ConflictError) as error:
@@ -220,22 +222,29 @@ class WorkerLoop:
                     return  # closing meanwhile: nothing to renew
                 log.warning("heartbeat of worker %s failed: %s", s.worker, error)
 
-    def _idle(self) -> None:
+    def _idle(self, news_seen: int) -> None:
+        """Wait for work: the store's news (:mod:`..store.news`: an append here or in
+        another process) or an invocation's end, which set ``changed``; the head is
+        polled every ``poll_ms`` too (a fallback, should the news be away)."""
         s = self.scheduler
+        news = s.store.news
         deadline = self.next_deadline()
         seen = s.check_log()  # the head, in the log this worker folded
         changed = self.invocations.changed
-        while not self._stop.is_set():
-            now = s.now()
-            if deadline is not None and now >= deadline:
-                return
-            wait_ms = self.poll_ms if deadline is None else min(self.poll_ms, deadline - now)
-            if changed.wait(max(wait_ms, 1.0) / 1000):
-                return  # an invocation ended (a slot is free), or a stop
-            if s.check_log() != seen:
-                return  # another writer appended: its events may make work here
-            if self._pass_requested():
-                return  # a host asked for a pass (marked keys dirty)
+        with news.flagging(changed):
+            if news.generation != news_seen:
+                return  # appended since the tick began: it may be work
+            while not self._stop.is_set():
+                now = s.now()
+                if deadline is not None and now >= deadline:
+                    return
+                wait_ms = self.poll_ms if deadline is None else min(self.poll_ms, deadline - now)
+                if changed.wait(max(wait_ms, 1.0) / 1000):
+                    return  # news, an invocation ended (a slot is free), or a stop
+                if s.check_log() != seen:
+                    return  # another writer appended: its events may make work here
+                if self._pass_requested():
+                    return  # a host asked for a pass (marked keys dirty)
 
     def stop(self, *_: Any) -> None:
         """Stop :meth:`run` (thread- and signal-safe): nothing more is reserved and the

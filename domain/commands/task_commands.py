@@ -20,7 +20,7 @@ from ..tasks.definitions import Registry, TaskDefinition, definition_fit
 from ..tasks.events import Mode, OutcomeStatus, Policy
 from ..tasks.invocation import _MISSING, Invocation
 from ..tasks.restart_limit import change_restart_limit, check_restart_limit, restart_limit_of
-from ..tasks.state import TaskState
+from ..tasks.state import Outcome, TaskState
 from ..tasks.validation import json_value, shown
 from ..world import Draft, World
 from .batch import UNRECORDED, OpenBatch
@@ -65,6 +65,8 @@ class TaskCommands:
         ) -> None: ...
 
         def task(self, task_id: str) -> TaskState: ...
+
+        def outcome(self, task_id: str) -> Outcome | None: ...  # service/results.py
 
         def _catch_up(self) -> None: ...
 
@@ -170,14 +172,22 @@ class TaskCommands:
         error: Any = None,
         *,
         reason: str | None = None,
+        result: Any = None,
     ) -> None:
         """The running task decides its outcome; held while it owns live tasks (rule 5).
 
-        ``error`` may be a message, an exception, or ``{"message", "detail"}``.
+        ``error`` may be a message, an exception, or ``{"message", "detail"}``; ``result``
+        any JSON value the task answers (:meth:`result` returns it), as large as a memo.
         """
         message, detail = _error_fields(error)
         self._invocation_decision(
-            task_id, decide.finish, status, message=message, detail=detail, reason=reason
+            task_id,
+            decide.finish,
+            status,
+            message=message,
+            detail=detail,
+            reason=reason,
+            result=result,
         )
 
     def abort(self, task_id: str, *, actor: str | None = None, reason: str | None = None) -> bool:

@@ -62,8 +62,8 @@ def parse_location(
 
     A PostgreSQL store keeps ``pool_size`` server connections (default
     :data:`DEFAULT_POOL_SIZE`; ``?pool_size=N`` in the URL, which the argument
-    overrides); a SQLite store ignores it. ``?notify=on`` makes its appends NOTIFY,
-    for an eventsourcing subscriber (tasktrail's readers never LISTEN)."""
+    overrides); a SQLite store ignores it. Its appends NOTIFY (``?notify=off`` stops
+    it), which waiters of results and idle workers LISTEN for (:mod:`.news`)."""
     text = os.fspath(location) if isinstance(location, str | os.PathLike) else None
     if not isinstance(text, str) or not text.strip():
         raise StoreError("a store location must be a file path or a postgresql:// URL")
@@ -97,7 +97,7 @@ def parse_location(
         }
         if "schema" in query:
             env["POSTGRES_SCHEMA"] = checked_schema(query["schema"][0], _redact(text))
-        notify = query.get("notify", ["off"])[-1].lower()
+        notify = query.get("notify", ["on"])[-1].lower()  # the news (news.py) listens
         if notify not in SWITCHES:
             raise StoreError(f"{_redact(text)}: notify must be on or off, not {notify!r}")
         env[NOTIFY_KEY] = SWITCHES[notify]

@@ -73,10 +73,10 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
     given and its own first position, as ``select_rows`` returns them (``None``: not
     known)."""
     notify = False
-    """Whether an append NOTIFYs the table's channel (``?notify=on`` in the URL). Off by
-    default: tasktrail's readers poll by position and never LISTEN, and a NOTIFY takes
-    the server's one notify lock through the commit, so it serializes the appends of
-    every store on the server (docs/scaling.md). An eventsourcing subscriber needs it."""
+    """Whether an append NOTIFYs the table's channel: on unless the URL says
+    ``?notify=off`` (:mod:`.location`), for the store's news (:mod:`.news`). A NOTIFY
+    takes the server's one notify lock through the commit, so it serializes the appends
+    of every store on the server (docs/scaling.md): off trades the news for that."""
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
         # Before the first statement: every statement quotes it too (Identifier).

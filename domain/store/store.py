@@ -3,21 +3,16 @@
 ``open_store("trail.db")`` opens (or creates) a SQLite file in WAL mode, the default;
 ``open_store("postgresql://user@host:5432/db")`` a PostgreSQL database: eventsourcing
 recorders, with tasktrail's orjson transcoder, stable topics and typed errors.
-
 Durability (SQLite): ``"full"`` (the default) syncs the WAL on every commit (survives a
 power cut); ``"normal"`` only at checkpoints (survives a crash of the process, not of
 the OS). PostgreSQL is always synchronous. ``read_only=True`` opens a store to read it
 and nothing else: no table is created, nothing is written, a SQLite file is left as it
 was (:mod:`.files`). Every open reads the format marker (:mod:`.meta`), refusing a
-newer one; a writer adds a missing one.
-
-Every append checks its events against the stored limits (:mod:`..tasks.fields`),
-seals each with its digest chained to the previous event of its stream
-(:mod:`.chain`), and, inside its transaction, checks that no event its decision
-depended on is stamped later (times never run backwards along a stream, nor from an
-event to a decision that read it: :meth:`Store.stamp` clamps the scheduler's clock
-to the latest time the store has read).
-
+newer one; a writer adds a missing one. Every append checks its events against the
+stored limits (:mod:`..tasks.fields`), seals each with its digest chained to the previous
+event of its stream (:mod:`.chain`), and, inside its transaction, checks that no event
+its decision depended on is stamped later (:meth:`Store.stamp` clamps the scheduler's
+clock to the latest time the store has read); then it tells the store's :mod:`.news`.
 Beside this facade: :mod:`.location`, :mod:`.files`, :mod:`.first_look`, :mod:`.meta`,
 :mod:`.chain`, :mod:`.keys` (keyed), :mod:`.transcoder`, :mod:`.sqlite`, :mod:`.postgres`.
 """
@@ -49,6 +44,7 @@ from .guards import APPENDED_SINCE, STAMPED_LATER, depended_on, stamped_later_at
 from .keys import KEY_ID_KEY, ChainKey, keyed_after, resolve_key, settle_key
 from .location import NOTIFY_KEY, StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
+from .news import News, watch_for
 from .prefetch import Prefetched
 from .recorded import Recorded
 from .sqlite import TunedSQLiteFactory
@@ -97,6 +93,7 @@ class Store:
         file = location.path if self.read_only else None
         self._companions = existing_companions(file) if file is not None else frozenset()
         self._open()
+        self.news = News(watch_for(location, self.app.recorder))  # appends, here or not
 
     def _open(self) -> None:
         location = self.location
@@ -265,6 +262,7 @@ class Store:
         others = getattr(self.app.recorder, "prefetched", None)
         self._prefetched.keep(since, others, rows, positions)
         self.latest_at = max(self.latest_at, max(e.at for e in events))
+        self.news.signal()  # this process's waiters wake at once
         return list(positions)
 
     def head(self) -> int:
@@ -368,6 +366,8 @@ class Store:
 
     def close(self) -> None:
         """Release the store's connections (and a read-only open's ``-wal``/``-shm``)."""
+        if hasattr(self, "news"):
+            self.news.close()
         self._release()
 
     def __enter__(self) -> Store:

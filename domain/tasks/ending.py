@@ -76,6 +76,7 @@ def end(draft: Draft, ctx: Context, task: TaskState, outcome: Outcome, rule: int
         "message": outcome.message,
         "detail": outcome.detail,
         "reason": outcome.reason,
+        "result": outcome.result,
     }
     # 5. Finishing with live owned tasks holds the outcome (completing).
     if draft.live_children(task.id):
@@ -106,6 +107,7 @@ def release_owner(draft: Draft, ctx: Context, owner_id: str | None) -> None:
                 message=owner.outcome.message,
                 detail=owner.outcome.detail,
                 reason=owner.outcome.reason,
+                result=owner.outcome.result,
             )
         )
         owner_id = owner.owner_id
@@ -120,8 +122,10 @@ def finish(
     message: str | None = None,
     detail: Any = None,
     reason: str | None = None,
+    result: Any = None,
 ) -> TaskState:
-    """The running task decides its outcome; held while it owns live tasks (rule 5)."""
+    """The running task decides its outcome; held while it owns live tasks (rule 5).
+    ``result``: JSON the task answers (:func:`.validation.json_value`'s limit)."""
     task = invocation_decision(draft, ctx, task_id)
     if status not in FINISH_STATUSES:
         raise InvalidArgument(
@@ -133,7 +137,8 @@ def finish(
     json_value(message, "error message", task_id)
     if reason is not None and not isinstance(reason, str):
         raise InvalidArgument(f"reason must be a string, not {reason!r}", task_id=task_id)
-    end(draft, ctx, task, Outcome(status, message, detail, reason), rule=None)
+    result = json_value(result, "result", task_id)
+    end(draft, ctx, task, Outcome(status, message, detail, reason, result), rule=None)
     state = draft.get(task_id)
     assert state is not None
     return state

@@ -165,22 +165,26 @@ class SleepStarted(TaskEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class OutcomeHeld(TaskEvent):
-    """The task decided its outcome while owned tasks were live: ``completing`` (rule 5)."""
+    """The task decided its outcome while owned tasks were live: ``completing`` (rule 5).
+    ``result``: the value a ``completed`` phase answered (``None`` before results)."""
 
     status: OutcomeStatus
     message: str | None = None
     detail: Any = None
     reason: str | None = None
+    result: Any = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TaskEnded(TaskEvent):
-    """The task reached its outcome: ``terminal``, absorbing (rule 4)."""
+    """The task reached its outcome: ``terminal``, absorbing (rule 4); ``result`` as
+    :class:`OutcomeHeld`'s."""
 
     status: OutcomeStatus
     message: str | None = None
     detail: Any = None
     reason: str | None = None
+    result: Any = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -248,11 +248,18 @@ def _sleep(state: TaskState, event: SleepStarted) -> TaskState:
 
 
 def _outcome(event: OutcomeHeld | TaskEnded) -> Outcome:
-    if event.message is None and event.detail is None and event.reason is None:
+    if (
+        event.message is None
+        and event.detail is None
+        and event.reason is None
+        and event.result is None
+    ):
         plain = _PLAIN_OUTCOMES.get(event.status)
         if plain is not None:
             return plain
-    return Outcome(event.status, event.message, frozen(event.detail), event.reason)
+    return Outcome(
+        event.status, event.message, frozen(event.detail), event.reason, frozen(event.result)
+    )
 
 
 @evolves(OutcomeHeld)

@@ -9,7 +9,7 @@ from ..errors import ConflictError
 from ..frozen import thawed
 from .events import Mode, OutcomeStatus, Policy
 from .messages import next_unread
-from .state import TaskState
+from .state import Outcome, TaskState
 
 _MISSING: Any = object()
 T = TypeVar("T")
@@ -49,7 +49,10 @@ class TaskDecider(Protocol):
         error: Any = None,
         *,
         reason: str | None = None,
+        result: Any = None,
     ) -> None: ...
+
+    def outcome(self, task_id: str) -> Outcome | None: ...
 
     def submit_owned(self, owner: str, kind: str, **options: Any) -> str: ...
 
@@ -140,11 +143,23 @@ class Invocation:
         _deciding(lambda: self.scheduler.sleep(self.task_id, until, phase=then, attempt=attempt))
 
     def finish(
-        self, status: str = "completed", error: Any = None, *, reason: str | None = None
+        self,
+        status: str = "completed",
+        error: Any = None,
+        *,
+        reason: str | None = None,
+        result: Any = None,
     ) -> None:
-        """Decide the outcome: ``completed``, ``failed`` or ``aborted``."""
+        """Decide the outcome: ``completed``, ``failed`` or ``aborted``; ``result`` is
+        what the task answers its caller (any JSON value, as large as a memo)."""
         _deciding(
-            lambda: self.scheduler.finish(self.task_id, status, error=error, reason=reason)  # type: ignore[arg-type]
+            lambda: self.scheduler.finish(
+                self.task_id,
+                status,  # type: ignore[arg-type]
+                error=error,
+                reason=reason,
+                result=result,
+            )
         )
 
     def wait_message(
@@ -170,6 +185,11 @@ class Invocation:
             return None
         self.unmarked_reads.append(found.seq)
         return thawed(found.value)
+
+    def outcome(self, task_id: str) -> Outcome | None:
+        """The outcome (status, result, error) of a task this one waited on, or
+        ``None`` while it has none: how an owner collects its children's answers."""
+        return self.scheduler.outcome(task_id)
 
     def submit(self, kind: str, **options: Any) -> str:
         """Submit a task this one owns; returns its id. A decision of this invocation:

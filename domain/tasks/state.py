@@ -33,6 +33,15 @@ class Outcome:
     message: str | None = None
     detail: Any = None
     reason: str | None = None
+    result: Any = None
+    """What the phase that finished the task answered (``finish(result=...)``), JSON."""
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """``{"message", "detail"}`` when the outcome carries an error, else ``None``."""
+        if self.message is None and self.detail is None:
+            return None
+        return {"message": self.message, "detail": thawed(self.detail)}
 
     def to_dict(self) -> dict[str, Any]:
         """The outcome as plain data, leaving out what is unset."""
@@ -41,6 +50,8 @@ class Outcome:
             out["error"] = {"message": self.message, "detail": thawed(self.detail)}
         if self.reason is not None:
             out["reason"] = self.reason
+        if self.result is not None:
+            out["result"] = thawed(self.result)
         return out
 
 

@@ -43,12 +43,14 @@ from .common import (
     EXIT_UNCHECKED,
     warn,
 )
+from .service import result_command
 
 EPILOG = """\
 examples:
   tasktrail demo                          record a demo workload into tasktrail-demo.db
   tasktrail demo --db /tmp/t.db --tasks 500
   tasktrail tasks tasktrail-demo.db --status terminal
+  tasktrail result trail.db TASK --wait 30 --json   a task's outcome and result
   tasktrail tasks tasktrail-demo.db --outcome aborted --since 2026-01-05 --limit 20
   tasktrail runs tasktrail-demo.db --day 2026-01-05   the run ledger (--live: in flight)
   tasktrail workers trail.db              each worker: live or not, tasks it holds
@@ -100,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands.add_demo(commands)
     store_commands.add_history(commands)
     tasks_command.add_tasks(commands)
+    result_command.add_result(commands)
     runs_command.add_runs(commands)
     workers_command.add_workers(commands)
     store_commands.add_project(commands)
@@ -180,6 +183,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "demo": store_commands.do_demo,
         "history": store_commands.do_history,
         "tasks": tasks_command.do_tasks,
+        "result": result_command.do_result,
         "runs": runs_command.do_runs,
         "workers": workers_command.do_workers,
         "project": store_commands.do_project,

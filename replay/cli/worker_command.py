@@ -81,7 +81,8 @@ def add_worker(commands: Any) -> None:
         type=_poll,
         default=100,
         metavar="MS",
-        help="time between looks for new events when idle (default 100)",
+        help="time between looks for new events when idle (default 100); the store's news "
+        "wakes an idle worker sooner (docs/fleet.md)",
     )
     parser.add_argument("--quiet", action="store_true", help="log warnings only, not decisions")
     parser.add_argument(

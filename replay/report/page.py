@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from datetime import UTC, datetime
+from typing import Any
 
 from tasktrail.domain import TaskState
 from tasktrail.domain.tasks.describe import format_at
@@ -167,6 +169,8 @@ def _tree_row(
         result = f'<span class="o-{text(outcome.status)}">{text(outcome.status)}</span>'
         if why:
             result += f' <span class="why">{text(why)}</span>'
+        if outcome.result is not None:  # what the task answered, shortened
+            result += f' <span class="result">{text(_answer(outcome))}</span>'
     blocked = data.blocked.get(task.id, "")
     mark = ""
     if task.abort_requested:
@@ -270,3 +274,9 @@ def _verify(data: ReportData) -> str:
 
 
 __all__ = ["render"]
+
+
+def _answer(outcome: Any) -> str:
+    """A task's result as the page shows it: compact JSON, at most 80 characters."""
+    answer = json.dumps(outcome.to_dict()["result"], ensure_ascii=False, separators=(",", ":"))
+    return answer if len(answer) <= 80 else answer[:77] + "..."

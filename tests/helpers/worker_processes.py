@@ -98,6 +98,16 @@ class Processes:
         assert line.startswith("opened "), (line, child.output())
         return child, line.split()[1]
 
+    def result_waiter(self, task_id: str) -> Child:
+        """The caller of worker_workload.py that waits for ``task_id``'s result (not a
+        worker), once it waits."""
+        command = [sys.executable, str(HELPERS / "worker_workload.py"), "result"]
+        child = self._start([*command, self.location, task_id], f"waiter-{task_id}", 0.0)
+        assert child.process.stdout is not None
+        line = child.process.stdout.readline().decode()
+        assert line.strip() == "waiting", (line, child.output())
+        return child
+
     def starts(self, worker: str) -> list[list[str]]:
         log = self.phase_log / f"{worker}.log"
         lines = log.read_text().splitlines() if log.exists() else []

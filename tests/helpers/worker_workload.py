@@ -10,7 +10,11 @@ ready), then decides:
 
 - ``sync``: one phase, ``time.sleep`` then ``finish``;
 - ``async``: one ``async def`` phase, ``await asyncio.sleep`` then ``finish``;
-- ``mixed``: a sync phase that checkpoints to an async one that finishes.
+- ``mixed``: a sync phase that checkpoints to an async one that finishes;
+- ``answer``: as ``sync``, finishing with the result ``{"by": WORKER}``.
+
+``python tests/helpers/worker_workload.py result STORE TASK`` is a caller that is not a
+worker, waiting for a task's result (:func:`wait_result`).
 
 Every phase appends ``start TASK PHASE WORKER MS`` when it starts and ``end TASK
 PHASE WORKER MS OUTCOME`` when it ends (``decided``, or the name of what it raised:
@@ -101,9 +105,16 @@ async def _mixed_second(inv: Any) -> None:
     _decide(inv, "second", inv.finish)
 
 
+def _answer_work(inv: Any) -> None:
+    _log(inv, "start", "work")
+    _pause()
+    _decide(inv, "work", lambda: inv.finish("completed", result={"by": inv.worker}))
+
+
 registry = Registry(
     [
         TaskDefinition("sync", 1, {"work": _sync_work}),
+        TaskDefinition("answer", 1, {"work": _answer_work}),
         TaskDefinition("async", 1, {"work": _async_work}),
         TaskDefinition("mixed", 1, {"first": _mixed_first, "second": _mixed_second}),
     ]
@@ -122,5 +133,20 @@ def main(location: str) -> int:
     return 0
 
 
+def wait_result(location: str, task_id: str) -> int:
+    """A caller that is not a worker: open (no registry), print ``waiting``, wait for the
+    task's result, print ``WALL_MS STATUS RESULT_JSON`` the moment it returned."""
+    import json
+
+    with Scheduler.open(location) as caller:
+        print("waiting", flush=True)
+        outcome = caller.result(task_id, timeout=60)
+        returned_ms = time.time() * 1000
+        print(f"{returned_ms:.3f} {outcome.status} {json.dumps(outcome.result)}", flush=True)
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "result":
+        sys.exit(wait_result(sys.argv[2], sys.argv[3]))
     sys.exit(main(sys.argv[1]))

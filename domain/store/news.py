@@ -1,0 +1,232 @@
+"""The store's news: a waiter learns that events were appended, instead of polling.
+
+Each :class:`~.store.Store` has one :class:`News`. Its :attr:`News.generation` grows by
+one each time something was appended: by this store object (:meth:`News.signal`, called
+by the append itself, so a waiter of the same process wakes at once), or by another
+connection or process, which a watcher thread notices (started by the first waiter,
+one a store, ended at :meth:`News.close`):
+
+- SQLite: ``PRAGMA data_version`` on a read connection of its own, every
+  :data:`SQLITE_LOOK_S` (2 ms). It changes when another connection commits; one look
+  costs a few microseconds (no file is read: the WAL index is in shared memory), so an
+  idle watcher costs about 1% of a core, measured (docs/fleet.md). The stdlib has no
+  file-change notification (inotify is not in it), and the WAL's mtime says less.
+- PostgreSQL: ``LISTEN`` on the store's channel, on a connection of its own (appends
+  NOTIFY it, :attr:`.postgres.GuardedPostgresRecorder.notify`). The channel is the
+  table's name, which every store of a server shares: a wake may be another store's
+  news, so a waiter always reads what changed before it returns. A listener that lost
+  its connection connects again after a pause; meanwhile the waiters' fallback poll
+  (:data:`FALLBACK_S`) still finds the news.
+
+A waiter remembers the generation it has seen and waits for a later one
+(:meth:`News.wait`, or :meth:`News.wait_async` on an event loop, one future a waiter:
+no thread of its own); every wait has a timeout, the fallback poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+log = logging.getLogger("tasktrail.news")
+
+SQLITE_LOOK_S = 0.002
+"""How often the SQLite watcher reads ``PRAGMA data_version``."""
+FALLBACK_S = 1.0
+"""The longest a waiter waits without looking for itself (a listener may be away)."""
+RECONNECT_S = 0.5
+"""How long a PostgreSQL listener waits before connecting again after losing its
+connection."""
+
+Watch = Callable[[threading.Event, Callable[[], None]], None]
+"""A watcher: runs until its first argument is set, calling the second on news."""
+
+
+class News:
+    """A generation count of a store's appends, with waiters (see the module)."""
+
+    def __init__(self, watch: Watch | None) -> None:
+        self.generation = 0
+        """How many times news came (this process's appends and the watcher's)."""
+        self._watch = watch
+        self._condition = threading.Condition()
+        self._futures: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
+        self._flags: set[threading.Event] = set()
+        self._stopped = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    def signal(self) -> None:
+        """Something was appended: wake every waiter (any thread may call it)."""
+        with self._condition:
+            self.generation += 1
+            self._condition.notify_all()
+            futures, self._futures = self._futures, set()
+            flags = list(self._flags)
+        for flag in flags:
+            flag.set()
+        for loop, future in futures:
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                loop.call_soon_threadsafe(_settle, future)
+
+    def wait(self, seen: int, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` (at most :data:`FALLBACK_S`) for a generation after
+        ``seen``; returns the generation then (``seen`` itself: no news meanwhile)."""
+        self._start_watching()
+        with self._condition:
+            self._condition.wait_for(
+                lambda: self.generation != seen, timeout=max(0.0, min(timeout_s, FALLBACK_S))
+            )
+            return self.generation
+
+    async def wait_async(self, seen: int, timeout_s: float) -> int:
+        """:meth:`wait` for an event loop: a future the news settles, no thread."""
+        self._start_watching()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        entry = (loop, future)
+        with self._condition:
+            if self.generation != seen:
+                return self.generation
+            self._futures.add(entry)
+        try:
+            await asyncio.wait_for(future, max(0.0, min(timeout_s, FALLBACK_S)))
+        except TimeoutError:
+            pass
+        finally:
+            with self._condition:
+                self._futures.discard(entry)
+        return self.generation
+
+    @contextlib.contextmanager
+    def flagging(self, flag: threading.Event) -> Iterator[None]:
+        """Inside the block, news sets ``flag`` (the thread waiting on it wakes): how an
+        idle worker waits for news and its own invocations' ends on one event."""
+        self._start_watching()
+        with self._condition:
+            self._flags.add(flag)
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._flags.discard(flag)
+
+    def _start_watching(self) -> None:
+        if self._watch is None or self._watcher is not None or self._stopped.is_set():
+            return
+        with self._condition:
+            if self._watcher is not None:
+                return
+            watch = self._watch
+            self._watcher = threading.Thread(
+                target=watch, args=(self._stopped, self.signal), name="tasktrail-news", daemon=True
+            )
+            self._watcher.start()
+
+    def close(self) -> None:
+        """Stop the watcher (its connection closed) before the store closes."""
+        self._stopped.set()
+        watcher = self._watcher
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(timeout=2)
+        self.signal()  # a waiter of a closing store looks once more, and finds it closed
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def sqlite_watch(path: str) -> Watch:
+    """A watcher of a SQLite file: ``PRAGMA data_version`` every :data:`SQLITE_LOOK_S`."""
+
+    def watch(stopped: threading.Event, signal: Callable[[], None]) -> None:
+        try:
+            connection = sqlite3.connect(
+                f"file:{quote(path)}?mode=ro", uri=True, check_same_thread=False, timeout=1
+            )
+        except sqlite3.Error as error:
+            log.warning("cannot watch %s for news (%s): waiters poll", path, error)
+            return
+        try:
+            seen = None
+            while not stopped.wait(SQLITE_LOOK_S):
+                try:
+                    version = connection.execute("PRAGMA data_version").fetchone()[0]
+                except sqlite3.Error:
+                    continue  # busy a moment: the next look
+                if seen is not None and version != seen:
+                    signal()
+                seen = version
+        finally:
+            connection.close()
+
+    return watch
+
+
+def postgres_watch(conninfo: dict[str, Any], channel: str) -> Watch:
+    """A watcher of a PostgreSQL store: ``LISTEN channel`` on a connection of its own,
+    connecting again after :data:`RECONNECT_S` when it is lost."""
+
+    def watch(stopped: threading.Event, signal: Callable[[], None]) -> None:
+        import psycopg
+        from psycopg import sql
+
+        lost = False  # said once an outage, not at every attempt
+        while not stopped.is_set():
+            try:
+                with psycopg.connect(**conninfo, autocommit=True) as connection:
+                    connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    lost = False
+                    signal()  # what was appended while it was not listening
+                    while not stopped.is_set():
+                        for _ in connection.notifies(timeout=0.2, stop_after=1):
+                            signal()
+            except psycopg.Error as error:
+                if stopped.is_set():
+                    return
+                if not lost:
+                    log.warning(
+                        "news listener on %s lost (%s): waiters poll every %.1f s until it "
+                        "connects again",
+                        channel,
+                        error,
+                        FALLBACK_S,
+                    )
+                lost = True
+                stopped.wait(RECONNECT_S)
+
+    return watch
+
+
+def deadline_of(timeout_s: float | None) -> float:
+    """The ``time.monotonic()`` a wait of ``timeout_s`` seconds ends (``None``: never)."""
+    return float("inf") if timeout_s is None else time.monotonic() + timeout_s
+
+
+def watch_for(location: Any, recorder: Any) -> Watch | None:
+    """The watcher of a store's location (a :class:`~.location.StoreLocation`), or
+    ``None`` where nothing can watch (an in-memory SQLite database)."""
+    env = location.env
+    if location.kind == "postgresql":
+        if not env.get("TASKTRAIL_POSTGRES_NOTIFY"):
+            return None  # ?notify=off: no news to hear; waiters poll
+        conninfo = {
+            "dbname": env["POSTGRES_DBNAME"],
+            "host": env["POSTGRES_HOST"],
+            "port": env["POSTGRES_PORT"],
+            "user": env["POSTGRES_USER"],
+            "password": env.get("POSTGRES_PASSWORD") or None,
+            "connect_timeout": env.get("POSTGRES_CONNECT_TIMEOUT", "5"),
+        }
+        return postgres_watch(conninfo, recorder.channel_name)
+    path = location.path
+    if path is None or path == ":memory:":
+        return None
+    return sqlite_watch(path)
