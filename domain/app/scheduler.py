@@ -7,11 +7,9 @@ refused command raises and appends nothing; a command that lost a race with
 another writer raises :class:`~.errors.ConflictError`, appends nothing, and
 leaves the scheduler refreshed so that deciding again sees the winner's events.
 
-This module holds opening (with recovery), closing and the reads; the decision
-cycle (:mod:`.decision`) and the commands are mixed in: :mod:`.submitting`,
-:mod:`.task_commands`, :mod:`.forking` (``fork``), :mod:`.phases` (``run_pass``),
-:mod:`.batch`, :mod:`.turn_commands` (with :mod:`.cleanup_commands`) and
-:mod:`.run_commands`.
+This module holds opening (with recovery), closing and the reads; the decision cycle,
+the command groups of ``domain/commands/``, ``domain/dispatch/`` and ``domain/service/``,
+:mod:`.phases` and :mod:`.fleet` are mixed in (docs/architecture.md, "The rooms").
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ from ..commands.turn_commands import TurnCommands
 from ..dispatch.run_commands import RunCommands
 from ..errors import ConflictError, UnknownTask
 from ..history import DEFAULT_EVERY, stream_loader
+from ..service.keys import KeyCommands
 from ..store.event_view import ensure_event_view
 from ..store.seals import Seal
 from ..store.store import Durability, Store, open_store
@@ -56,6 +55,7 @@ T = TypeVar("T")
 class Scheduler(
     DecisionCycle,
     GroupCommit,
+    KeyCommands,
     SubmitCommands,
     TaskCommands,
     ForkCommands,
