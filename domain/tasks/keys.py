@@ -73,12 +73,10 @@ def check_key(key: object, task_id: str | None) -> str:
     """Rule 18's argument check: a key is a non-empty string the log can keep as a
     name (no NUL, valid Unicode, at most MAX_NAME_BYTES as UTF-8)."""
     if not isinstance(key, str) or not key.strip():
-        raise RuleViolation(
-            18, f"an idempotency key must be a non-empty string, not {key!r:.80}", task_id=task_id
-        )
+        raise RuleViolation(18, f"an idempotency key must be a non-empty string, not {key!r:.80}")
     problem = text_problem("key", key, MAX_NAME_BYTES)
     if problem is not None:
-        raise RuleViolation(18, f"idempotency {problem}", task_id=task_id)
+        raise RuleViolation(18, f"idempotency {problem}")
     return key
 
 
