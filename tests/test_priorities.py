@@ -94,3 +94,31 @@ def test_tasks_shows_a_priority_and_submit_takes_one(
     assert [row.get("priority") for row in rows] == [7, None]
     refused = run(["submit", sqlite_url, "job", "--phase", "start", "--priority", "5000"], capsys)
     assert refused.code != 0 and "rule 19" in refused.err
+
+
+def test_workers_of_a_fleet_each_take_higher_priorities_first(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """With peers, a worker orders each priority its own way (rendezvous hashing, so
+    that peers rarely race for one task), never across priorities."""
+    fleet = [
+        Scheduler.open(store_url, clock=clock, registry=registry, worker=w) for w in ("wa", "wb")
+    ]
+    try:
+        for n in range(6):
+            fleet[0].submit("leaf", id=f"normal-{n}")
+        fleet[0].submit("leaf", id="low", priority=-1)
+        fleet[0].submit("leaf", id="high", priority=2)
+        for s in (*fleet, fleet[0]):
+            s.heartbeat()  # each sees the other's lease
+        orders = []
+        for s in fleet:
+            assert s.peers
+            order = s.runnable()
+            assert order[0] == "high" and order[-1] == "low"
+            assert sorted(order[1:-1]) == [f"normal-{n}" for n in range(6)]
+            orders.append(order)
+        assert orders[0] != orders[1]  # each worker's own order within a priority
+    finally:
+        for s in fleet:
+            s.store.close()  # not close(): each would stop what the other holds

@@ -69,13 +69,17 @@ def live_by_priority(world: World) -> list[str]:
     """The live tasks, higher priorities first (rule 19), each priority in submission
     order: the order a worker whose slots are scarce starts them in. Sorting the live
     work only, as :func:`live_in_order` does."""
+    ordered = live_in_order(world)
     raised: dict[str, int] | None = world.indexes.get(LIVE_PRIORITY)
     if not raised:
-        return live_in_order(world)
+        return ordered
+    # Only the tasks of another priority than 0 are sorted again (the index holds those):
+    # the normal ones keep their place, between the higher and the lower.
     order: dict[str, int] = world.indexes.get(LIVE_ORDER, {})
-    return sorted(
-        world.live, key=lambda task_id: (-raised.get(task_id, 0), order.get(task_id, 0), task_id)
-    )
+    ranked = sorted(raised, key=lambda task_id: (-raised[task_id], order.get(task_id, 0), task_id))
+    above = [task_id for task_id in ranked if raised[task_id] > 0]
+    below = [task_id for task_id in ranked if raised[task_id] < 0]
+    return above + [task_id for task_id in ordered if task_id not in raised] + below
 
 
 def priority_of(world: World, task_id: str) -> int:
