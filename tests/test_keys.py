@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import event_count
+from conftest import crash, event_count, reopen
 from helpers.cli import run
 from helpers.contender import registry as contended_kinds
 from test_concurrency import CONTENDERS, Contenders, _appended, race_to_submit
@@ -147,8 +147,8 @@ def test_processes_racing_one_key_get_one_task(store_url: str, contenders: Conte
 
 
 def test_a_phase_submits_its_child_once_with_a_key(store_url: str, clock: ManualClock) -> None:
-    """``inv.submit(..., key=)``: a phase that submits again (after a restart, say) gets
-    the child it submitted, not a second one."""
+    """``inv.submit(..., key=)``: a phase run again after its process died gets the
+    child its earlier run submitted, not a second one; so does a second submission."""
     seen: list[str] = []
 
     def child_key(inv: Any) -> str:
@@ -169,11 +169,17 @@ def test_a_phase_submits_its_child_once_with_a_key(store_url: str, clock: Manual
             TaskDefinition("leaf", 1, {"go": lambda inv: inv.finish("completed")}),
         ]
     )
-    s = Scheduler.open(store_url, clock=clock, registry=kinds)
+    s = Scheduler.open(store_url, clock=clock, registry=kinds, worker="w")
+    parent = s.submit("parent")
+    # An earlier invocation of the phase submitted the child, then its process died.
+    s.reserve(parent)
+    earlier = s.submit_owned(parent, "leaf", key=f"{parent}/child")
+    crash(s)
+    s = reopen(store_url, clock, kinds, 3)  # recovery: the parent is pending again
     try:
-        parent = s.submit("parent")
+        assert s.task(parent).restarts == 1
         s.run_until_idle()
-        assert len(seen) == 3 and len(set(seen)) == 1, seen
+        assert seen == [earlier] * 3, seen
         child = s.task(seen[0])
         assert child.owner_id == parent and child.status == "terminal"
         assert [t.id for t in s.tasks() if t.kind == "leaf"] == [child.id]
