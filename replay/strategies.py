@@ -109,6 +109,7 @@ def lifecycle_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]
     slot = task_slots(slots)
     return st.one_of(
         st.builds(lambda owner: Command("submit", (owner,)), st.none() | slot),
+        keyed_submits(slots),
         st.builds(lambda t: Command("reserve", (t,)), slot),
         st.builds(lambda t, p: Command("checkpoint", (t, p)), slot, phases()),
         st.builds(lambda t, v: Command("memo", (t, v)), slot, st.integers(-1000, 1000)),
@@ -130,6 +131,17 @@ def lifecycle_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]
         st.builds(lambda t, back: Command("fork", (t, back)), slot, st.none() | st.integers(0, 30)),
         st.just(Command("run_pass")),
         st.just(Command("crash")),
+    )
+
+
+def keyed_submits(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
+    """A submission with one of three idempotency keys (rule 18; a key used before names
+    its task, and nothing is recorded) and a priority (rule 19), owned or not."""
+    return st.builds(
+        lambda key, owner, priority: Command("submit_keyed", (key, owner, priority)),
+        st.integers(0, 2),
+        st.none() | task_slots(slots),
+        st.sampled_from([0, 0, 1, -1, 1000]),
     )
 
 
@@ -234,6 +246,8 @@ class Harness:
         self.restart_limit = restart_limit
         self.executor = InMemoryExecutor()
         self.ids: list[str] = []
+        self.keys: dict[str, str] = {}
+        """Each idempotency key a keyed submission used, with the task it returned."""
         self.accepted: list[Command] = []
         self.refused: list[tuple[Command, Refused]] = []
         self.scheduler = self._open()
@@ -295,6 +309,14 @@ class Harness:
                 task_id = f"t{len(self.ids):03d}"
                 s.submit(kind, owner=owner, phase="a", id=task_id)
                 self.ids.append(task_id)
+            case "submit_keyed":  # a new task, or the one the key named before
+                owner = self.task(args[1]) if args[1] is not None and self.ids else None
+                kind = "a" if len(self.ids) % 3 else "b"
+                task_id, key = f"t{len(self.ids):03d}", f"key{args[0]}"
+                got = s.submit(kind, owner=owner, phase="a", id=task_id, key=key, priority=args[2])
+                self.keys[key] = got
+                if got == task_id:
+                    self.ids.append(task_id)
             case "reserve":
                 s.reserve(self.task(args[0]))
             case "checkpoint":

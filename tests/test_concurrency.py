@@ -300,10 +300,13 @@ def test_stale_submit_under_a_just_marked_owner_is_refused(store_url: str) -> No
         second.store.close()
 
 
-def race_to_submit(writers: list[Scheduler], task_id: str, hold: bool) -> list[object]:
+def race_to_submit(
+    writers: list[Scheduler], task_id: str, hold: bool, **options: object
+) -> list[object]:
     """Each writer submits ``task_id`` in a thread of its own, the threads started behind
     a barrier; what each returned or raised. ``hold``: each append waits until both
-    writers have decided, so that both decide before either appends."""
+    writers have decided, so that both decide before either appends. ``options``: more
+    of ``submit``'s arguments (an idempotency ``key``, tests/test_keys.py)."""
     start, decided = threading.Barrier(2, timeout=10), threading.Barrier(2, timeout=10)
     outcomes: list[object] = [None] * len(writers)
 
@@ -313,7 +316,7 @@ def race_to_submit(writers: list[Scheduler], task_id: str, hold: bool) -> list[o
             writer.store.append = lambda *a, **k: (decided.wait(), real(*a, **k))[1]  # type: ignore[method-assign]
         start.wait()
         try:
-            outcomes[n] = writer.submit("job", id=task_id)
+            outcomes[n] = writer.submit("job", **{"id": task_id, **options})
         except Exception as error:  # what the caller sees
             outcomes[n] = error
         finally:

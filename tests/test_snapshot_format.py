@@ -37,6 +37,10 @@ FOLD_DIGESTS = {
         "fold-reference.jsonl": "753e34d23bccc782",
         "first-release.sqlite": "966b268c7426e2f4",
     },
+    6: {  # a task's priority folded from its submission (issue 42, rule 19)
+        "fold-reference.jsonl": "e6947a2357ea771f",
+        "first-release.sqlite": "b3f9372dbc4d553c",
+    },
 }
 """The first 16 hex digits of the sha256 of each kept log's compacted world, by FORMAT
 (an earlier FORMAT's entry is of the kept log as it was then: format 4 added a claimed

@@ -40,6 +40,7 @@ class ModelTask:
     reads: list[int] = field(default_factory=list)  # read by its invocation, not marked yet
     topic: str | None = None  # waiting for a message on it (rule 21)
     until: float | None = None
+    priority: int = 0
 
 
 class Model:
@@ -47,6 +48,8 @@ class Model:
 
     def __init__(self) -> None:
         self.tasks: dict[str, ModelTask] = {}
+        self.keys: dict[str, str] = {}
+        """Each idempotency key with the task it names (rule 18): its first submission's."""
 
     def live(self, task_id: str) -> bool:
         return self.tasks[task_id].status != "terminal"
@@ -177,6 +180,7 @@ class Model:
                 m.restarts,
                 len(m.mailbox),
                 m.topic,
+                m.priority,
             )
             for t, m in self.tasks.items()
         }
@@ -206,6 +210,27 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
         owner_id = self.harness.task(owner) if owner is not None and self.harness.ids else None
         if self.do(Command("submit", (owner,))):
             self.model.submit(self.harness.ids[-1], owner_id)
+
+    @rule(
+        key=st.integers(0, 2),
+        owner=st.none() | task_slots(),
+        priority=st.sampled_from([0, 1, -1, 1000]),
+    )
+    def submit_keyed(self, key: int, owner: int | None, priority: int) -> None:
+        owner_id = self.harness.task(owner) if owner is not None and self.harness.ids else None
+        known = self.model.keys.get(f"key{key}")
+        submitted = len(self.harness.ids)
+        if not self.do(Command("submit_keyed", (key, owner, priority))):
+            assert known is None  # a key that names a task is never refused
+            return
+        if known is not None:  # that task, and nothing new
+            assert len(self.harness.ids) == submitted
+            assert self.harness.keys[f"key{key}"] == known
+            return
+        task_id = self.harness.ids[-1]
+        self.model.submit(task_id, owner_id)
+        self.model.tasks[task_id].priority = priority
+        self.model.keys[f"key{key}"] = task_id
 
     @rule(slot=task_slots())
     def reserve(self, slot: int) -> None:
@@ -317,10 +342,17 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
                 s.restarts,
                 len(s.mailbox),
                 s.message_topic,
+                s.priority,
             )
             for t, s in state.tasks.items()
         }
         assert replayed == self.model.view()
+        keys = {
+            k.removeprefix("key:"): v.task_id
+            for k, v in state.world.streams.items()
+            if k.startswith("key:")
+        }
+        assert keys == self.model.keys == self.harness.keys
 
 
 ReplayEqualsProjectionsEqualsModel.TestCase.settings = settings(

@@ -13,6 +13,7 @@ from ..commands.submitting import SubmitCommands
 from ..commands.task_commands import TaskCommands
 from ..commands.turn_commands import TurnCommands
 from ..dispatch.run_commands import RunCommands
+from ..service.keys import KeyCommands
 from ..service.messages import MessageCommands
 from ..service.results import ResultCommands
 from .fleet import FleetCommands
@@ -22,6 +23,7 @@ from .phases import PhaseCommands
 class CommandGroups(
     DecisionCycle,
     GroupCommit,
+    KeyCommands,
     SubmitCommands,
     TaskCommands,
     ForkCommands,

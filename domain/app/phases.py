@@ -20,7 +20,7 @@ from ..tasks import decide
 from ..tasks.definitions import Registry
 from ..tasks.events import Mode, OutcomeStatus
 from ..tasks.invocation import Invocation
-from ..tasks.live_index import live_in_order
+from ..tasks.live_index import live_by_priority, priority_of
 from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
@@ -146,9 +146,9 @@ class PhaseCommands:
         return report
 
     def runnable(self) -> list[str]:
-        """The tasks that can run now and no invocation here runs, in this worker's
-        order (with peers, its own: rendezvous hashing, so they rarely race for one).
-        Folds what other writers appended first; empty once closing or draining."""
+        """The tasks that can run now and no invocation here runs, higher priorities first
+        (rule 19), then in this worker's order (submission order; with peers, rendezvous
+        hashing). Folds what other writers appended first; empty once closing or draining."""
         if self.closing or self.draining or self._lock_lost():
             return []  # a worker without its liveness lock takes no new work
         with self._lock:  # a heartbeat thread may fold events meanwhile
@@ -157,12 +157,12 @@ class PhaseCommands:
             draft = Draft(self.world)
             candidates = [
                 task_id
-                for task_id in live_in_order(self.world)
+                for task_id in live_by_priority(self.world)
                 if task_id not in self._invocations
                 and self._readiness(draft, ctx, self._task_now(task_id)) == "ready"
             ]
         if self.peers:
-            candidates.sort(key=lambda task_id: _rank(self.worker, task_id))
+            candidates.sort(key=lambda t: (-priority_of(self.world, t), _rank(self.worker, t)))
         return candidates
 
     def start_invocation(self, task_id: str, report: PassReport) -> Mode | None:

@@ -34,6 +34,10 @@ class SubmitCommands:
             self, task_id: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
         ) -> None: ...
 
+        def _keyed_submission(
+            self, task_id: str, key: str | None, decide: Callable[[], None]
+        ) -> str: ...
+
     def submit(
         self,
         kind: str,
@@ -49,6 +53,8 @@ class SubmitCommands:
         memos: Mapping[str, Any] | None = None,
         actor: str | None = None,
         reason: str | None = None,
+        key: str | None = None,
+        priority: int = 0,
     ) -> str:
         """Create a ``pending`` task; returns its id.
 
@@ -60,6 +66,11 @@ class SubmitCommands:
         runs its abort handler instead of resuming (as pi-durable does). ``memos``: what
         it starts with (its input, read with :meth:`memo`). ``actor`` and ``reason``:
         who submitted it and why, recorded on the event (an operator's act).
+        ``key``: an idempotency key (rule 18): the first submission with it creates the
+        task, every later one (from any process on the store) returns that task's id and
+        records nothing, whatever its other arguments. ``priority``: an int from -1000 to
+        1000 (rule 19), default 0; a worker whose slots are scarce starts higher
+        priorities first, then in submission order.
         """
         task_id, submission = self._submission(
             kind,
@@ -73,10 +84,15 @@ class SubmitCommands:
             memos=memos,
             actor=actor,
             reason=reason,
+            key=key,
+            priority=priority,
         )
-        with claiming(self.world, task_id):
-            self._decide_grouped(decide.submit, owner_id=owner, **submission)
-        return task_id
+
+        def decided() -> None:
+            with claiming(self.world, task_id):
+                self._decide_grouped(decide.submit, owner_id=owner, **submission)
+
+        return self._keyed_submission(task_id, key, decided)
 
     def submit_owned(self, owner: str, kind: str, **options: Any) -> str:
         """Submit a task that ``owner`` owns, as ``owner``'s invocation running here
@@ -86,9 +102,12 @@ class SubmitCommands:
         rule 3) it raises :class:`~..errors.RuleViolation`, appends nothing and ends
         the invocation here, as a checkpoint would."""
         task_id, submission = self._submission(kind, **options)
-        with claiming(self.world, task_id):
-            self._invocation_decision(owner, decide.submit_owned, **submission)
-        return task_id
+
+        def decided() -> None:
+            with claiming(self.world, task_id):
+                self._invocation_decision(owner, decide.submit_owned, **submission)
+
+        return self._keyed_submission(task_id, submission["key"], decided)
 
     def _submission(
         self,
@@ -104,6 +123,8 @@ class SubmitCommands:
         memos: Mapping[str, Any] | None = None,
         actor: str | None = None,
         reason: str | None = None,
+        key: str | None = None,
+        priority: int = 0,
     ) -> tuple[str, dict[str, Any]]:
         """The new task's id and the arguments its :func:`~..tasks.decide.submit` takes
         besides the owner: the definition's version and first phase where not given."""
@@ -132,6 +153,8 @@ class SubmitCommands:
             "memos": memos,
             "actor": actor,
             "why": reason,
+            "key": key,
+            "priority": priority,
         }
 
     def _new_id(self, id: str | None) -> str:

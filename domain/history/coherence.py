@@ -44,6 +44,7 @@ INDEX_TYPES: dict[str, Any] = {
     "open_cleanups": dict[str, list[str]],
     "ledger": Ledger,
     "live_schedules": dict[str, float],
+    "live_priority": dict[str, int],
 }
 """The declared type of each index a fold registers (``tests/test_snapshot_trust.py``
 holds this table to the indexes a fold of the reference log makes)."""
@@ -130,6 +131,9 @@ def _index_problem(world: World) -> str | None:
     cancelling: set[str] = indexes.get("cancelling", set())
     if cancelling != {t for t in world.live if world.tasks[t].cancelling()}:
         return "its cancelling index is not its cancelling tasks"
+    raised: dict[str, int] = indexes.get("live_priority", {})
+    if raised != {t: world.tasks[t].priority for t in world.live if world.tasks[t].priority}:
+        return "its live_priority index is not its live tasks' priorities"
     ledger = indexes.get("ledger")
     if isinstance(ledger, Ledger) and not set(ledger.live) <= set(ledger.runs):
         return "its ledger's live runs are not among its runs"

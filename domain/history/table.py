@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..store.store import Store
 
 TABLE = "tasktrail_snapshots"
-FORMAT = 5
+FORMAT = 6
 """The body's format; a snapshot of another format is ignored (folded past).
 
 Bumped whenever the fold makes something else of the same events, not only when the
@@ -40,7 +40,9 @@ digests recorded per format). 2: each object's values in its class's field order
 3: the run ledger's task markers and Turn folds of seed fidelity rounds three to six;
 4: a runtime-cleanup obligation's claim (``Obligation.claimed_by``, round nine); 5: the
 body carries the chain heads of the streams it holds and its own digest (issue 30:
-checked before a snapshot is trusted, :mod:`.envelope`); the world inside is format 4's.
+checked before a snapshot is trusted, :mod:`.envelope`); the world inside is format 4's;
+6: a task's ``priority`` folded from its submission's (rule 19; a format-5 snapshot would
+hold 0 for a submission an import recorded with another), and the keys' streams.
 """
 
 

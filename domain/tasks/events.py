@@ -75,11 +75,12 @@ class TaskEvent:
 class TaskSubmitted(TaskEvent):
     """A task was created, ``pending`` at its first phase.
 
-    Version 2 added ``priority``: a hint for hosts that order their own work
-    (higher first, 0 normal). Tasks recorded by the first release read as 0.
+    Version 2 added ``priority``: a worker whose slots are scarce takes higher
+    priorities first (rule 19; 0 normal). Tasks recorded by the first release read as 0.
     Since then, optional (``None`` in events recorded before): the checkpoint's
     ``attempt`` and the ``memos`` it starts with (a JSON object: a submitter's input,
-    a fork's copy), and who submitted it and why (:data:`ACT_FIELDS`).
+    a fork's copy), who submitted it and why (:data:`ACT_FIELDS`), and the idempotency
+    ``key`` it was submitted with (rule 18, :mod:`.keys`).
     """
 
     class_version: ClassVar[int] = 2
@@ -97,6 +98,7 @@ class TaskSubmitted(TaskEvent):
     memos: Any = None
     actor: str | None = None
     why: str | None = None
+    key: str | None = None
 
     @staticmethod
     def upcast_v1_v2(payload: dict[str, Any]) -> None:

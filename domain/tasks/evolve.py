@@ -165,6 +165,7 @@ def _submitted(event: TaskSubmitted) -> TaskState:
         project_ids=event.project_ids,
         trace=FrozenDict(event.trace) if event.trace is not None else None,
         abandon_on_restart=event.abandon_on_restart,
+        priority=event.priority,
         submitted_at=event.at,
         updated_at=event.at,
         events=1,

@@ -193,7 +193,9 @@ class Invocation:
 
     def submit(self, kind: str, **options: Any) -> str:
         """Submit a task this one owns; returns its id. A decision of this invocation:
-        once it has ended (rules 1 and 3), refused like the others."""
+        once it has ended (rules 1 and 3), refused like the others. ``options`` are
+        ``Scheduler.submit``'s: with ``key=`` (rule 18), a phase run again (after a
+        restart) gets the task it submitted before, and nothing is recorded."""
         return _deciding(lambda: self.scheduler.submit_owned(self.task_id, kind, **options))
 
 

@@ -25,11 +25,16 @@ from .describe import waiting_for_message
 from .ending import cancelling_ancestor, end
 from .events import AbortMarked, Mode, TaskEvent, TaskMigrated, TaskReserved, TaskSubmitted
 from .guards import held_elsewhere, invocation_decision, not_closing
+from .keys import KeyClaimed, check_key, key_holder
 from .messages import message_wait_over
 from .restart_limit import limit_deciding
 from .state import Outcome, TaskState
 from .validation import act_fields, json_value, phase_name, require_task
 from .waits import wait_satisfied
+
+PRIORITY_MIN, PRIORITY_MAX = -1000, 1000
+"""The priorities a submission may give (rule 19): bounded, so that no number a caller
+makes up (a timestamp, say) silently outranks every ordinary priority."""
 
 
 def submit(
@@ -50,14 +55,25 @@ def submit(
     actor: str | None = None,
     why: str | None = None,
     origin: TaskEvent | None = None,
+    key: str | None = None,
+    priority: int = 0,
 ) -> TaskState:
     """Create a task, ``pending`` at the checkpoint ``phase`` (and ``attempt``) with
     ``memos`` (its input: names to JSON values), submitted by ``actor`` because ``why``.
 
     ``origin``: an event of the new task to record right after its submission (a fork's
-    :class:`~.forking.TaskForked`), before any rule reacts to the new task.
+    :class:`~.forking.TaskForked`), before any rule reacts to the new task. ``key``: an
+    idempotency key (rule 18); ``priority``: the order among ready tasks (rule 19).
+    Returns the new task; for a key that names a task already, that task, recording
+    nothing (whatever the other arguments).
     """
     not_closing(ctx, task_id)
+    if key is not None:
+        # 18. A key names one task for as long as its history is kept: a later
+        # submission with it is that task, and appends nothing.
+        holder = key_holder(draft, check_key(key, task_id))
+        if holder is not None:
+            return require_task(draft, holder)
     if not isinstance(task_id, str) or not task_id:
         raise InvalidArgument(f"a task id must be a non-empty string, not {task_id!r}")
     if draft.get(task_id) is not None:
@@ -92,6 +108,7 @@ def submit(
     ):
         raise InvalidArgument("trace must be a dict of strings (a W3C carrier)", task_id=task_id)
     act = act_fields(actor, why, task_id)
+    check_priority(priority, task_id)
     if attempt is not None and (
         isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0
     ):
@@ -119,16 +136,38 @@ def submit(
             abandon_on_restart=abandon_on_restart,
             attempt=attempt,
             memos=given,
+            priority=priority,
+            key=key,
             **act,
         )
     )
     if origin is not None:
         state = draft.emit(origin)
+    if key is not None:
+        # Version 1 of the key's stream: of two writers that decided on the same new key,
+        # the store's version check lets one in (domain/service/keys.py reads the winner).
+        draft.emit_stream(KeyClaimed(task_id=task_id, at=ctx.now, key=key))
     # 6. Work submitted below a cancelling owner is marked at once.
     cancelling = cancelling_ancestor(draft, task_id)
     if cancelling is not None:
         state = draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=6, by=cancelling.id))
     return state
+
+
+def check_priority(priority: object, task_id: str | None) -> int:
+    """Rule 19's argument check: a priority is an int from PRIORITY_MIN to PRIORITY_MAX
+    (a bool is not one)."""
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not PRIORITY_MIN <= priority <= PRIORITY_MAX
+    ):
+        raise RuleViolation(
+            19,
+            f"priority must be an int from {PRIORITY_MIN} to {PRIORITY_MAX}, not {priority!r:.80}",
+            task_id=task_id,
+        )
+    return priority
 
 
 def submit_owned(draft: Draft, ctx: Context, owner_id: str, **submission: Any) -> TaskState:

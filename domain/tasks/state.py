@@ -102,6 +102,8 @@ class TaskState:
     abort_reason: str | None = None
     trace: Mapping[str, str] | None = None
     abandon_on_restart: bool = False
+    priority: int = 0
+    """Higher runs first when a worker's slots are scarce (rule 19); 0 is normal."""
     submitted_at: float = 0
     updated_at: float = 0
     events: int = 0
@@ -177,6 +179,8 @@ class TaskState:
             out["memos"] = thawed(self.memos)
         if self.restarts:
             out["restarts"] = self.restarts
+        if self.priority:
+            out["priority"] = self.priority
         if self.abort_requested:
             out["abort_requested"] = True
             out["abort_reason"] = self.abort_reason
@@ -210,3 +214,12 @@ def _html_cell(value: Any) -> str:
     import orjson
 
     return orjson.dumps(value, default=repr).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyState:
+    """An idempotency key's stream (rule 18, :mod:`.keys`): the task it names."""
+
+    key: str
+    task_id: str
+    at: float

@@ -28,7 +28,7 @@ from typing import Any
 from tasktrail.domain import InvalidArgument, Registry, Scheduler, open_store
 from tasktrail.domain.tasks.validation import json_value
 
-from .common import EXIT_OK, STORE_HELP, emit, say, task_id_argument
+from .common import EXIT_OK, STORE_HELP, emit, say, task_id_argument, warn
 
 ACTOR_ENV = "TASKTRAIL_ACTOR"
 AT_HELP = "the source as of this position (an integer) or time (ISO-8601, e.g. ...Z); default now"
@@ -79,6 +79,19 @@ def add_submit(commands: Any) -> None:
         "--version", type=int, metavar="N", help="its definition version (default 1)"
     )
     submit.add_argument("--owner", metavar="TASK", help="the task that owns it (rules 5, 6)")
+    submit.add_argument(
+        "--key",
+        metavar="K",
+        help="an idempotency key (rule 18): a task submitted with K before is the one "
+        "printed, and nothing is recorded (a line on stderr says it existed)",
+    )
+    submit.add_argument(
+        "--priority",
+        type=int,
+        default=0,
+        metavar="N",
+        help="from -1000 to 1000 (rule 19; default 0): a busy worker starts higher first",
+    )
     submit.add_argument(
         "--memo",
         action="append",
@@ -232,6 +245,7 @@ def do_submit(args: argparse.Namespace) -> int:
         )
     memos = _memos(args.memo)
     with acting(args.store, actor, registry) as scheduler:
+        written = scheduler.events_written
         task_id = scheduler.submit(
             args.kind,
             id=args.id,
@@ -241,8 +255,14 @@ def do_submit(args: argparse.Namespace) -> int:
             memos=memos or None,
             actor=actor,
             reason=reason,
+            key=args.key,
+            priority=args.priority,
         )
+        # A key that named a task already: that task, and nothing recorded.
+        existed = args.key is not None and scheduler.events_written == written
         task = scheduler.task(task_id)
+    if existed:
+        warn(f"task {task_id} existed with key {args.key!r}: nothing recorded")
     phase = task.checkpoint.phase if task.checkpoint is not None else None
     record = {
         "act": "submit",
@@ -254,8 +274,12 @@ def do_submit(args: argparse.Namespace) -> int:
         "memos": sorted(task.memos),
         "actor": actor,
         "reason": reason,
+        "key": args.key,
+        "priority": task.priority,
+        "existed": existed,
     }
-    return _report(args, f"submitted {task.kind} at {phase} by {actor} as {task_id}", record)
+    done = "found" if existed else "submitted"
+    return _report(args, f"{done} {task.kind} at {phase} by {actor} as {task_id}", record)
 
 
 def do_abort(args: argparse.Namespace) -> int:

@@ -26,7 +26,8 @@ HEADER = f"{'TASK':<36} {'KIND':<12} {'STATUS':<10} PHASE / OUTCOME"
 
 DESCRIPTION = """\
 List the tasks of a store, in submission order, one a line under a header:
-id, kind, status, and the phase a live task is at (or the outcome it holds).
+id, kind, status, and the phase a live task is at (or the outcome it holds),
+then its priority where it is not 0 (rule 19; JSON: "priority").
 By default the live tasks (every task not ended), read from the store's latest
 snapshot and the events after it, so the cost follows the live work. --all,
 --status terminal and --outcome fold the whole log from position 0 (snapshots
@@ -149,6 +150,8 @@ def do_tasks(args: argparse.Namespace) -> int:
                 outcome = task.outcome.status if task.outcome else ""
                 phase = task.checkpoint.phase if task.checkpoint else ""
                 where = f"{phase} parked (restart_limit {limit})" if parked else outcome or phase
+                if task.priority:  # rule 19: shown where it is not the normal 0
+                    where = f"{where} priority {task.priority}"
                 say(f"{task.id:<36} {task.kind:<12} {task.status:<10} {where.strip()}")
     if more:
         note = f"{more} more matched (raise --limit to see them)"

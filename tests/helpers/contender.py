@@ -54,6 +54,8 @@ def command(s: Scheduler, name: str, task_id: str, me: str) -> Any:
             return s.abort(task_id)
         case "submit":
             return s.submit("job", id=task_id)
+        case "submit_key":  # task_id is the key: each contender its own new task's id
+            return s.submit("job", key=task_id)
         case "submit_child":
             return s.submit("job", owner=task_id)
     raise ValueError(f"no command {name}")
