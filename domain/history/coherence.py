@@ -44,6 +44,7 @@ INDEX_TYPES: dict[str, Any] = {
     "open_cleanups": dict[str, list[str]],
     "ledger": Ledger,
     "live_schedules": dict[str, float],
+    "cron_schedules": dict[str, float],
 }
 """The declared type of each index a fold registers (``tests/test_snapshot_trust.py``
 holds this table to the indexes a fold of the reference log makes)."""

@@ -1,0 +1,125 @@
+"""Schedules: a task of a kind at each tick of a cron expression, one a tick across a
+fleet (rules 26 and 27). Mixed into :class:`~..app.scheduler.Scheduler` as
+:class:`ScheduleCommands`; a :class:`~..app.worker.Worker` calls
+:meth:`~ScheduleCommands.submit_due_schedules` each tick, which reads only the world's
+index of live schedules until one is due."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import ConflictError, InvalidArgument, TaskIdTaken
+from ..schedules import rules
+from ..schedules.events import schedule_stream_id
+from ..schedules.state import CronSchedule, live_schedules, next_due
+from ..tasks.definitions import Registry
+from ..world import World
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+
+T = TypeVar("T")
+log = logging.getLogger("tasktrail.worker")
+
+
+class ScheduleCommands:
+    """``schedule``, ``unschedule``, ``schedules`` and the worker's
+    ``submit_due_schedules``, mixed into :class:`~..app.scheduler.Scheduler`."""
+
+    registry: Registry
+
+    if TYPE_CHECKING:
+        world: World
+        clock: Clock
+        closing: bool
+
+        def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        def now(self) -> float: ...
+
+    def schedule(
+        self,
+        name: str,
+        kind: str,
+        *,
+        cron: str = "*/5 * * * *",
+        tz: str = "UTC",
+        memos: Mapping[str, Any] | None = None,
+        catch_up: bool = False,
+        phase: str | None = None,
+        version: int | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> CronSchedule:
+        """Submit a task of ``kind`` (with ``memos``) at each tick of ``cron`` read in the
+        time zone ``tz``, on the scheduler clock; returns the schedule as recorded.
+
+        A worker of the store submits each tick's task once, across the fleet (rule 27).
+        After downtime, ``catch_up=False`` submits the latest missed tick only;
+        ``catch_up=True`` each missed one, the latest 100 at most. ``phase`` and
+        ``version`` default to the registered definition's first phase and version
+        now (a scheduler without the definition must name the phase). Recording the same
+        schedule again appends nothing; a changed one is recorded whole, due from now.
+        Rule 26 refuses a cron expression or a time zone that does not read."""
+        definition = self.registry.get(kind) if isinstance(kind, str) else None
+        if phase is None:
+            if definition is None or not definition.phases:
+                raise InvalidArgument(
+                    f"schedule({name!r}, {kind!r}) needs phase=...: "
+                    "no registered definition names a first phase"
+                )
+            phase = next(iter(definition.phases))
+        if version is None:
+            version = definition.version if definition is not None else 1
+        self._decide(
+            rules.record_schedule,
+            name=name,
+            kind=kind,
+            phase=phase,
+            version=version,
+            cron=cron,
+            tz=tz,
+            catch_up=catch_up,
+            memos=memos,
+            actor=actor,
+            why=reason,
+        )
+        state: CronSchedule = self.world.stream(schedule_stream_id(name))
+        return state
+
+    def unschedule(self, name: str, *, actor: str | None = None, reason: str | None = None) -> None:
+        """Remove the schedule ``name``: no tick submits a task after this (the tasks
+        submitted stay). Rule 27 refuses a name no live schedule has."""
+        self._decide(rules.remove_schedule, name, actor=actor, why=reason)
+
+    def schedules(self) -> list[CronSchedule]:
+        """The live schedules, by name."""
+        world = self.world
+        return [world.stream(schedule_stream_id(name)) for name in sorted(live_schedules(world))]
+
+    def next_schedule_due(self) -> float | None:
+        """The earliest tick any live schedule is due at (scheduler ms), or ``None``."""
+        return next_due(self.world)
+
+    def submit_due_schedules(self) -> list[str]:
+        """Submit the tasks of every schedule due now (rule 27); returns their ids. What
+        it costs when none is due: a look at the live schedules' next ticks."""
+        due = next_due(self.world)
+        if due is None or self.closing:
+            return []
+        now = self.now()
+        if due > now:
+            return []
+        submitted: list[str] = []
+        for name, next_at in sorted(live_schedules(self.world).items()):
+            if next_at > now:
+                continue
+            try:
+                submitted += self._decide(rules.tick_schedule, name)
+            except (ConflictError, TaskIdTaken) as lost:
+                # Another worker appended this tick first; the world is refreshed with it.
+                log.debug("schedule %s: another worker submitted its tick (%s)", name, lost)
+        for task_id in submitted:
+            log.info("submitted %s", task_id)
+        return submitted
