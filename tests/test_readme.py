@@ -154,7 +154,8 @@ def cited_rule_numbers() -> set[int]:
 def test_rules_page_states_every_rule_the_code_cites() -> None:
     text = (ROOT / "docs" / "rules.md").read_text()
     stated = [int(n) for n in re.findall(r"^### Rule (\d+): ", text, flags=re.M)]
-    assert stated == list(range(1, 16))  # SPEC section 1's rules, in order
+    assert stated[:15] == list(range(1, 16))  # SPEC section 1's rules, in order
+    assert len(set(stated)) == len(stated)  # then release 4's (issue 42), each once
     cited = cited_rule_numbers()
     assert {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13} <= cited  # the scan finds what it should
     assert cited <= set(stated)
