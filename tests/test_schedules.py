@@ -53,8 +53,8 @@ def fleet(store_url: str, clock: ManualClock, registry: Registry) -> Iterator[An
     """``fleet("a")`` opens a scheduler named ``a`` on one shared store."""
     opened: list[Scheduler] = []
 
-    def open_worker(name: str = "a") -> Scheduler:
-        s = Scheduler.open(store_url, clock=clock, registry=registry, worker=name)
+    def open_worker(name: str = "a", **options: Any) -> Scheduler:
+        s = Scheduler.open(store_url, clock=clock, registry=registry, worker=name, **options)
         opened.append(s)
         return s
 
@@ -89,9 +89,16 @@ def test_a_schedule_submits_one_task_a_tick_with_its_kind_and_memos(
         assert submitted.memos == {"to": "ops"}
         assert submitted.actor == "schedule:digest"
     assert s.schedules()[0].submitted == 3
-    # Between ticks the worker sleeps until the next one at the latest.
     assert s.next_schedule_due() == T0 + 20 * MINUTE
-    assert worker.next_deadline() <= T0 + 20 * MINUTE
+
+
+def test_an_idle_worker_sleeps_until_the_next_tick(fleet: Any, clock: ManualClock) -> None:
+    s = fleet(lease=3 * 60 * MINUTE)  # its next heartbeat an hour away
+    worker = Worker(s)
+    worker.tick()
+    assert worker.next_deadline() == T0 + 60 * MINUTE  # the heartbeat
+    s.schedule("digest", "report")
+    assert worker.next_deadline() == T0 + 5 * MINUTE  # the tick, before it
 
 
 def tick_at_once(workers: list[Worker]) -> list[str]:
