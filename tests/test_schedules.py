@@ -4,15 +4,19 @@ zones across a DST change; refusals that append nothing; replay equals live."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from conftest import event_count
+from helpers.worker_processes import of, processes, wait_for
+from helpers.worker_workload import registry as workload
 
 from tasktrail.domain import (
     InvalidArgument,
@@ -25,6 +29,7 @@ from tasktrail.domain import (
 )
 from tasktrail.domain.schedules.cron import CATCH_UP_LIMIT
 from tasktrail.domain.schedules.events import ScheduleTicked, schedule_stream_id
+from tasktrail.domain.tasks.events import TaskSubmitted
 from tasktrail.replay import replay
 from tasktrail.replay.cli import main
 
@@ -340,3 +345,22 @@ def test_the_schedule_commands_write_and_tasktrail_schedules_lists(
     assert "rule 26" in capsys.readouterr().err
     assert main(["schedules", store_url]) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["digest"]
+
+
+def test_four_worker_processes_submit_each_tick_once(store_url: str, tmp_path: Path) -> None:
+    """Real processes on the real clock, a tick a second: each tick's task is submitted
+    once, and the ticks' events cover the seconds one after another, none twice."""
+    with Scheduler.open(store_url, registry=workload, worker="setup") as s:
+        s.schedule("pulse", "sync", cron="* * * * * *", catch_up=True)  # cronsim: every second
+    with processes(store_url, tmp_path) as started:
+        for name in "abcd":
+            started.worker(name, phase_s=0.0)
+        wait_for(lambda: len(of(ScheduleTicked, store_url)) >= 3, 20.0)
+        started.kill_all()
+    ticks = of(ScheduleTicked, store_url)
+    for before, after in itertools.pairwise(ticks):
+        assert after.due_at == before.next_at and after.tick_at > before.tick_at
+    covered = range(int(ticks[0].due_at), int(ticks[-1].tick_at) + 1, 1000)
+    assert sum(t.submitted for t in ticks) == len(covered)  # each second's once
+    submitted = [e.task_id for e in of(TaskSubmitted, store_url)]
+    assert sorted(submitted) == sorted(f"sched:pulse:{tick}" for tick in covered)
