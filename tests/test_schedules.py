@@ -364,3 +364,31 @@ def test_four_worker_processes_submit_each_tick_once(store_url: str, tmp_path: P
     assert sum(t.submitted for t in ticks) == len(covered)  # each second's once
     submitted = [e.task_id for e in of(TaskSubmitted, store_url)]
     assert sorted(submitted) == sorted(f"sched:pulse:{tick}" for tick in covered)
+
+
+def test_a_refused_tick_is_passed_over_here_and_the_others_go_on(
+    fleet: Any, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schedule whose tick the rules refuse neither stops the worker nor has it poll
+    that tick without pause: it is passed over until the schedule changes."""
+    from tasktrail.domain.schedules import rules
+
+    s = fleet(lease=3 * 60 * MINUTE)
+    s.schedule("bad", "report", cron="* * * * *")
+    s.schedule("good", "report", cron="*/2 * * * *")
+    real = rules.submit
+
+    def refusing(draft: Any, ctx: Any, **submission: Any) -> Any:
+        if submission["task_id"].startswith("sched:bad:"):
+            raise InvalidArgument("refused for the test")
+        return real(draft, ctx, **submission)
+
+    monkeypatch.setattr(rules, "submit", refusing)
+    worker = Worker(s)
+    clock.advance(2 * MINUTE)
+    assert worker.tick().scheduled == [f"sched:good:{T0 + 2 * MINUTE}"]
+    assert s.next_schedule_due() == T0 + 4 * MINUTE  # not the refused tick, now
+    s.schedule("bad", "report", cron="*/3 * * * *")  # changed: tried again at its tick
+    monkeypatch.setattr(rules, "submit", real)
+    clock.advance(MINUTE)
+    assert worker.tick().scheduled == [f"sched:bad:{T0 + 3 * MINUTE}"]

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import ConflictError, InvalidArgument, TaskIdTaken
+from ..errors import ConflictError, InvalidArgument, Refused, TaskIdTaken
 from ..schedules import rules
 from ..schedules.events import schedule_stream_id
 from ..schedules.state import CronSchedule, live_schedules, next_due
@@ -29,6 +29,7 @@ class ScheduleCommands:
     ``submit_due_schedules``, mixed into :class:`~..app.scheduler.Scheduler`."""
 
     registry: Registry
+    _schedule_refusals: dict[str, float] | None = None
 
     if TYPE_CHECKING:
         world: World
@@ -99,8 +100,20 @@ class ScheduleCommands:
         return [world.stream(schedule_stream_id(name)) for name in sorted(live_schedules(world))]
 
     def next_schedule_due(self) -> float | None:
-        """The earliest tick any live schedule is due at (scheduler ms), or ``None``."""
-        return next_due(self.world)
+        """The earliest tick a live schedule is due at (scheduler ms), or ``None``; a
+        tick refused here is left to the other workers (:meth:`submit_due_schedules`)."""
+        refused = self._refused_ticks()
+        if not refused:
+            return next_due(self.world)
+        due = [at for name, at in live_schedules(self.world).items() if refused.get(name) != at]
+        return min(due) if due else None
+
+    def _refused_ticks(self) -> dict[str, float]:
+        """The ticks the rules refused here, by schedule: this process's memory."""
+        refused = self._schedule_refusals
+        if refused is None:
+            refused = self._schedule_refusals = {}
+        return refused
 
     def submit_due_schedules(self) -> list[str]:
         """Submit the tasks of every schedule due now (rule 27); returns their ids. What
@@ -112,14 +125,20 @@ class ScheduleCommands:
         if due > now:
             return []
         submitted: list[str] = []
+        refused = self._refused_ticks()
         for name, next_at in sorted(live_schedules(self.world).items()):
-            if next_at > now:
+            if next_at > now or refused.get(name) == next_at:
                 continue
             try:
                 submitted += self._decide(rules.tick_schedule, name)
             except (ConflictError, TaskIdTaken) as lost:
                 # Another worker appended this tick first; the world is refreshed with it.
                 log.debug("schedule %s: another worker submitted its tick (%s)", name, lost)
+            except Refused as refusal:
+                # Not asked again at every poll, nor fatal to the worker: passed over here
+                # until the schedule changes (a fleet's other workers still try it).
+                refused[name] = next_at
+                log.warning("schedule %s: its tick was refused here: %s", name, refusal)
         for task_id in submitted:
             log.info("submitted %s", task_id)
         return submitted
