@@ -392,3 +392,24 @@ def test_a_refused_tick_is_passed_over_here_and_the_others_go_on(
     monkeypatch.setattr(rules, "submit", real)
     clock.advance(MINUTE)
     assert worker.tick().scheduled == [f"sched:bad:{T0 + 3 * MINUTE}"]
+
+
+def test_a_removed_schedule_leaves_memory_and_is_read_back_when_set_up_again(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    with Scheduler.open(store_url, clock=clock, registry=registry) as s:
+        s.schedule("x", "report", cron="* * * * *")
+        clock.advance(MINUTE)
+        s.submit_due_schedules()
+        s.unschedule("x")
+        s.snapshot()  # compacts: a removed schedule is retired
+        assert "cron:x" not in s.world.streams
+    with Scheduler.open(store_url, clock=clock, registry=registry) as again:
+        assert "cron:x" not in again.world.streams and again.schedules() == []
+        with pytest.raises(RuleViolation, match="rule 27"):
+            again.unschedule("x")
+        assert again.schedule("x", "report", cron="*/2 * * * *").events == 4  # its stream goes on
+        clock.advance(2 * MINUTE)
+        assert again.submit_due_schedules() == [f"sched:x:{T0 + 2 * MINUTE}"]
+        replayed = replay(again.store, snapshots=False).world.streams["cron:x"]
+        assert replayed == again.world.stream("cron:x")
