@@ -35,9 +35,11 @@ class ScheduleCommands:
         world: World
         clock: Clock
         closing: bool
+        _lock: Any
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
         def now(self) -> float: ...
+        def _catch_up(self) -> None: ...
 
     def schedule(
         self,
@@ -95,17 +97,22 @@ class ScheduleCommands:
         self._decide(rules.remove_schedule, name, actor=actor, why=reason)
 
     def schedules(self) -> list[CronSchedule]:
-        """The live schedules, by name."""
-        world = self.world
-        return [world.stream(schedule_stream_id(name)) for name in sorted(live_schedules(world))]
+        """The live schedules, by name (what other writers appended folded in)."""
+        with self._lock:  # a command of another thread may be folding meanwhile
+            self._catch_up()
+            world = self.world
+            names = sorted(live_schedules(world))
+            return [world.stream(schedule_stream_id(name)) for name in names]
 
     def next_schedule_due(self) -> float | None:
         """The earliest tick a live schedule is due at (scheduler ms), or ``None``; a
         tick refused here is left to the other workers (:meth:`submit_due_schedules`)."""
         refused = self._refused_ticks()
-        if not refused:
-            return next_due(self.world)
-        due = [at for name, at in live_schedules(self.world).items() if refused.get(name) != at]
+        with self._lock:  # a command of another thread may be folding meanwhile
+            if not refused:
+                return next_due(self.world)
+            live = live_schedules(self.world).items()
+            due = [at for name, at in live if refused.get(name) != at]
         return min(due) if due else None
 
     def _refused_ticks(self) -> dict[str, float]:
@@ -118,15 +125,14 @@ class ScheduleCommands:
     def submit_due_schedules(self) -> list[str]:
         """Submit the tasks of every schedule due now (rule 27); returns their ids. What
         it costs when none is due: a look at the live schedules' next ticks."""
-        due = next_due(self.world)
-        if due is None or self.closing:
-            return []
-        now = self.now()
-        if due > now:
-            return []
+        with self._lock:  # a command of another thread may be folding meanwhile
+            due, now = next_due(self.world), self.now()
+            if due is None or self.closing or due > now:
+                return []
+            schedules = sorted(live_schedules(self.world).items())
         submitted: list[str] = []
         refused = self._refused_ticks()
-        for name, next_at in sorted(live_schedules(self.world).items()):
+        for name, next_at in schedules:
             if next_at > now or refused.get(name) == next_at:
                 continue
             try:
