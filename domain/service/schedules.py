@@ -126,8 +126,8 @@ class ScheduleCommands:
         """Submit the tasks of every schedule due now (rule 27); returns their ids. What
         it costs when none is due: a look at the live schedules' next ticks."""
         with self._lock:  # a command of another thread may be folding meanwhile
-            due, now = next_due(self.world), self.now()
-            if due is None or self.closing or due > now:
+            due = next_due(self.world)
+            if due is None or self.closing or due > (now := self.now()):
                 return []
             schedules = sorted(live_schedules(self.world).items())
         submitted: list[str] = []
