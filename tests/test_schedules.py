@@ -413,3 +413,30 @@ def test_a_removed_schedule_leaves_memory_and_is_read_back_when_set_up_again(
         assert again.submit_due_schedules() == [f"sched:x:{T0 + 2 * MINUTE}"]
         replayed = replay(again.store, snapshots=False).world.streams["cron:x"]
         assert replayed == again.world.stream("cron:x")
+
+
+@pytest.mark.parametrize(
+    ("start", "expected"),
+    [
+        # Spring: 02:30 does not exist on the 29th; Debian's cron runs it at 03:00.
+        ("2026-03-28T12:00:00+01:00", ["03-29T03:00+02:00", "03-30T02:30+02:00"]),
+        # Autumn: 02:30 comes twice on the 25th; it runs once, at the first.
+        ("2026-10-24T12:00:00+02:00", ["10-25T02:30+02:00", "10-26T02:30+01:00"]),
+    ],
+)
+def test_a_tick_in_an_hour_a_dst_change_skips_or_repeats_runs_once(
+    fleet: Any, clock: ManualClock, start: str, expected: list[str]
+) -> None:
+    clock.set(ms(start))
+    s = fleet()
+    s.schedule("night", "report", cron="30 2 * * *", tz="Europe/Paris")
+    paris = ZoneInfo("Europe/Paris")
+    seen = []
+    for _ in expected:
+        due = s.next_schedule_due()
+        assert due is not None
+        clock.set(due)
+        (task_id,) = s.submit_due_schedules()
+        when = datetime.fromtimestamp(int(task_id.rsplit(":", 1)[1]) / 1000, UTC).astimezone(paris)
+        seen.append(when.strftime("%m-%dT%H:%M%z"))
+    assert seen == [e.replace("+02:00", "+0200").replace("+01:00", "+0100") for e in expected]
