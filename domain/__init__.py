@@ -54,6 +54,7 @@ from .runs.outcomes import SubmitFailed
 from .runs.reading import UnknownRun
 from .runs.settings import RunSettings
 from .runs.state import RunState
+from .schedules.state import CronSchedule
 from .store.leases import Lease
 from .store.store import Store, open_store
 from .tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
@@ -95,6 +96,7 @@ __all__ = [
     "ConflictError",
     "ControllerPassReport",
     "CorruptEvent",
+    "CronSchedule",
     "DeliveryOutcome",
     "DispatchGate",
     "DispatchReport",

@@ -159,6 +159,17 @@ def run_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
     )
 
 
+def schedule_commands() -> st.SearchStrategy[Command]:
+    """Schedules (rules 26, 27): one of two per-minute schedules recorded (with or without
+    catch-up), removed, or ticked after the clock moved some minutes."""
+    name = st.sampled_from(["s0", "s1"])
+    return st.one_of(
+        st.builds(lambda n, c: Command("schedule", (n, c)), name, st.booleans()),
+        st.builds(lambda n: Command("unschedule", (n,)), name),
+        st.builds(lambda m: Command("tick_schedules", (m,)), st.integers(0, 3)),
+    )
+
+
 def roles() -> st.SearchStrategy[str]:
     """Agent roles: the Leader and one worker."""
     return st.sampled_from(["leader", "worker"])
@@ -187,10 +198,12 @@ def turn_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
 
 
 def commands(
-    slots: int = DEFAULT_SLOTS, *, runs: bool = True, turns: bool = True
+    slots: int = DEFAULT_SLOTS, *, runs: bool = True, turns: bool = True, schedules: bool = True
 ) -> st.SearchStrategy[Command]:
     """Any command, the clock moving in between."""
     options = [lifecycle_commands(slots), message_commands(slots), clock_moves()]
+    if schedules:
+        options.append(schedule_commands())
     if runs:
         options.append(run_commands(slots))
     if turns:
@@ -370,6 +383,13 @@ class Harness:
                 s.request_wakeup(self.task(args[0]), args[1])
             case "controller_pass":
                 s.controller_pass(concurrency=1)
+            case "schedule":
+                s.schedule(args[0], "a", cron="* * * * *", phase="a", catch_up=args[1])
+            case "unschedule":
+                s.unschedule(args[0])
+            case "tick_schedules":  # the tasks a tick submits take the next slots
+                self.clock.advance(args[0] * 60_000)
+                self.ids.extend(s.submit_due_schedules())
             case other:
                 raise ValueError(f"unknown command {other!r}")
 

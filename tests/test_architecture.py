@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE = ("domain", "projections", "replay")
-SUBDOMAINS = ("tasks", "turns", "runs")
+SUBDOMAINS = ("tasks", "turns", "runs", "schedules")
 # What store/ and telemetry/ may read of a subdomain: its facts, never its rules.
 FACT_MODULES = ("events", "state", "evolve")
 MAX_LINES = 400

@@ -38,6 +38,7 @@ def read_commands(store: str, task: str = "fragile-0001") -> list[list[str]]:
         ["tasks", store, "--all", "--kind", "fragile", "--since", "2026-01-01", "--limit", "3"],
         ["runs", store],
         ["runs", store, "--live"],
+        ["schedules", store],
         ["workers", store],
         ["history", store, task],
         ["explain", store, task],

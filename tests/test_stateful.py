@@ -20,11 +20,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from tasktrail.domain.schedules.cron import CATCH_UP_LIMIT
 from tasktrail.projections import Projector
 from tasktrail.replay import replay
 from tasktrail.replay.strategies import Command, Harness, phases, results, task_slots, topics
 
 RESTART_LIMIT = 2
+MINUTE = 60_000
 
 
 @dataclass
@@ -50,6 +52,8 @@ class Model:
         self.tasks: dict[str, ModelTask] = {}
         self.keys: dict[str, str] = {}
         """Each idempotency key with the task it names (rule 18): its first submission's."""
+        self.schedules: dict[str, tuple[bool, float]] = {}
+        """Each live schedule's catch-up flag and next tick."""
 
     def live(self, task_id: str) -> bool:
         return self.tasks[task_id].status != "terminal"
@@ -163,6 +167,29 @@ class Model:
         self.submit(task_id, owner)
         self.tasks[task_id].phase = source.phase
         return True
+
+    def schedule(self, name: str, catch_up: bool, now: float) -> None:
+        """A per-minute schedule: due at the first whole minute after ``now``; recorded
+        again the same way, it stays as it was."""
+        if self.schedules.get(name, (None,))[0] != catch_up:
+            self.schedules[name] = (catch_up, (now // MINUTE + 1) * MINUTE)
+
+    def tick_schedules(self, now: float) -> list[str]:
+        """Rule 27: each due schedule's latest minute, or with catch-up each missed minute
+        (the latest CATCH_UP_LIMIT), each submitted once."""
+        submitted = []
+        for name, (catch_up, due) in sorted(self.schedules.items()):
+            if due > now:
+                continue
+            latest = now // MINUTE * MINUTE
+            first = max(due, latest - (CATCH_UP_LIMIT - 1) * MINUTE) if catch_up else latest
+            for tick in range(int(first), int(latest) + 1, MINUTE):
+                task_id = f"sched:{name}:{tick}"
+                if task_id not in self.tasks:
+                    self.submit(task_id, None)
+                    submitted.append(task_id)
+            self.schedules[name] = (catch_up, latest + MINUTE)
+        return submitted
 
     def crash(self) -> None:
         for task in self.tasks.values():
@@ -314,6 +341,23 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
     @rule(ms=st.integers(1, 3_000))
     def advance(self, ms: int) -> None:
         self.do(Command("advance", (ms,)))
+
+    @rule(name=st.sampled_from(["s0", "s1"]), catch_up=st.booleans())
+    def schedule(self, name: str, catch_up: bool) -> None:
+        if self.do(Command("schedule", (name, catch_up))):
+            self.model.schedule(name, catch_up, self.harness.clock.now)
+
+    @rule(name=st.sampled_from(["s0", "s1"]))
+    def unschedule(self, name: str) -> None:
+        accepted = self.do(Command("unschedule", (name,)))
+        assert accepted == (self.model.schedules.pop(name, None) is not None)  # rule 27
+
+    @rule(minutes=st.integers(0, 3))
+    def tick_schedules(self, minutes: int) -> None:
+        known = len(self.harness.ids)
+        assert self.do(Command("tick_schedules", (minutes,)))
+        expected = self.model.tick_schedules(self.harness.clock.now)
+        assert self.harness.ids[known:] == expected
 
     @rule()
     def crash(self) -> None:

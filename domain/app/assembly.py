@@ -16,6 +16,7 @@ from ..dispatch.run_commands import RunCommands
 from ..service.keys import KeyCommands
 from ..service.messages import MessageCommands
 from ..service.results import ResultCommands
+from ..service.schedules import ScheduleCommands
 from .fleet import FleetCommands
 from .phases import PhaseCommands
 
@@ -35,6 +36,7 @@ class CommandGroups(
     SnapshotCommands,
     MessageCommands,
     ResultCommands,
+    ScheduleCommands,
 ):
     """Every command group of a scheduler, mixed in one base; the state they share is
     the scheduler's (each group declares what it reads of it)."""

@@ -1,11 +1,10 @@
 """The Scheduler application: commands in, events out, phases run.
 
-Every command reads the scheduler's :class:`~.world.World`, lets a pure
-function of :mod:`.decide` emit events into a draft, appends the draft's events
-to the store in one transaction, and only then folds them into the world. A
-refused command raises and appends nothing; a command that lost a race with
-another writer raises :class:`~.errors.ConflictError`, appends nothing, and
-leaves the scheduler refreshed so that deciding again sees the winner's events.
+Every command reads the scheduler's :class:`~.world.World`, lets a pure function of
+:mod:`.decide` emit events into a draft, appends the draft's events to the store in one
+transaction, and only then folds them into the world. A refused command raises and appends
+nothing; a command that lost a race with another writer raises :class:`~.errors.ConflictError`,
+appends nothing, and leaves the scheduler refreshed so that deciding again sees the winner's.
 
 This module holds opening (with recovery), closing and the reads; the decision cycle
 and the command groups are mixed in (:mod:`.assembly` lists them).
@@ -46,9 +45,9 @@ T = TypeVar("T")
 class Scheduler(CommandGroups):
     """A durable task scheduler kept as an event-sourced state machine.
 
-    Open one with :meth:`open`; it loads the store's tasks and runs recovery
-    (rule 9). Commands append events and return once they are recorded. Several
-    schedulers may share a store, each a worker of a fleet (:mod:`.fleet`).
+    Open one with :meth:`open`; it loads the store's tasks and runs recovery (rule 9).
+    Commands append events and return once they are recorded. Several schedulers may
+    share a store, each a worker of a fleet (:mod:`.fleet`).
 
     Every public method may be called from any thread while a Worker runs, taking the
     lock for one command; an asyncio host uses ``asyncio.to_thread`` (docs/fleet.md).
@@ -224,8 +223,7 @@ class Scheduler(CommandGroups):
         self.close()
 
     def configure_telemetry(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
-        """Send this scheduler's phase spans and metrics to these OpenTelemetry providers
-        (``None``: the process-wide defaults, see :mod:`.telemetry`)."""
+        """Send phase spans and metrics to these providers (``None``: the defaults)."""
         telemetry.configure_telemetry(self, tracer_provider, meter_provider)
 
     # ─── reading ────────────────────────────────────────────────────────────

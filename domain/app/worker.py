@@ -53,6 +53,8 @@ class TickReport:
     passed: int = 0
     cleanups: dict[str, dict[str, str]] = field(default_factory=dict)
     """The runtime cleanups attempted outside a pass: task -> role -> what came of it."""
+    scheduled: list[str] = field(default_factory=list)
+    """Tasks the schedules due submitted (rule 27)."""
     finished: int = 0
     """Invocations that ended with their task still live (it waits, sleeps, or was
     handed back), collected in this tick."""
@@ -61,7 +63,12 @@ class TickReport:
     def progressed(self) -> bool:
         """Whether the tick changed anything (then the next one runs at once)."""
         return bool(
-            self.recovered or self.reserved or self.ended or self.dispatched or self.finished
+            self.recovered
+            or self.reserved
+            or self.ended
+            or self.dispatched
+            or self.finished
+            or self.scheduled
         )
 
 
@@ -172,6 +179,8 @@ class Worker(WorkerLoop, WorkerReports):
         report.recovered = beat.recovered
         for task_id in beat.recovered:
             log.info("recovered %s from lost worker %s", task_id, beat.lost.get(task_id))
+        # Before the phases, so a tick's task can start in this cycle.
+        report.scheduled = s.submit_due_schedules()
         self._start_invocations(report, wait=wait)
         self._collect(report)
         self._report_blocked()
@@ -253,10 +262,10 @@ class Worker(WorkerLoop, WorkerReports):
 
     def next_deadline(self) -> float | None:
         """The earliest scheduler-clock time something falls due: a sleep, a Turn or
-        wakeup deadline, a runtime cleanup's next attempt, or this worker's next
-        heartbeat."""
+        wakeup deadline, a runtime cleanup's next attempt, a schedule's tick, or this
+        worker's next heartbeat."""
         s = self.scheduler
-        candidates = [s.wake().get("at"), s.next_heartbeat()]
+        candidates = [s.wake().get("at"), s.next_heartbeat(), s.next_schedule_due()]
         if self.runtime is not None:
             if self._pass_requested():
                 candidates.append(s.now())  # a requested pass runs at the next tick

@@ -44,11 +44,13 @@ def _known_classes() -> dict[str, type[Any]]:
         from ..runs import ledger
         from ..runs import settings as run_settings
         from ..runs import state as run_state
+        from ..schedules import state as schedule_state
         from ..tasks import state as task_state
         from ..turns import settings as turn_settings
         from ..turns import state as turn_state
 
-        for module in (task_state, turn_state, turn_settings, run_state, run_settings, ledger):
+        modules = (task_state, turn_state, turn_settings, run_state, run_settings, ledger)
+        for module in (*modules, schedule_state):
             for value in vars(module).values():
                 if dataclasses.is_dataclass(value) and isinstance(value, type):
                     _CLASSES[_name(value)] = value

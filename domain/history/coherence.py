@@ -45,6 +45,7 @@ INDEX_TYPES: dict[str, Any] = {
     "ledger": Ledger,
     "live_schedules": dict[str, float],
     "live_priority": dict[str, int],
+    "cron_schedules": dict[str, float],
 }
 """The declared type of each index a fold registers (``tests/test_snapshot_trust.py``
 holds this table to the indexes a fold of the reference log makes)."""

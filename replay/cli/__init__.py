@@ -44,6 +44,7 @@ from .common import (
     warn,
 )
 from .service import result_command
+from .service import schedules as schedule_commands
 
 EPILOG = """\
 examples:
@@ -71,6 +72,8 @@ examples:
   tasktrail submit trail.db report --phase start --memo day='"2026-01-05"'
   tasktrail abort trail.db fragile-0001 --reason "stuck since the deploy"
   tasktrail fork trail.db fragile-0001 --at 300 --actor alice
+  tasktrail schedule trail.db nightly report --phase start --cron '0 2 * * *' --tz Europe/Paris
+  tasktrail schedules trail.db            the live schedules and their next ticks
 
 A STORE is a SQLite file path (or a file: URI, mode=ro or immutable=1 to read
 only) or a postgresql:// URL; a SOURCE may also be a .jsonl export. Commands that
@@ -104,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     tasks_command.add_tasks(commands)
     result_command.add_result(commands)
     runs_command.add_runs(commands)
+    schedule_commands.add_schedules(commands)
     workers_command.add_workers(commands)
     store_commands.add_project(commands)
     snapshot_command.add_snapshot(commands)
@@ -122,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     act_commands.add_retry(commands)
     act_commands.add_fork(commands)
     act_commands.add_send(commands)
+    schedule_commands.add_schedule(commands)
+    schedule_commands.add_unschedule(commands)
     for command in commands.choices.values():
         # ``tasktrail verify --debug X`` as well as ``tasktrail --debug verify X``.
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
@@ -203,6 +209,9 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "retry": act_commands.do_retry,
         "fork": act_commands.do_fork,
         "send": act_commands.do_send,
+        "schedules": schedule_commands.do_schedules,
+        "schedule": schedule_commands.do_schedule,
+        "unschedule": schedule_commands.do_unschedule,
     }
     handler = handlers.get(args.command)
     if handler is None:
