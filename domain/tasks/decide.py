@@ -16,6 +16,7 @@ from .forking import fork
 from .guards import held_elsewhere
 from .readiness import readiness
 from .restarts import recover, retry, stop
+from .retrying import retry_phase
 from .running import checkpoint, memo, sleep, wait
 from .starting import reserve, submit, submit_owned
 
@@ -32,6 +33,7 @@ __all__ = [
     "recover",
     "reserve",
     "retry",
+    "retry_phase",
     "sleep",
     "stop",
     "submit",

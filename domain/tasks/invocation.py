@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
-from ..errors import ConflictError
+from ..errors import ConflictError, PhaseTimeout
 from .events import Mode, OutcomeStatus, Policy
 from .state import TaskState
 
@@ -73,6 +74,9 @@ class Invocation:
         self.lost = False
         """Whether another worker took the task (this worker's lease expired): its
         decisions raise :class:`~..errors.LeaseLost` and record nothing."""
+        self.timed_out: PhaseTimeout | None = None
+        """Set when its phase ran past its timeout (rule 24): its decisions raise
+        :class:`~..errors.PhaseFenced` and record nothing."""
 
     @property
     def worker(self) -> str:
@@ -137,6 +141,10 @@ class Invocation:
         once it has ended (rules 1 and 3), refused like the others."""
         return _deciding(lambda: self.scheduler.submit_owned(self.task_id, kind, **options))
 
+
+RUNNING_PHASE: ContextVar[Invocation | None] = ContextVar("tasktrail_phase", default=None)
+"""The invocation whose phase handler runs in this context (a thread, or an ``async``
+phase's task): a decision it takes after its timeout is fenced (rule 24)."""
 
 DECISION_ATTEMPTS = 5
 """How often an invocation's decision is taken again after losing a race with another
