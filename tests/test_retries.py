@@ -25,6 +25,7 @@ from tasktrail.domain import (
     TaskDefinition,
     Worker,
 )
+from tasktrail.projections.trace import phase_spans
 from tasktrail.replay import replay
 
 
@@ -92,18 +93,38 @@ def test_recorded_delays_follow_the_backoff_and_replay_folds_them(
     assert replay(store_url).world.tasks[task_id] == live
 
 
-def test_the_same_seed_draws_the_same_delays(store_url: str, clock: ManualClock) -> None:
+def test_the_scheduler_draws_the_jitter_from_its_own_seedable_random(
+    store_url: str, clock: ManualClock
+) -> None:
     policy = Retry(max_attempts=3, base_s=1.0, jitter=0.5)
     registry = Registry([TaskDefinition("call", 1, {"ask": flaky(9)}, retry=policy)])
     s = Scheduler.open(store_url, clock=clock, registry=registry)
     s.retry_random = random.Random(42)
-    first, second = s.submit("call"), s.submit("call")
-    s.retry_random = random.Random(42)
-    expected = [policy.delay_s(0, random.Random(42).random())]
+    tasks = [s.submit("call") for _ in range(3)]
     s.run_until_idle()
-    delays = [retries_of(s, t)[0].delay_s for t in (first, second)]
-    assert delays[0] == expected[0]
+    draws = random.Random(42)
+    expected = [policy.delay_s(0, draws.random()) for _ in tasks]
+    assert [retries_of(s, task_id)[0].delay_s for task_id in tasks] == expected
     s.close()
+
+
+def test_a_retried_phase_span_ends_with_its_error(sqlite_url: str, clock: ManualClock) -> None:
+    registry = Registry(
+        [TaskDefinition("call", 1, {"ask": flaky(1), "done": finish}, retry=Retry(base_s=1))]
+    )
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    task_id = s.submit("call")
+    run_through_backoffs(s, clock, task_id)
+    s.close()
+    first, second, last = phase_spans(sqlite_url, task_id)
+    assert (first.phase, first.outcome, first.error) == (
+        "ask",
+        "retrying",
+        "ConnectionError: model call failed (try 1)",
+    )
+    assert first.attributes["error.type"] == "phase_retried"
+    assert (second.phase, second.attributes["attempt"], second.error) == ("ask", 1, None)
+    assert last.phase == "done"
 
 
 def test_a_phase_that_succeeds_on_its_third_try_completes(
