@@ -299,19 +299,21 @@ def test_a_timeout_without_a_retry_policy_faults_the_task(
 def test_a_hung_sync_phase_is_fenced_and_holds_its_slot_until_it_returns(
     store_url: str, stopping: list[Worker]
 ) -> None:
-    release = threading.Event()
+    first_release, second_started, second_release = (threading.Event() for _ in range(3))
     late: list[BaseException] = []
     tries: list[int] = []
 
     def hangs_once(inv: Any) -> str:
         tries.append(1)
         if len(tries) == 1:
-            release.wait(30)  # a sync call that ignores every timeout
+            first_release.wait(30)  # a sync call that ignores every timeout
             try:
-                inv.memo("late", True)
+                inv.memo("late", True)  # its task runs again here, under its retry
             except PhaseFenced as refusal:
                 late.append(refusal)
             return "done"  # its checkpoint is refused as well: nothing is appended
+        second_started.set()
+        second_release.wait(30)
         return "done"
 
     registry = Registry(
@@ -330,18 +332,20 @@ def test_a_hung_sync_phase_is_fenced_and_holds_its_slot_until_it_returns(
     stopping.append(worker)
     task_id = s.submit("call")
     threading.Thread(target=worker.run, daemon=True).start()
-    # The retry ran and finished the task while the first try still hangs...
-    wait_until(lambda: not s.task(task_id).live)
-    assert s.task(task_id).outcome.status == "completed"  # type: ignore[union-attr]
+    # The retry runs while the first try still hangs, each holding a slot.
+    assert second_started.wait(20)
     (retried,) = retries_of(s, task_id)
     assert retried.cause == "timeout" and retried.attempt == 1
-    # ... and the hung one still holds its slot.
-    assert worker.invocations.in_flight == 1 and worker.invocations.free == 1
+    assert worker.invocations.in_flight == 2 and worker.invocations.free == 0
     head = s.store.head()
-    release.set()
-    wait_until(lambda: worker.invocations.in_flight == 0)
+    first_release.set()
+    wait_until(lambda: worker.invocations.in_flight == 1)
     assert len(late) == 1 and late[0].rule == 24 and late[0].task_id == task_id
     assert s.store.head() == head  # its late decisions appended nothing
+    assert s.task(task_id).status == "running"  # the retry's, untouched
+    second_release.set()
+    wait_until(lambda: not s.task(task_id).live)
+    assert s.task(task_id).outcome.status == "completed"  # type: ignore[union-attr]
 
 
 def test_a_hung_sync_phase_past_its_last_attempt_ends_the_task_failed(

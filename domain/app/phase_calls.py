@@ -64,12 +64,12 @@ def call_handler(
             result = handler(invocation)
         finally:
             timer.cancel()
+        if invocation.timed_out is not None:  # overran: what it returns is not its say
+            if inspect.iscoroutine(result):
+                result.close()  # never run
+            return None
         if not inspect.isawaitable(result):
             return result
-        if invocation.timed_out is not None:  # overran before it gave its awaitable
-            if inspect.iscoroutine(result):
-                result.close()
-            return None
         return run(_bounded(result, deadline - time.monotonic(), limit))
     finally:
         RUNNING_PHASE.reset(token)
