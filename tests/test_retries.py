@@ -145,7 +145,7 @@ def test_a_phase_that_succeeds_on_its_third_try_completes(
     s.close()
 
 
-def test_used_up_attempts_end_the_task_failed_with_the_last_error(
+def test_rule_23_used_up_attempts_end_the_task_failed_with_the_last_error(
     store_url: str, clock: ManualClock
 ) -> None:
     registry = Registry(
@@ -296,7 +296,7 @@ def test_a_timeout_without_a_retry_policy_faults_the_task(
     s.close()
 
 
-def test_a_hung_sync_phase_is_fenced_and_holds_its_slot_until_it_returns(
+def test_rule_24_a_hung_sync_phase_is_fenced_and_holds_its_slot_until_it_returns(
     store_url: str, stopping: list[Worker]
 ) -> None:
     first_release, second_started, second_release = (threading.Event() for _ in range(3))
@@ -394,7 +394,7 @@ def test_a_hung_sync_phase_past_its_last_attempt_ends_the_task_failed(
         ({"jitter": "0.2"}, "jitter must be a finite number"),
     ],
 )
-def test_a_retry_policy_that_cannot_be_kept_is_refused(
+def test_rule_25_a_retry_policy_that_cannot_be_kept_is_refused(
     arguments: dict[str, Any], words: str
 ) -> None:
     with pytest.raises(InvalidPolicy, match=words) as refused:
