@@ -331,7 +331,8 @@ def test_rule_24_a_hung_sync_phase_is_fenced_and_holds_its_slot_until_it_returns
     worker = Worker(s, concurrency=2, poll_ms=10)
     stopping.append(worker)
     task_id = s.submit("call")
-    threading.Thread(target=worker.run, daemon=True).start()
+    running = threading.Thread(target=worker.run, daemon=True)
+    running.start()
     # The retry runs while the first try still hangs, each holding a slot.
     assert second_started.wait(20)
     (retried,) = retries_of(s, task_id)
@@ -346,6 +347,9 @@ def test_rule_24_a_hung_sync_phase_is_fenced_and_holds_its_slot_until_it_returns
     second_release.set()
     wait_until(lambda: not s.task(task_id).live)
     assert s.task(task_id).outcome.status == "completed"  # type: ignore[union-attr]
+    worker.stop()
+    running.join(20)  # closed before its store goes
+    assert not running.is_alive()
 
 
 def test_a_hung_sync_phase_past_its_last_attempt_ends_the_task_failed(
