@@ -26,7 +26,7 @@ from tasktrail.domain import (
     Worker,
 )
 from tasktrail.projections.trace import phase_spans
-from tasktrail.replay import replay
+from tasktrail.replay import explain, replay
 
 
 def flaky(failures: int, then: str = "done") -> Any:
@@ -420,3 +420,22 @@ def test_a_definitions_policies_are_checked(options: dict[str, Any], words: str)
     with pytest.raises(InvalidPolicy, match=words) as refused:
         TaskDefinition("call", 1, {"ask": finish}, **options)
     assert refused.value.rule == 25
+
+
+def test_explain_and_the_audit_name_the_retries_and_the_end(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    registry = Registry(
+        [TaskDefinition("call", 1, {"ask": flaky(9)}, retry=Retry(max_attempts=2, base_s=1))]
+    )
+    s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
+    task_id = s.submit("call")
+    run_through_backoffs(s, clock, task_id)
+    s.close()
+    steps = explain(sqlite_url, task_id)
+    retried = next(step for step in steps if step.event_type == "PhaseRetried")
+    assert (retried.command, retried.rule) == ("retry_phase", 23)
+    assert (retried.status_before, retried.status_after) == ("running", "sleeping")
+    assert "tried again after its backoff" in retried.why
+    ended = steps[-1]
+    assert (ended.event_type, ended.rule, ended.command) == ("TaskEnded", 23, "run_pass")
