@@ -66,8 +66,11 @@ class RetryCommands:
     ) -> tuple[PhaseTimeout | None, Overran | None]:
         """The timeout of the phase ``invocation`` is about to run (``None``: none), and
         what its timer does at the deadline."""
-        phase = invocation.phase
-        timeout_s = definition.timeout_for(phase) if definition and phase else None
+        if definition is None or (definition.timeout_s is None and not definition.phase_timeouts):
+            return None, None  # the usual case, at no cost: no read of the task
+        task = self.world.get(invocation.task_id)
+        phase = task.checkpoint.phase if task is not None and task.checkpoint else None
+        timeout_s = definition.timeout_for(phase) if phase is not None else None
         if timeout_s is None or phase is None:
             return None, None
         limit = PhaseTimeout(phase, timeout_s)
