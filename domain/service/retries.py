@@ -17,6 +17,7 @@ and so its worker slot, stays taken until the phase returns.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,6 +29,7 @@ from ..tasks.invocation import Invocation
 from ..tasks.retrying import retry_phase
 
 T = TypeVar("T")
+log = logging.getLogger("tasktrail.worker")
 
 Overran = Callable[[], None]
 """What a phase's timer calls at its deadline (from the timer's thread)."""
@@ -90,7 +92,10 @@ class RetryCommands:
         task_id = invocation.task_id
         if self._invocations.get(task_id) is invocation:
             del self._invocations[task_id]  # the retry may run here while this phase hangs
-        self._phase_failed(invocation, definition, _message(limit), "timeout", report)
+        try:
+            self._phase_failed(invocation, definition, _message(limit), "timeout", report)
+        except Exception:  # the store away, say: the task stays running here, stranded
+            log.exception("task %s: the timeout of phase %r was not recorded", task_id, limit.phase)
 
     def _phase_failed(
         self,
