@@ -15,9 +15,12 @@ from .errors import (
     ConflictError,
     CorruptEvent,
     InvalidArgument,
+    InvalidPolicy,
     LeaseLost,
     LogReplaced,
     NewerEventVersion,
+    PhaseFenced,
+    PhaseTimeout,
     Refused,
     RuleViolation,
     StoreError,
@@ -61,6 +64,8 @@ from .tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_
 from .tasks.events import EVENT_TYPES, TaskEvent
 from .tasks.evolve import InvalidTransition, evolve
 from .tasks.invocation import Invocation
+from .tasks.retry import Retry
+from .tasks.retrying import PhaseRetried
 from .tasks.state import Checkpoint, Outcome, TaskState
 from .turns.deadlines import next_deadline
 from .turns.delivery import DELIVERY_OUTCOMES, DeliveryOutcome
@@ -112,6 +117,7 @@ __all__ = [
     "IdentityConflictError",
     "InMemoryExecutor",
     "InvalidArgument",
+    "InvalidPolicy",
     "InvalidTransition",
     "Invocation",
     "JobNotFoundError",
@@ -127,9 +133,13 @@ __all__ = [
     "OrphanFenceError",
     "Outcome",
     "PassReport",
+    "PhaseFenced",
+    "PhaseRetried",
+    "PhaseTimeout",
     "ReconcileReport",
     "Refused",
     "Registry",
+    "Retry",
     "RoleState",
     "RuleViolation",
     "RunSettings",

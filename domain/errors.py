@@ -52,6 +52,40 @@ class LeaseLost(RuleViolation):
         super().__init__(9, f"{why}, so nothing was recorded (stop this phase)", task_id=task_id)
 
 
+class PhaseFenced(RuleViolation):
+    """A phase that ran past its ``timeout_s`` decided after the scheduler had retried
+    its task or ended it (rule 24): a sync phase cannot be killed, so it is fenced as a
+    worker that lost its lease is. Nothing was recorded; the phase should stop."""
+
+    def __init__(self, task_id: str, phase: str, timeout_s: float) -> None:
+        self.phase = phase
+        self.timeout_s = timeout_s
+        super().__init__(
+            24,
+            f"phase {phase!r} ran past its timeout of {timeout_s:g} s and was retried or "
+            "ended without it, so nothing was recorded (stop this phase)",
+            task_id=task_id,
+        )
+
+
+class InvalidPolicy(RuleViolation, ValueError):
+    """A retry policy or a timeout that cannot be kept (rule 25): refused when the
+    definition is made, before any task runs under it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(25, reason)
+
+
+class PhaseTimeout(TasktrailError, TimeoutError):
+    """What a phase that ran past its ``timeout_s`` is recorded as having raised: the
+    error its retry (rule 23) or its task's end carries."""
+
+    def __init__(self, phase: str, timeout_s: float) -> None:
+        self.phase = phase
+        self.timeout_s = timeout_s
+        super().__init__(f"phase {phase!r} ran past its timeout of {timeout_s:g} s")
+
+
 class UnknownTask(Refused, KeyError):
     """A command named a task id that no event in the store created."""
 

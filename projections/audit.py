@@ -40,7 +40,8 @@ _COMMANDS = {
     "RestartLimitChanged": "configure_restarts",
 }
 _BY_RULE = {5: "release", 6: "cascade", 9: "open", 10: "close", 12: "reserve", 13: "reserve"}
-_FAULT_REASONS = {"threw", "no_outcome", "no_decision", "unknown_phase", "step_limit"}
+_FAULT_REASONS = {"threw", "no_outcome", "no_decision", "unknown_phase", "step_limit", "timeout"}
+_FAULT_REASONS |= {"retries_exhausted"}  # rule 23: the scheduler ends it, not the phase
 _COMMON = {"at", "rule", "task_id"}
 
 

@@ -22,6 +22,7 @@ _RULE_WORDS = {
     10: "a close is not a crash: pending again, no restart counted (rule 10)",
     12: "an abort handler cut off restart_limit times ends faulted (rule 12)",
     13: "no definition can take it (rule 13)",
+    23: "a failed phase is tried again after its backoff, until its attempts run out (rule 23)",
 }
 
 

@@ -32,11 +32,13 @@ from tasktrail.domain import (
     ManualClock,
     Refused,
     Registry,
+    Retry,
     Scheduler,
     TaskDefinition,
 )
 from tasktrail.domain.runs.memory_executor import InMemoryExecutor
 from tasktrail.domain.runs.settings import RunSettings
+from tasktrail.domain.tasks.retrying import retry_phase
 
 DEFAULT_SLOTS = 5
 START_MS = 1_767_603_600_000  # 2026-01-05T09:00:00Z
@@ -105,7 +107,8 @@ def results() -> st.SearchStrategy[Any]:
 
 def lifecycle_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
     """Commands of SPEC.md section 1: submit, reserve, checkpoint, wait, sleep, finish, ...
-    and an operator's fork (as of now, or some positions back)."""
+    an operator's fork (as of now, or some positions back), and a running phase that
+    fails under a retry policy (rule 23)."""
     slot = task_slots(slots)
     return st.one_of(
         st.builds(lambda owner: Command("submit", (owner,)), st.none() | slot),
@@ -128,6 +131,7 @@ def lifecycle_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]
         ),
         st.builds(lambda t: Command("abort", (t,)), slot),
         st.builds(lambda t: Command("retry", (t,)), slot),
+        st.builds(lambda t: Command("phase_fails", (t,)), slot),
         st.builds(lambda t, back: Command("fork", (t, back)), slot, st.none() | st.integers(0, 30)),
         st.just(Command("run_pass")),
         st.just(Command("crash")),
@@ -231,16 +235,31 @@ def command_sequences(
     return st.lists(steps, min_size=min_size, max_size=max_size).map(lambda rest: opening + rest)
 
 
+HARNESS_RETRY = Retry(max_attempts=2, base_s=1.0, jitter=0.5)
+"""The retry policy of the harness's failing phases: one retry after about a second."""
+
+
 def harness_registry() -> Registry:
-    """Definitions the harness's tasks use: kind ``a`` runs a then b; ``b`` fails."""
+    """Definitions the harness's tasks use: kind ``a`` runs a then b; ``b`` fails, and
+    its phase b (reached by a checkpoint) raises, retried once after a jittered backoff
+    (rule 23)."""
     return Registry(
         [
             TaskDefinition(
                 "a", 1, {"a": lambda inv: "b", "b": lambda inv: inv.finish("completed")}
             ),
-            TaskDefinition("b", 1, {"a": lambda inv: inv.finish("failed", "b always fails")}),
+            TaskDefinition(
+                "b",
+                1,
+                {"a": lambda inv: inv.finish("failed", "b always fails"), "b": _raises},
+                phase_retries={"b": HARNESS_RETRY},
+            ),
         ]
     )
+
+
+def _raises(invocation: Any) -> None:
+    raise ConnectionError("the harness's flaky call failed")
 
 
 class Harness:
@@ -292,6 +311,7 @@ class Harness:
         scheduler.configure_runs(
             executor=self.executor, settings=RunSettings(reconcile_per_tick=50)
         )
+        scheduler.retry_random.seed(0)  # a retry's delay is drawn: the same on each run
         return scheduler
 
     def task(self, slot: int) -> str:
@@ -362,6 +382,15 @@ class Harness:
                 invocation.message(args[1])
             case "run_pass":
                 s.run_pass()
+            case "phase_fails":  # what a raising phase's invocation decides (rule 23)
+                s._decide(
+                    retry_phase,
+                    self.task(args[0]),
+                    retry=HARNESS_RETRY,
+                    message="ConnectionError: generated",
+                    cause="threw",
+                    draw=s.retry_random.random(),
+                )
             case "advance":
                 self.clock.advance(args[0])
             case "crash":

@@ -67,10 +67,12 @@ def test_concepts_blocks_do_what_they_say(tmp_path: Path, monkeypatch: pytest.Mo
     outcome = state.world.tasks[namespace["tid"]].outcome  # type: ignore[index]
     assert outcome is not None and (outcome.status, outcome.message) == ("failed", "503")
     kinds = {t.kind for t in state.world.tasks.values()}
-    assert kinds == {"research", "search", "approval", "survey"}
+    assert kinds == {"research", "search", "approval", "survey", "answer"}
     approval = state.world.tasks[namespace["pr"]].outcome  # type: ignore[index]
     assert approval is not None and approval.status == "completed"  # its message came
     assert namespace["outcome"].result == {"answers": ["completed", "completed"]}  # type: ignore[attr-defined]
+    answer = state.world.tasks[namespace["answer"]]  # type: ignore[index]
+    assert answer.outcome is not None and answer.outcome.status == "completed"
 
 
 def test_observability_blocks_do_what_they_say(

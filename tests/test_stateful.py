@@ -23,7 +23,15 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from tasktrail.domain.schedules.cron import CATCH_UP_LIMIT
 from tasktrail.projections import Projector
 from tasktrail.replay import replay
-from tasktrail.replay.strategies import Command, Harness, phases, results, task_slots, topics
+from tasktrail.replay.strategies import (
+    HARNESS_RETRY,
+    Command,
+    Harness,
+    phases,
+    results,
+    task_slots,
+    topics,
+)
 
 RESTART_LIMIT = 2
 MINUTE = 60_000
@@ -43,6 +51,8 @@ class ModelTask:
     topic: str | None = None  # waiting for a message on it (rule 21)
     until: float | None = None
     priority: int = 0
+    attempts: int = 0
+    """The checkpoint's attempt: the failed tries of its phase so far (rule 23)."""
 
 
 class Model:
@@ -134,13 +144,21 @@ class Model:
 
     def checkpoint(self, task_id: str, phase: str) -> None:
         task = self.tasks[task_id]
-        if phase != task.phase:
+        if phase != task.phase or task.attempts:
             task.restarts = 0
-        task.phase = phase
+        task.phase, task.attempts = phase, 0
 
     def wait_or_sleep(self, task_id: str, status: str) -> None:
         task = self.tasks[task_id]
-        task.status, task.restarts = status, 0
+        task.status, task.restarts, task.attempts = status, 0, 0
+
+    def phase_fails(self, task_id: str, max_attempts: int) -> None:
+        """Rule 23: a failed phase with tries left sleeps its backoff; else it fails."""
+        task = self.tasks[task_id]
+        if task.attempts + 1 < max_attempts:
+            task.status, task.restarts, task.attempts = "sleeping", 0, task.attempts + 1
+        else:
+            self.end(task_id, "failed")
 
     def abort(self, task_id: str) -> None:
         task = self.tasks[task_id]
@@ -166,6 +184,7 @@ class Model:
             return False
         self.submit(task_id, owner)
         self.tasks[task_id].phase = source.phase
+        self.tasks[task_id].attempts = source.attempts
         return True
 
     def schedule(self, name: str, catch_up: bool, now: float) -> None:
@@ -337,6 +356,15 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
             self.model.fork(self.harness.ids[-1], source)
         else:
             assert not self.model.fork("never", source)  # the model refuses it too
+
+    @rule(slot=task_slots())
+    def phase_fails(self, slot: int) -> None:
+        task_id = self.harness.task(slot)
+        if self.do(Command("phase_fails", (slot,))):
+            self.model.phase_fails(task_id, HARNESS_RETRY.max_attempts)
+        elif task_id in self.model.tasks:  # refused: not a run invocation's to decide
+            task = self.model.tasks[task_id]
+            assert task.status != "running" or task.marked
 
     @rule(ms=st.integers(1, 3_000))
     def advance(self, ms: int) -> None:

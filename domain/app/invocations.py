@@ -85,6 +85,9 @@ class Invocations:
         """Set when an invocation ends (a slot is free, there is a report to collect)."""
         self._lock = threading.Lock()
         self._running: dict[str, threading.Thread] = {}
+        self._overran: set[threading.Thread] = set()
+        """Threads of sync phases past their timeout whose tasks run again (rule 24):
+        each holds its slot until its phase returns."""
         self._awaiting: dict[str, concurrent.futures.Future[Any]] = {}
         self._done: list[PassReport] = []
         self._errors: list[Exception] = []
@@ -96,7 +99,7 @@ class Invocations:
     def in_flight(self) -> int:
         """How many invocations run now."""
         with self._lock:
-            return len(self._running)
+            return len(self._running) + len(self._overran)
 
     @property
     def free(self) -> int:
@@ -114,8 +117,11 @@ class Invocations:
             daemon=True,
         )
         with self._lock:
+            overran = self._running.get(task_id)
+            if overran is not None:  # a fenced phase of the task's that still runs
+                self._overran.add(overran)
             self._running[task_id] = thread
-            self.peak = max(self.peak, len(self._running))
+            self.peak = max(self.peak, len(self._running) + len(self._overran))
         thread.start()
 
     def _drive(self, task_id: str, mode: Mode, report: PassReport) -> None:
@@ -128,7 +134,9 @@ class Invocations:
                 self._errors.append(error)
         finally:
             with self._lock:
-                self._running.pop(task_id, None)
+                if self._running.get(task_id) is threading.current_thread():
+                    del self._running[task_id]
+                self._overran.discard(threading.current_thread())
                 self._done.append(report)
             self.changed.set()
 
@@ -169,7 +177,7 @@ class Invocations:
         deadline = time.monotonic() + timeout_s
         while True:
             with self._lock:
-                threads = list(self._running.values())
+                threads = [*self._running.values(), *self._overran]
             if not threads:
                 return True
             left = deadline - time.monotonic()

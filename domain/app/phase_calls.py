@@ -13,7 +13,9 @@ awaitable is run depends on who runs the invocation:
   blocks the other.
 
 An async phase that is cancelled (the worker's stop, past its grace) is handled as a
-sync phase that raised: :class:`PhaseCancelled`.
+sync phase that raised: :class:`PhaseCancelled`. One past its ``timeout_s`` is cancelled
+and raises :class:`~..errors.PhaseTimeout`; a sync one cannot be, and its timer calls
+``overran`` at the deadline (:mod:`..service.retries` fences it: rule 24).
 """
 
 from __future__ import annotations
@@ -21,8 +23,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
+
+from ..errors import PhaseTimeout
+from ..tasks.invocation import RUNNING_PHASE
 
 AwaitableRunner = Callable[[Awaitable[Any]], Any]
 """Runs an awaitable a handler returned to its end and gives its result (or raises)."""
@@ -35,12 +41,50 @@ class PhaseCancelled(Exception):
         super().__init__("the phase was cancelled before it decided (the worker stopped)")
 
 
-def call_handler(handler: Callable[[Any], Any], invocation: Any, run: AwaitableRunner) -> Any:
-    """Call ``handler(invocation)``; an awaitable it returns is run by ``run``."""
-    result = handler(invocation)
-    if inspect.isawaitable(result):
-        return run(result)
-    return result
+def call_handler(
+    handler: Callable[[Any], Any],
+    invocation: Any,
+    run: AwaitableRunner,
+    limit: PhaseTimeout | None = None,
+    overran: Callable[[], None] | None = None,
+) -> Any:
+    """Call ``handler(invocation)``; an awaitable it returns is run by ``run``. Given a
+    ``limit``, an awaitable is cancelled at its timeout (``limit`` raised), and a timer
+    calls ``overran`` if the handler itself is still running then."""
+    token = RUNNING_PHASE.set(invocation)
+    try:
+        if limit is None or overran is None:
+            result = handler(invocation)
+            return run(result) if inspect.isawaitable(result) else result
+        deadline = time.monotonic() + limit.timeout_s
+        timer = threading.Timer(limit.timeout_s, overran)
+        timer.daemon = True
+        timer.start()
+        try:
+            result = handler(invocation)
+        finally:
+            timer.cancel()
+        if invocation.timed_out is not None:  # overran: what it returns is not its say
+            if inspect.iscoroutine(result):
+                result.close()  # never run
+            return None
+        if not inspect.isawaitable(result):
+            return result
+        return run(_bounded(result, deadline - time.monotonic(), limit))
+    finally:
+        RUNNING_PHASE.reset(token)
+
+
+async def _bounded(awaitable: Awaitable[Any], seconds: float, limit: PhaseTimeout) -> Any:
+    """``awaitable``, cancelled after ``seconds``: then ``limit`` is raised."""
+    scope = asyncio.timeout(max(0.0, seconds))
+    try:
+        async with scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():
+            raise limit from None
+        raise
 
 
 def run_awaitable(awaitable: Awaitable[Any]) -> Any:

@@ -2,8 +2,7 @@
 registered phase handlers (or its abort handler) through an :class:`Invocation`,
 until the task stops running, the scheduler closes, or a phase faults it (it raised,
 returned without a decision, named no known phase, or took too many steps). Mixed
-into :class:`~.scheduler.Scheduler` as :class:`PhaseCommands`, with the
-:class:`PassReport` each pass returns.
+into :class:`~.scheduler.Scheduler` as :class:`PhaseCommands`, with :class:`PassReport`.
 """
 
 from __future__ import annotations
@@ -15,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..commands.task_commands import _message
-from ..errors import ConflictError, LeaseLost, Refused, RuleViolation
+from ..errors import ConflictError, LeaseLost, PhaseTimeout, Refused, RuleViolation
+from ..service.retries import RetryCommands
 from ..tasks import decide
 from ..tasks.definitions import Registry
 from ..tasks.events import Mode, OutcomeStatus
@@ -44,11 +44,9 @@ class PassReport:
     after the registry changed it: ``missing_definition`` (unregistered) or
     ``replaced_definition`` (pi-durable's ``task_outdated`` report)."""
     faulted: dict[str, str] = field(default_factory=dict)
-    """Tasks the scheduler itself ended ``faulted`` in this pass (the outcome may be
-    held), with the reason: ``threw``, ``no_decision``, ``unknown_phase``,
-    ``step_limit``, ``no_outcome`` or ``restart_limit`` (pi-durable's ``task_faulted``
-    report, made once the fault is recorded). A phase's own ``finish("faulted")`` is
-    not one."""
+    """Tasks the scheduler itself ended ``faulted`` (maybe held), with the reason:
+    ``threw``, ``timeout``, ``no_decision``, ``unknown_phase``, ``step_limit``,
+    ``no_outcome`` or ``restart_limit`` (pi-durable's ``task_faulted``), once recorded."""
 
     @property
     def progressed(self) -> bool:
@@ -74,12 +72,12 @@ class Started:
     modes: dict[str, Mode] = field(default_factory=dict)
     """The mode of each invocation started, in the order of the tasks given."""
     error: BaseException | None = None
-    """The first error that was neither a rule's refusal nor a lost race (a store
-    away, say): the caller raises it once it started the invocations in ``modes``."""
+    """The first error neither a refusal nor a lost race (a store away, say): the
+    caller raises it once it started the invocations in ``modes``."""
 
 
-class PhaseCommands:
-    """:meth:`run_pass` and :meth:`run_until_idle`, mixed into :class:`~.scheduler.Scheduler`."""
+class PhaseCommands(RetryCommands):
+    """:meth:`run_pass` and :meth:`run_until_idle` (a failed phase: :mod:`..service.retries`)."""
 
     world: World
     registry: Registry
@@ -129,10 +127,10 @@ class PhaseCommands:
         """Reserve every task that can run now and run its registered phases, one
         invocation after another (a :class:`~.worker.Worker` runs several at once).
 
-        A phase that raises ends the task ``faulted`` (reason ``threw``); an
-        abort handler that returns without an outcome ends it ``faulted``
-        (reason ``no_outcome``). An ``async def`` handler is run to its end on an
-        event loop of this thread's own (:mod:`.phase_calls`).
+        A phase that raises ends the task ``faulted`` (reason ``threw``) unless its
+        retry policy tries it again (:mod:`..service.retries`); an abort handler that
+        returns without an outcome ends it ``faulted`` (reason ``no_outcome``). An
+        ``async def`` handler runs to its end on a loop of this thread's own.
         """
         report = PassReport()
         for task_id in self.runnable():
@@ -327,20 +325,22 @@ class PhaseCommands:
                 )
                 return
             before = task.events
+            limit = self._phase_limit(invocation, definition, report)
             try:
                 with telemetry.phase_context(self, task_id):
-                    result = call_handler(handler, invocation, run)
+                    result = call_handler(handler, invocation, run, *limit)
                 if isinstance(result, str):
                     invocation.checkpoint(result)
             except RuleViolation as refusal:
                 if refusal.task_id == task_id and (
-                    refusal.rule in (1, 2, 3) or isinstance(refusal, LeaseLost)
+                    refusal.rule in (1, 2, 3, 24) or isinstance(refusal, LeaseLost)
                 ):
                     return  # the invocation has ended (or was taken); nothing to record
-                self._fault(task_id, str(refusal), "threw", report)
+                self._phase_failed(invocation, definition, str(refusal), "threw", report)
                 return
-            except Exception as error:  # a phase that raises ends the task faulted
-                self._fault(task_id, _message(error), "threw", report)
+            except Exception as error:  # retried under its policy, else its task faults
+                cause = "timeout" if isinstance(error, PhaseTimeout) else "threw"
+                self._phase_failed(invocation, definition, _message(error), cause, report)
                 return
             after = self._task_now(task_id)
             if after.status == "running" and after.events == before and not after.abort_requested:

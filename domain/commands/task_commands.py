@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import InvalidArgument, LeaseLost, Refused, RuleViolation
+from ..errors import InvalidArgument, LeaseLost, PhaseFenced, Refused, RuleViolation
 from ..frozen import thawed
 from ..tasks import decide
 from ..tasks.definitions import Registry, TaskDefinition, definition_fit
 from ..tasks.events import Mode, OutcomeStatus, Policy
-from ..tasks.invocation import _MISSING, Invocation
+from ..tasks.invocation import _MISSING, RUNNING_PHASE, Invocation
 from ..tasks.restart_limit import change_restart_limit, check_restart_limit, restart_limit_of
 from ..tasks.state import Outcome, TaskState
 from ..tasks.validation import json_value, shown
@@ -299,6 +299,10 @@ class TaskCommands:
     def _invocation_decision(
         self, task_id: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
     ) -> None:
+        phase = RUNNING_PHASE.get()
+        # 24. A phase past its timeout was retried or ended without it: fenced for good.
+        if phase is not None and phase.timed_out is not None and phase.task_id == task_id:
+            raise PhaseFenced(task_id, phase.timed_out.phase, phase.timed_out.timeout_s)
         try:
             if self._fenced():  # peers may have taken its tasks: decide nothing for them
                 raise LeaseLost(task_id, self.worker, None)

@@ -17,6 +17,7 @@ from .guards import held_elsewhere
 from .messages import reading, send, wait_message
 from .readiness import readiness
 from .restarts import recover, retry, stop
+from .retrying import retry_phase
 from .running import checkpoint, memo, sleep, wait
 from .starting import reserve, submit, submit_owned
 
@@ -34,6 +35,7 @@ __all__ = [
     "recover",
     "reserve",
     "retry",
+    "retry_phase",
     "send",
     "sleep",
     "stop",

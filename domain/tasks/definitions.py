@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .retry import Retry, check_policies, check_timeout
 from .state import TaskState
 
 if TYPE_CHECKING:
@@ -35,6 +36,11 @@ class TaskDefinition:
     ``version`` is recorded on every task submitted under it. A task recorded
     under an older version runs only through ``migrate``; one recorded under a
     newer version than the registry has is blocked (``version_too_old``).
+
+    ``timeout_s`` bounds each run of a phase handler and ``retry`` tries a phase that
+    raised or overran again (rules 23-24); ``phase_timeouts`` and ``phase_retries``
+    override them for the phases they name (``None`` there: none for that phase).
+    Neither by default: a phase that raises faults its task, as it always did.
     """
 
     kind: str
@@ -42,6 +48,10 @@ class TaskDefinition:
     phases: Mapping[str, PhaseHandler] = field(default_factory=dict)
     abort: AbortHandler | None = None
     migrate: Migrate | None = None
+    timeout_s: float | None = None
+    retry: Retry | None = None
+    phase_timeouts: Mapping[str, float | None] = field(default_factory=dict)
+    phase_retries: Mapping[str, Retry | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or not self.kind:
@@ -51,6 +61,16 @@ class TaskDefinition:
         for name in self.phases:
             if not isinstance(name, str) or not name:
                 raise ValueError(f"TaskDefinition {self.kind}: phase names must be non-empty")
+        check_timeout(self.timeout_s, f"TaskDefinition {self.kind}: timeout_s")
+        check_policies(self.kind, self.phases, self.retry, self.phase_timeouts, self.phase_retries)
+
+    def timeout_for(self, phase: str) -> float | None:
+        """How long a run of ``phase`` may take, in seconds (``None``: no bound)."""
+        return self.phase_timeouts.get(phase, self.timeout_s)
+
+    def retry_for(self, phase: str) -> Retry | None:
+        """How ``phase`` is tried again when it raises or overruns (``None``: never)."""
+        return self.phase_retries.get(phase, self.retry)
 
 
 class Registry:

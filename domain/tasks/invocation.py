@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
-from ..errors import ConflictError
+from ..errors import ConflictError, PhaseTimeout
 from ..frozen import thawed
 from .events import Mode, OutcomeStatus, Policy
 from .messages import next_unread
@@ -91,6 +92,9 @@ class Invocation:
         self.unmarked_reads: list[int] = []
         """The messages :meth:`message` read (their ``seq``) that its next decision
         marks read (rule 21)."""
+        self.timed_out: PhaseTimeout | None = None
+        """Set when its phase ran past its timeout (rule 24): its decisions raise
+        :class:`~..errors.PhaseFenced` and record nothing."""
 
     @property
     def worker(self) -> str:
@@ -198,6 +202,10 @@ class Invocation:
         restart) gets the task it submitted before, and nothing is recorded."""
         return _deciding(lambda: self.scheduler.submit_owned(self.task_id, kind, **options))
 
+
+RUNNING_PHASE: ContextVar[Invocation | None] = ContextVar("tasktrail_phase", default=None)
+"""The invocation whose phase handler runs in this context (a thread, or an ``async``
+phase's task): a decision it takes after its timeout is fenced (rule 24)."""
 
 DECISION_ATTEMPTS = 5
 """How often an invocation's decision is taken again after losing a race with another

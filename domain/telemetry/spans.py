@@ -3,8 +3,8 @@
 A phase span (``tasktrail.phase``) is defined by the log, not by a handler
 call: it covers one task's stay at one checkpoint within one invocation, from
 the event that put it there (``TaskReserved``, or a ``CheckpointCommitted``)
-to the event that moved it on (the next checkpoint, a wait, a sleep, an
-outcome, an abort mark during a run, a close). :class:`PhaseFold` is that
+to the event that moved it on (the next checkpoint, a wait, a sleep or a retry's
+backoff, an outcome, an abort mark during a run, a close). :class:`PhaseFold` is that
 definition. The live scheduler runs it on the events it commits
 (:mod:`.telemetry`); :mod:`tasktrail.projections.trace` runs it over a stored
 log. Both give the same spans — names, attributes, ids and scheduler-clock
@@ -30,7 +30,6 @@ from ..tasks.events import (
     AbortMarked,
     CheckpointCommitted,
     OutcomeHeld,
-    SleepStarted,
     TaskEnded,
     TaskEvent,
     TaskRecovered,
@@ -213,8 +212,11 @@ class PhaseFold:
             pass
         elif isinstance(event, WaitStarted) or after.status == "waiting":  # or a message wait
             finished.append(self._close(current, event.at, "waiting"))
-        elif isinstance(event, SleepStarted):
-            finished.append(self._close(current, event.at, "sleeping"))
+        elif after.status == "sleeping":  # a sleep, or a failed phase's backoff (rule 23)
+            retried = event.rule == 23
+            error = getattr(event, "message", None) if retried else None
+            outcome, kind = ("retrying", "phase_retried") if retried else ("sleeping", None)
+            finished.append(self._close(current, event.at, outcome, error=error, error_type=kind))
         elif isinstance(event, OutcomeHeld | TaskEnded):
             error = None
             if event.status in ERROR_STATUSES:
@@ -287,8 +289,7 @@ class PhaseFold:
         return bool(self.open or self._traces)
 
     def forget(self, task_id: str) -> None:
-        """Drop what the fold keeps of a task that ended where the fold did not see it
-        (another worker ended it)."""
+        """Drop what the fold keeps of a task another worker ended, out of its sight."""
         self.open.pop(task_id, None)
         self._traces.pop(task_id, None)
 
