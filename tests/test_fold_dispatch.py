@@ -28,7 +28,8 @@ from tasktrail.domain.runs.events import ScheduleSet
 from tasktrail.domain.store.store import Recorded
 from tasktrail.domain.tasks.events import TaskEnded, TaskReserved, TaskSubmitted
 from tasktrail.domain.tasks.evolve import evolve, evolve_stream
-from tasktrail.replay.strategies import Harness, command_sequences
+from tasktrail.replay.harness import Harness
+from tasktrail.replay.strategies import command_sequences
 
 
 class _EveryIndexer(dict[type, Any]):

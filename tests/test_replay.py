@@ -25,7 +25,8 @@ from tasktrail.replay import (
     verify,
 )
 from tasktrail.replay.cli import main
-from tasktrail.replay.strategies import Harness, command_sequences
+from tasktrail.replay.harness import Harness
+from tasktrail.replay.strategies import command_sequences
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,8 @@ from tasktrail.domain.history import (
 )
 from tasktrail.domain.history.codec import WORLD_PARTS, world_from
 from tasktrail.replay import replay, verify
-from tasktrail.replay.strategies import Command, Harness, command_sequences
+from tasktrail.replay.harness import Harness
+from tasktrail.replay.strategies import Command, command_sequences
 
 HISTORY = [
     *[Command("submit", (None,)) for _ in range(8)],

@@ -23,15 +23,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from tasktrail.domain.schedules.cron import CATCH_UP_LIMIT
 from tasktrail.projections import Projector
 from tasktrail.replay import replay
-from tasktrail.replay.strategies import (
-    HARNESS_RETRY,
-    Command,
-    Harness,
-    phases,
-    results,
-    task_slots,
-    topics,
-)
+from tasktrail.replay.harness import HARNESS_RETRY, Harness
+from tasktrail.replay.strategies import Command, phases, results, task_slots, topics
 
 RESTART_LIMIT = 2
 MINUTE = 60_000

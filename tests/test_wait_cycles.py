@@ -28,7 +28,8 @@ from tasktrail.domain.tasks.events import (
     WaitStarted,
 )
 from tasktrail.replay import fold, verify
-from tasktrail.replay.strategies import Command, Harness
+from tasktrail.replay.harness import Harness
+from tasktrail.replay.strategies import Command
 
 
 def refused_as_cycle(scheduler: Scheduler, waiter: str, on: list[str]) -> RuleViolation:

@@ -4,16 +4,14 @@ Events are frozen, typed, small data named in the past tense. Each carries the
 task it belongs to, ``at`` (the scheduler clock, ms since epoch) and, where a
 numbered rule produced it rather than a caller's command, that ``rule``.
 
-Each class has a stable ``topic`` (``tasktrail.<Name>``) under which it is
-stored; renaming a class or moving a module never changes what is in a log.
-Later modules (turns, runs) register their own event classes with
-:func:`register_event`.
+Each class has a stable ``topic`` (``tasktrail.<Name>``) under which it is stored;
+renaming a class or moving a module never changes what is in a log. Later modules
+(turns, runs) register their own event classes with :func:`register_event`.
 
-Most events belong to their task's own stream (stream id = task id), so the
-task's aggregate version guards them. An event class with
-``task_stream = False`` belongs to another stream, named by its
-:meth:`TaskEvent.stream_id` (a dispatch run, say, which must outlive the task's
-terminal event); it stores ``task_id`` in its payload, and
+Most events belong to their task's own stream (stream id = task id), so the task's
+aggregate version guards them. An event class with ``task_stream = False`` belongs to
+another stream, named by its :meth:`TaskEvent.stream_id` (a dispatch run, say, which
+must outlive the task's terminal event); it stores ``task_id`` in its payload, and
 :func:`~.evolve.evolves_stream` registers how it folds.
 """
 

@@ -43,7 +43,7 @@ from .common import (
     EXIT_UNCHECKED,
     warn,
 )
-from .service import result_command
+from .service import result_command, send_command
 from .service import schedules as schedule_commands
 
 EPILOG = """\
@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     act_commands.add_abort(commands)
     act_commands.add_retry(commands)
     act_commands.add_fork(commands)
-    act_commands.add_send(commands)
+    send_command.add_send(commands)
     schedule_commands.add_schedule(commands)
     schedule_commands.add_unschedule(commands)
     for command in commands.choices.values():
@@ -208,7 +208,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "abort": act_commands.do_abort,
         "retry": act_commands.do_retry,
         "fork": act_commands.do_fork,
-        "send": act_commands.do_send,
+        "send": send_command.do_send,
         "schedules": schedule_commands.do_schedules,
         "schedule": schedule_commands.do_schedule,
         "unschedule": schedule_commands.do_unschedule,

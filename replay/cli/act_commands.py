@@ -1,8 +1,9 @@
-"""The ``tasktrail`` commands an operator acts with: ``submit``, ``abort``, ``retry``,
-``fork`` and ``send``. Each decides through the same rules as the library (a refusal
-exits 2 naming the rule, and appends nothing), records who acted and why (``--actor``, default
-``$TASKTRAIL_ACTOR``, else ``user@host``; ``--reason``) on the event, and prints what it
-did (``--json``: one JSON object). See ``docs/operating.md``.
+"""The ``tasktrail`` commands an operator acts with: ``submit``, ``abort``, ``retry``
+and ``fork`` (``send`` and the schedules' are in ``service/``). Each decides through the
+same rules as the library (a refusal exits 2 naming the rule, and appends nothing),
+records who acted and why (``--actor``, default ``$TASKTRAIL_ACTOR``, else
+``user@host``; ``--reason``) on the event, and prints what it did (``--json``: one JSON
+object). See ``docs/operating.md``.
 
 A write command opens the store as a short-lived worker of its own
 (``cli-<actor>-<pid>``), as any writer does (an open recovers the running tasks of
@@ -135,19 +136,6 @@ def add_retry(commands: Any) -> None:
     _act_arguments(retry)
     retry.add_argument("task", help="the task id")
     _who_and_why(retry)
-
-
-def add_send(commands: Any) -> None:
-    send = commands.add_parser(
-        "send",
-        help="send a task a message on a topic: a phase waiting for one runs (rules 20-22)",
-        description="Refused (exit 2, nothing recorded) for a task past its outcome (rule 20).",
-    )
-    _act_arguments(send)
-    for name, text in (("task", "the task id"), ("topic", "the message's topic")):
-        send.add_argument(name, help=text)
-    send.add_argument("value", metavar="JSON", help="its value: JSON (a string is quoted)")
-    _who_and_why(send)
 
 
 def add_fork(commands: Any) -> None:
@@ -336,14 +324,3 @@ def do_fork(args: argparse.Namespace) -> int:
     }
     line = f"forked {source_id} as of position {position} at {phase} by {actor} as {new_id}"
     return _report(args, line, record)
-
-
-def do_send(args: argparse.Namespace) -> int:
-    actor, reason, task_id = *_act(args), task_id_argument(args.task)
-    value = _json(args.value, "the message's value", "")
-    with acting(args.store, actor) as scheduler:
-        seq = scheduler.send(task_id, args.topic, value, actor=actor, reason=reason)
-        status = scheduler.task(task_id).status
-    record = {"act": "send", "task_id": task_id, "topic": args.topic, "seq": seq, "status": status}
-    line = f"sent {task_id} message {seq} on {args.topic!r} by {actor} (now {status})"
-    return _report(args, line, {**record, "actor": actor, "reason": reason})
