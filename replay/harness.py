@@ -52,6 +52,17 @@ def _raises(invocation: Any) -> None:
     raise ConnectionError("the harness's flaky call failed")
 
 
+def crash(scheduler: Scheduler) -> None:
+    """Drop ``scheduler`` as a killed process would be: nothing more written (no close, no
+    stop events), its store's connections and its liveness lock let go as the process's
+    end lets them go (on PostgreSQL a session's lock and connection outlive the object, and
+    a suite of many such crashes would fill the server's connection slots)."""
+    liveness = getattr(scheduler, "_liveness", None)
+    if liveness is not None:
+        liveness.release()
+    scheduler.store.close()
+
+
 class Harness:
     """Applies generated commands to a scheduler on a store, on a manual clock."""
 
@@ -184,7 +195,7 @@ class Harness:
             case "advance":
                 self.clock.advance(args[0])
             case "crash":
-                s.store.close()  # dropped without close(): recovery runs at open
+                crash(s)  # dropped without close(): recovery runs at open
                 self.scheduler = self._open()
             case "mint_run":
                 s.mint_run(self.task(args[0]))

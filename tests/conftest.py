@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tasktrail.domain import ManualClock, Registry, Scheduler, Store, TaskDefinition, open_store
 from tasktrail.domain.runs.gate import SwitchedGate
 from tasktrail.domain.runs.memory_executor import InMemoryExecutor
+from tasktrail.replay import harness
 
 LONG = os.environ.get("TASKTRAIL_LONG") == "1"
 """The long profile (README, "Tests"): ``TASKTRAIL_LONG=1`` runs the ``slow`` tests, which
@@ -170,8 +171,8 @@ def finishing(status: str = "completed") -> Callable[[Any], None]:
 
 
 def crash(scheduler: Scheduler) -> None:
-    """Drop a scheduler without close(), as a crash would."""
-    scheduler.store.close()
+    """Drop a scheduler without close(), as a crash would (:func:`harness.crash`)."""
+    harness.crash(scheduler)
 
 
 def reopen(url: str, clock: ManualClock, registry: Registry, limit: int) -> Scheduler:

@@ -31,15 +31,15 @@ FOLD_DIGESTS = {
         "fold-reference.jsonl": "416e83816904ea5d",
         "first-release.sqlite": "962617d937937907",
     },
-    5: {  # format 4's world, in a body with its heads and digest (issue 30); a task's
-        # mailbox fields since (issue 42): a format-5 snapshot without them reads them
-        # as their defaults, which the fold of its log has too (no message events)
-        "fold-reference.jsonl": "753e34d23bccc782",
-        "first-release.sqlite": "966b268c7426e2f4",
+    5: {  # format 4's world, in a body with its heads and digest (issue 30)
+        "fold-reference.jsonl": "416e83816904ea5d",
+        "first-release.sqlite": "962617d937937907",
     },
-    6: {  # a task's priority folded from its submission (issue 42, rule 19)
-        "fold-reference.jsonl": "e6947a2357ea771f",
-        "first-release.sqlite": "b3f9372dbc4d553c",
+    6: {  # the Service API's state (issue 42): a task's priority folded from its
+        # submission (rule 19), its mailbox (rules 20-22), an outcome's result; key and
+        # schedule streams
+        "fold-reference.jsonl": "bf8a5c212b6460c2",
+        "first-release.sqlite": "0139c6d1a3863695",
     },
 }
 """The first 16 hex digits of the sha256 of each kept log's compacted world, by FORMAT
