@@ -56,6 +56,7 @@ from tasktrail.domain.tasks.events import (
     WaitStarted,
 )
 from tasktrail.domain.tasks.validation import MAX_VALUE_BYTES
+from tasktrail.replay.harness import crash
 
 TRIED: Counter[str] = Counter()
 """Bad inputs tried, by kind (printed at the end of the module, for docs/reliability.md)."""
@@ -271,7 +272,7 @@ def test_bad_commands_raise_typed_errors_and_record_nothing(steps: list[tuple[An
                 # that reads back differently (NaN, a tuple, a date) would show here.
                 assert fold(s.store).world.tasks == s.world.tasks, step
         finally:
-            s.store.close()
+            crash(s)
 
 
 def fold_one(row: tuple[Any, ...]) -> TaskEvent:
@@ -302,7 +303,7 @@ def test_bad_open_arguments_are_typed_errors(restart_limit: Any, clock: Any) -> 
             except TasktrailError:
                 pass
             finally:
-                s.store.close()
+                crash(s)
             assert fold(str(path)).world.tasks.keys() <= {t.id for t in s.tasks()}
 
 
@@ -360,7 +361,7 @@ def good_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         s.memo(task_id, "note", "x" * 100)
         if n % 2:
             s.finish(task_id, "completed")
-    s.store.close()
+    crash(s)
     return path
 
 
@@ -417,7 +418,7 @@ def _read_only_copy(good_store: Path, tmp_path: Path, *, recovered: bool) -> Pat
     path = tmp_path / "readonly.db"
     shutil.copy(good_store, path)
     if recovered:  # nothing left running, so opening needs no write
-        Scheduler.open(path, registry=registry()).store.close()
+        crash(Scheduler.open(path, registry=registry()))
     return path
 
 
@@ -439,7 +440,7 @@ def test_read_only_uri_store_refuses_writes_with_store_errors(
         with pytest.raises(StoreError, match="readonly"):
             command()
     assert {t.id: t for t in s.tasks()} == tasks  # a failed write changed nothing here
-    s.store.close()
+    crash(s)
     assert file_digest([path]) == before
 
 
@@ -525,7 +526,7 @@ def test_store_written_by_a_newer_tasktrail_is_refused_and_kept(newer: str, stor
     s.submit("job", id="old")
     s.reserve("old")  # running: an open that could read the log would recover it
     s.store.app.recorder.insert_events([StoredEvent("new", 1, topic, state)])
-    s.store.close()
+    crash(s)
     with open_store(store_url) as store:
         head = store.head()
     with pytest.raises(error_type) as caught:

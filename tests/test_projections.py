@@ -69,7 +69,7 @@ def test_incremental_with_crashes_equals_rebuild(steps, cuts, crash, batch_size)
         assert rebuilt.table_checksums() == incremental
         audit_rows = rebuilt.db.execute("SELECT count(*) FROM audit").fetchone()[0]
         assert audit_rows == scheduler.store.head()  # one row per event, no gap or duplicate
-        scheduler.store.close()
+        crash(scheduler)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from tasktrail.domain import (
     World,
 )
 from tasktrail.domain.tasks.events import TaskEnded
+from tasktrail.replay.harness import crash
 
 SLOTS = 5  # commands name tasks by slot, so sequences stay short and meaningful
 
@@ -132,7 +133,7 @@ def test_random_commands_keep_lifecycle_invariants(steps: list[tuple]) -> None:
                     if step[0] == "close":
                         scheduler.close()
                     else:
-                        scheduler.store.close()
+                        crash(scheduler)
                     scheduler = Scheduler.open(
                         path, clock=clock, registry=registry(), restart_limit=2
                     )
@@ -146,4 +147,4 @@ def test_random_commands_keep_lifecycle_invariants(steps: list[tuple]) -> None:
                     assert scheduler.store.head() == before
                 check_invariants(scheduler)
         finally:
-            scheduler.store.close()
+            crash(scheduler)

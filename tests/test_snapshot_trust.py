@@ -32,6 +32,7 @@ from tasktrail.domain.history.typecheck import field_checks
 from tasktrail.domain.world_fold import index_task
 from tasktrail.replay import replay, verify
 from tasktrail.replay.cli import main
+from tasktrail.replay.harness import crash
 
 
 def _one_pending_task(location: str, clock: ManualClock, registry: Registry) -> tuple[str, int]:
@@ -182,7 +183,7 @@ def test_a_snapshot_the_events_after_it_cannot_follow_is_passed_over(
     at = s.snapshot()
     other = s.submit("job", phase="start")  # an event after the snapshot...
     s.reserve(task_id)  # ...and one of the edited task's
-    s.store.close()  # dropped, no snapshot at close
+    crash(s)  # dropped, no snapshot at close
     with open_store(store_url) as store:
         world = restore(store, at, snapshots=False).world
         world.compact()
@@ -263,7 +264,7 @@ def test_a_snapshot_row_of_the_wrong_column_types_is_passed_over_and_pruned(
     # Only the time it was written does not bear on what it says: that one is read.
     assert s.snapshot_at == (position if column == "written_at" else 0)
     assert s.task(task_id).status == "pending"
-    s.store.close()
+    crash(s)
     assert main(["tasks", sqlite_url]) == 0 and main(["snapshot", sqlite_url, "--list"]) == 0
     assert main(["snapshot", sqlite_url, "--prune", "--json"]) == 0
     assert "internal error" not in capsys.readouterr().err
@@ -318,7 +319,7 @@ def test_the_projector_passes_over_a_false_snapshot_and_says_so(
     _edit_world(sqlite_url, latest, EDITS["an id that is not live"])
     s = Scheduler.open(sqlite_url, clock=clock, registry=registry)
     s.reserve(first)  # more events: the projector has something to catch up
-    s.store.close()  # no snapshot at close
+    crash(s)  # no snapshot at close
     capsys.readouterr()
     assert main(["project", sqlite_url, "--out", str(out), "--quiet", "--checksums"]) == 0
     caught_up, err = capsys.readouterr()
@@ -391,7 +392,7 @@ def test_no_edit_of_a_sealed_snapshot_makes_an_open_or_a_read_raise(
         path = paths[int(where * len(paths))]
         _edit_world(location, position, lambda data: _assign(data, path, new))
         s = Scheduler.open(location, clock=ManualClock(2_000), registry=registry)
-        s.store.close()
+        crash(s)
         state = replay(location)
         assert state.position == position
         assert main(["tasks", location]) == 0

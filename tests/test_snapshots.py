@@ -44,7 +44,7 @@ from tasktrail.domain.history import (
 )
 from tasktrail.domain.history.codec import WORLD_PARTS, world_from
 from tasktrail.replay import replay, verify
-from tasktrail.replay.harness import Harness
+from tasktrail.replay.harness import Harness, crash
 from tasktrail.replay.strategies import Command, command_sequences
 
 HISTORY = [
@@ -121,7 +121,7 @@ def test_snapshot_at_any_position_plus_the_tail_equals_the_full_fold(
     with fresh(kind) as location:
         harness = Harness(location)
         harness.run(HISTORY + steps)
-        harness.scheduler.store.close()  # dropped: no snapshot at close
+        crash(harness.scheduler)  # dropped: no snapshot at close
         with open_store(location) as store:
             full = restore(store, snapshots=False).world
             position = int(where * store.head())
@@ -141,7 +141,7 @@ def test_snapshot_at_any_position_plus_the_tail_equals_the_full_fold(
                     continue
                 assert reopened.world.tasks[task_id].id == task_id
         finally:
-            reopened.store.close()
+            crash(reopened)
 
 
 @kinds
@@ -211,7 +211,7 @@ def test_a_writer_that_decides_in_batches_takes_its_snapshots_too(
                     s.submit("job", phase="a")
         taken = SnapshotTable(s.store).positions()
         head = s.store.head()
-        s.store.close()  # no close snapshot: what the batches took alone
+        crash(s)  # no close snapshot: what the batches took alone
         assert len(taken) >= 2 and head - taken[-1] < 10, (taken, head)
         with open_store(location, read_only=True) as store:
             assert verify(store).ok
@@ -244,7 +244,7 @@ def test_a_corrupt_snapshot_is_reported_and_ignored(
             assert reopened.snapshot_at == first  # the older, good one
             assert_same_as_full_fold(reopened.world, full)
         finally:
-            reopened.store.close()
+            crash(reopened)
         with open_store(location, read_only=True) as store:
             report = verify(store)
         assert [v.check for v in report.violations] == ["snapshots"]

@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from tasktrail.domain.schedules.cron import CATCH_UP_LIMIT
 from tasktrail.projections import Projector
 from tasktrail.replay import replay
-from tasktrail.replay.harness import HARNESS_RETRY, Harness
+from tasktrail.replay.harness import HARNESS_RETRY, Harness, crash
 from tasktrail.replay.strategies import Command, phases, results, task_slots, topics
 
 RESTART_LIMIT = 2
@@ -233,7 +233,7 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
         self.model = Model()
 
     def teardown(self) -> None:
-        self.harness.scheduler.store.close()
+        crash(self.harness.scheduler)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def do(self, command: Command) -> bool:
