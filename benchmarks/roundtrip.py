@@ -172,7 +172,9 @@ def goals(results: dict[str, Any]) -> list[tuple[str, str, str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.roundtrip", description=__doc__)
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of each (default 3)")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="rounds of each (default 3; --quick: 1)"
+    )
     parser.add_argument("--quick", action="store_true", help="a tiny size, no verdicts")
     parser.add_argument(
         "--serial", type=int, default=None, help="round trips one at a time a round (default 200)"
@@ -213,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.pickups is None:
         args.pickups = 3 if args.quick else 50
-    if args.quick and "--rounds" not in (argv if argv is not None else sys.argv):
-        args.rounds = 1
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
     if not dbos_installed() and set(args.systems) - {"tasktrail"}:
         print(
             "DBOS Transact is not installed (pip install -e '.[bench]'): tasktrail only",

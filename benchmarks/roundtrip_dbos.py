@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import time
 
-from dbos import DBOS, DBOSClient, EnqueueOptions
+from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle, WorkflowHandleAsync
 
 from . import concurrency_dbos
 
@@ -38,7 +38,7 @@ def _options() -> EnqueueOptions:
 def round_trip(client: DBOSClient, n: int, poll_s: float) -> float:
     """Enqueue one workflow, wait for its result; the seconds it took."""
     started = time.perf_counter()
-    handle = client.enqueue(_options(), n)
+    handle: WorkflowHandle[int] = client.enqueue(_options(), n)
     result = handle.get_result(polling_interval_sec=poll_s)
     elapsed = time.perf_counter() - started
     if result != n + 1:
@@ -49,7 +49,7 @@ def round_trip(client: DBOSClient, n: int, poll_s: float) -> float:
 async def round_trip_async(client: DBOSClient, n: int, poll_s: float) -> float:
     """:func:`round_trip` on an event loop (``enqueue_async``, the async handle)."""
     started = time.perf_counter()
-    handle = await client.enqueue_async(_options(), n)
+    handle: WorkflowHandleAsync[int] = await client.enqueue_async(_options(), n)
     result = await handle.get_result(polling_interval_sec=poll_s)
     elapsed = time.perf_counter() - started
     if result != n + 1:
