@@ -234,3 +234,61 @@ def test_the_concurrency_probe_times_every_append_of_a_worker(tmp_path: Path) ->
     assert registry.mark is mark
     assert 4 <= figures["appends"] <= 3 * 4 and figures["append_s"] > 0
     assert figures["lock_held_s"] > 0 and figures["tasks_per_s"] > 0
+
+
+def test_the_roundtrip_benchmark_runs_tasktrail_at_a_tiny_size(tmp_path: Path) -> None:
+    """Issue 42's round trip end to end on SQLite: a worker process, this process
+    submitting and awaiting results one at a time and from callers on one event loop,
+    and the idle pick-up beside them; each figure counted and ordered."""
+    roundtrip = _module("benchmarks.roundtrip")
+    out = tmp_path / "roundtrip.json"
+    argv = ["--quick", "--stores", "sqlite", "--systems", "tasktrail", "--serial", "3"]
+    argv += ["--callers", "2", "--per-caller", "2", "--pickups", "2", "--json", str(out)]
+    assert roundtrip.main(argv) == 0
+    figures = json.loads(out.read_text())
+    runs = figures["runs"]
+    assert figures["rounds"] == 1 and figures["sizes"]["serial"] == 3
+    assert set(runs) == {
+        "sqlite/tasktrail/serial",
+        "sqlite/tasktrail/concurrent",
+        "sqlite/tasktrail/pickup",
+    }
+    assert [runs[k]["count"] for k in sorted(runs)] == [4, 2, 3]  # concurrent, pickup, serial
+    for f in runs.values():
+        median, p95 = f["median_ms"], f["p95_ms"]
+        assert 0 < median["min"] <= median["median"] <= median["max"] <= p95["max"]
+    assert runs["sqlite/tasktrail/concurrent"]["per_s"]["median"] > 0
+
+
+def test_the_roundtrip_goals_judge_only_what_they_can() -> None:
+    """PostgreSQL's pick-up is judged against 10 ms and against twice pgqueuer's 4 ms;
+    tasktrail is ahead of DBOS only if both its medians and both its p95s are lower."""
+    roundtrip = _module("benchmarks.roundtrip")
+
+    def figures(median: float, p95: float) -> dict[str, object]:
+        return {"median_ms": {"median": median}, "p95_ms": {"median": p95}}
+
+    results = {
+        "postgresql/tasktrail/pickup": figures(9.0, 20.0),
+        "postgresql/tasktrail/serial": figures(10.0, 20.0),
+        "postgresql/tasktrail/concurrent": figures(30.0, 90.0),
+        "postgresql/dbos-fast/serial": figures(50.0, 60.0),
+        "postgresql/dbos-fast/concurrent": figures(40.0, 80.0),
+        "sqlite/tasktrail/serial": figures(10.0, 20.0),
+    }
+    verdicts = {goal: verdict for goal, _, verdict in roundtrip.goals(results)}
+    assert verdicts == {
+        "pick-up median <= 10 ms on postgresql": "**met**",
+        "pick-up median <= 2x pgqueuer on postgresql (8 ms)": "**missed**",
+        "round trip ahead of dbos-fast on postgresql": "**missed**",  # concurrent p95
+    }
+
+
+def test_the_roundtrip_benchmark_refuses_nothing_to_time(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    roundtrip = _module("benchmarks.roundtrip")
+    with pytest.raises(SystemExit) as exited:
+        roundtrip.main(["--serial", "0", "--callers", "0", "--systems", "tasktrail"])
+    assert exited.value.code == 2
+    assert "nothing to time" in capsys.readouterr().err
