@@ -302,3 +302,22 @@ def test_an_export_of_an_event_that_is_not_an_object_names_its_position(
     ran = run(["export", str(source), str(out)], capsys)
     assert ran.code == 2 and f"position {position}" in ran.err, ran.err
     assert "payload is not an object" in ran.err and not out.exists()
+
+
+def test_workers_of_a_store_whose_lease_row_is_damaged_names_it(
+    seed: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the long profile's fuzzing: a lease row whose time is not a number made
+    ``workers`` exit 3 (it compared it with the clock); it is bad input, named."""
+    source = tmp_path / "trail.db"
+    shutil.copy(seed[0], source)
+    with sqlite3.connect(source) as connection:
+        # A number's column in SQLite keeps any value: here, text where a time was.
+        row = ("w", "soon", 1.0, 1.0)
+        connection.execute(
+            "INSERT INTO tasktrail_leases (worker, expires_at, renewed_at, started_at) "
+            "VALUES (?, ?, ?, ?)",
+            row,
+        )
+    ran = run(["workers", str(source)], capsys)
+    assert ran.code == 2 and "lease table" in ran.err and "damaged row" in ran.err, ran.err

@@ -153,14 +153,20 @@ def leases_read(cursor: Any, table: str) -> dict[str, Lease]:
     for row in cursor.fetchall():
         named = row if isinstance(row, dict) else dict(zip(row.keys(), tuple(row), strict=True))
         worker = named["worker"]
-        leases[worker] = Lease(
-            worker,
-            named["expires_at"],
-            named["renewed_at"],
-            named["started_at"],
-            named.get("liveness"),
-        )
+        expires, renewed, started = (named[t] for t in ("expires_at", "renewed_at", "started_at"))
+        liveness = named.get("liveness")
+        if (
+            not isinstance(worker, str)
+            or not all(_is_time(t) for t in (expires, renewed, started))
+            or not (liveness is None or isinstance(liveness, str))
+        ):  # what every reader compares: a damaged row is named, never compared
+            raise StoreError(f"the lease table {table} holds a damaged row: {named!r}")
+        leases[worker] = Lease(worker, expires, renewed, started, liveness)
     return leases
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def row_values(row: Any) -> tuple[Any, ...]:
