@@ -14,6 +14,7 @@ from test_properties import SEED_TASKS, apply, command, registry
 from tasktrail.domain import ManualClock, Refused, Registry, Scheduler, TaskDefinition
 from tasktrail.projections import Projector, ReadModel
 from tasktrail.replay import replay
+from tasktrail.replay.harness import crash as drop_scheduler
 
 
 class SimulatedCrash(Exception):
@@ -69,7 +70,7 @@ def test_incremental_with_crashes_equals_rebuild(steps, cuts, crash, batch_size)
         assert rebuilt.table_checksums() == incremental
         audit_rows = rebuilt.db.execute("SELECT count(*) FROM audit").fetchone()[0]
         assert audit_rows == scheduler.store.head()  # one row per event, no gap or duplicate
-        crash(scheduler)
+        drop_scheduler(scheduler)
 
 
 @pytest.fixture

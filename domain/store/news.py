@@ -31,6 +31,7 @@ import logging
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
@@ -124,8 +125,18 @@ class News:
             if self._watcher is not None:
                 return
             watch = self._watch
+            # The thread holds the news weakly: a store dropped without close (its news
+            # collected) stops its watcher, and the watcher's connection with it.
+            weak = weakref.WeakMethod(self.signal)
+            weakref.finalize(self, self._stopped.set)
+
+            def signal() -> None:
+                alive = weak()
+                if alive is not None:
+                    alive()
+
             self._watcher = threading.Thread(
-                target=watch, args=(self._stopped, self.signal), name="tasktrail-news", daemon=True
+                target=watch, args=(self._stopped, signal), name="tasktrail-news", daemon=True
             )
             self._watcher.start()
 
