@@ -30,7 +30,6 @@ import os
 import socket
 import threading
 import uuid
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -209,10 +208,6 @@ class FleetCommands(LogGuard):
         if self._liveness is None:
             location = self.store.location
             self._liveness = liveness_for(location.kind, location.path, location.env)
-            # A scheduler dropped without close lets its lock go once collected (its
-            # PostgreSQL keeper thread would hold a session, a SQLite lock a descriptor).
-            # Not at the interpreter's exit: the process's end lets it go as a death's.
-            weakref.finalize(self, self._liveness.release).atexit = False
         return self._liveness
 
     def _hold_liveness(self) -> None:

@@ -46,7 +46,8 @@ RECONNECT_S = 0.5
 """How long a PostgreSQL listener waits before connecting again after losing its
 connection."""
 
-Watch = Callable[[threading.Event, Callable[[], None]], None]
+Watch = Callable[[Any, Callable[[], None]], None]
+"""``watch(stopped, signal)``: looks for news until ``stopped.wait``/``is_set`` say so."""
 """A watcher: runs until its first argument is set, calling the second on news."""
 
 
@@ -126,17 +127,18 @@ class News:
                 return
             watch = self._watch
             # The thread holds the news weakly: a store dropped without close (its news
-            # collected) stops its watcher, and the watcher's connection with it.
+            # collected) stops its watcher at its next look, and its connection with it.
+            # No finalizer: one runs wherever the collector does, and may not take a lock.
             weak = weakref.WeakMethod(self.signal)
-            weakref.finalize(self, self._stopped.set)
 
             def signal() -> None:
                 alive = weak()
                 if alive is not None:
                     alive()
 
+            stopped = _WhileHeld(self._stopped, weak)
             self._watcher = threading.Thread(
-                target=watch, args=(self._stopped, signal), name="tasktrail-news", daemon=True
+                target=watch, args=(stopped, signal), name="tasktrail-news", daemon=True
             )
             self._watcher.start()
 
@@ -147,6 +149,19 @@ class News:
         if watcher is not None and watcher is not threading.current_thread():
             watcher.join(timeout=2)
         self.signal()  # a waiter of a closing store looks once more, and finds it closed
+
+
+class _WhileHeld:
+    """A watcher's stop: its news closed, or collected (a store dropped without close)."""
+
+    def __init__(self, stopped: threading.Event, held: weakref.WeakMethod[Any]) -> None:
+        self._stopped, self._held = stopped, held
+
+    def is_set(self) -> bool:
+        return self._stopped.is_set() or self._held() is None
+
+    def wait(self, timeout: float) -> bool:
+        return self._stopped.wait(timeout) or self._held() is None
 
 
 def _settle(future: asyncio.Future[None]) -> None:

@@ -26,7 +26,6 @@ import fcntl
 import os
 import tempfile
 import threading
-import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,8 +72,6 @@ class WriterTurns:
                         shared = _TURNS[key] = _Turn(os.open(folder / key, flags, 0o666))
                     shared.users += 1
                 self._key = key
-                # A store dropped without close gives its share up once collected.
-                self._given_up = weakref.finalize(self, _give_up, key)
             except OSError:
                 self._failed = True  # no turns: SQLite's own lock still serializes writes
         return _TURNS.get(self._key) if self._key is not None else None
@@ -99,16 +96,12 @@ class WriterTurns:
 
     def close(self) -> None:
         """Give up this store's share of the turn file (closed with the last one)."""
-        self._key = None
-        given_up = getattr(self, "_given_up", None)
-        if given_up is not None:
-            given_up()  # at most once, here or at collection
-
-
-def _give_up(key: str) -> None:
-    with _TURNS_LOCK:
-        shared = _TURNS[key]
-        shared.users -= 1
-        if shared.users == 0:
-            del _TURNS[key]
-            os.close(shared.fd)
+        key, self._key = self._key, None
+        if key is None:
+            return
+        with _TURNS_LOCK:
+            shared = _TURNS[key]
+            shared.users -= 1
+            if shared.users == 0:
+                del _TURNS[key]
+                os.close(shared.fd)
