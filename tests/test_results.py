@@ -242,6 +242,8 @@ def test_result_from_a_process_that_is_not_a_worker(store_url: str, tmp_path: Pa
         assert waiter.process.stdout is not None
         line = waiter.process.stdout.readline().decode().strip().split(maxsplit=2)
         assert line[1:] == ["completed", '{"by": "w1"}'], waiter.output()
+        # The phase logs its end after its decision, which the caller may see first.
+        wait_for(lambda: started.ends("w1"), 30, worker)
         [end] = started.ends("w1")
         late_ms = float(line[0]) - float(end[4])
         print(f"the caller returned {late_ms:.1f} ms after the finish")
