@@ -96,8 +96,10 @@ class Workload:
     # ─── picking tasks ──────────────────────────────────────────────────────
 
     def _recent(self, statuses: tuple[str, ...]) -> str | None:
+        # A compacted world has dropped the ended tasks nothing live refers to; none of
+        # those is in a live status, so a missing id is simply not a candidate.
         tasks = self.s.world.tasks
-        found = [t for t in self.ids[-40:] if tasks[t].status in statuses]
+        found = [t for t in self.ids[-40:] if t in tasks and tasks[t].status in statuses]
         return self.rng.choice(found) if found else None
 
     def _running_here(self) -> str | None:
