@@ -142,6 +142,48 @@ def test_replay_and_the_cli_load_no_sqlite_utils() -> None:
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT)
 
 
+def test_the_console_is_imported_only_by_the_serve_command_when_it_runs() -> None:
+    """Issue 46: the console's web stack (Starlette, uvicorn) is an extra. No module outside
+    replay/console/ imports it, and the only module outside that imports the console is
+    replay/cli/serve_command.py, inside its handler: every other command, and the serve
+    command's parser, start without the extra."""
+    console = ROOT / "replay" / "console"
+    wrong = []
+    for path in modules():
+        if console in path.parents:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        top = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                if name.split(".")[0] in ("starlette", "uvicorn"):
+                    wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+                if "console" in name.split(".") and (
+                    path != ROOT / "replay" / "cli" / "serve_command.py" or id(node) in top
+                ):
+                    wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert wrong == []
+
+
+def test_the_cli_loads_no_web_stack() -> None:
+    """``tasktrail --help`` and every command but ``serve`` run without the console extra."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, tasktrail.replay.cli\n"
+        "tasktrail.replay.cli.build_parser()\n"
+        "loaded = sorted(m for m in ('starlette', 'uvicorn') if m in sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT)
+
+
 WORKER_MODULES = {
     "domain.app.worker",
     "domain.app.worker_loop",

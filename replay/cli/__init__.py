@@ -28,6 +28,7 @@ from . import (
     report_command,
     runs_command,
     seal_command,
+    serve_command,
     snapshot_command,
     store_commands,
     tasks_command,
@@ -68,6 +69,7 @@ examples:
   tasktrail export tasktrail-demo.db demo.jsonl && tasktrail replay demo.jsonl
   tasktrail diff tasktrail-demo.db tasktrail-demo.db --until-a 300 --until-b 320
   tasktrail trace tasktrail-demo.db fragile-0001 --out fragile.json
+  tasktrail serve tasktrail-demo.db       a live console at http://127.0.0.1:8765/
   tasktrail worker myapp.tasks:registry --store trail.db --worker w1
   tasktrail submit trail.db report --phase start --memo day='"2026-01-05"'
   tasktrail abort trail.db fragile-0001 --reason "stuck since the deploy"
@@ -120,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_commands.add_explain(commands)
     io_commands.add_trace(commands)
     report_command.add_report(commands)
+    serve_command.add_serve(commands)
     worker_command.add_worker(commands)
     act_commands.add_submit(commands)
     act_commands.add_abort(commands)
@@ -203,6 +206,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "explain": replay_commands.do_explain,
         "trace": io_commands.do_trace,
         "report": report_command.do_report,
+        "serve": serve_command.do_serve,
         "worker": worker_command.do_worker,
         "submit": act_commands.do_submit,
         "abort": act_commands.do_abort,

@@ -12,9 +12,10 @@ The store is only read.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from typing import Any
 
-from tasktrail.domain import open_store, system_clock
+from tasktrail.domain import Store, TaskState, open_store, system_clock
 from tasktrail.domain.store.lease_view import read_leases
 from tasktrail.domain.store.liveness_kinds import liveness_for
 from tasktrail.domain.tasks.describe import format_at
@@ -58,50 +59,61 @@ def do_workers(args: argparse.Namespace) -> int:
     from tasktrail.domain.history import restore
 
     with open_store(args.store, read_only=True) as store:
-        leases = read_leases(store)
         world = restore(store).world  # read only: nothing appended
-        now = system_clock()
-        # A worker whose lease runs but whose process is gone (its liveness lock free).
-        location = store.location
-        liveness = liveness_for(location.kind, location.path, location.env)
-        keys = {
-            name: lease.liveness
-            for name, lease in leases.items()
-            if lease.liveness and not lease.expired(now)
-        }
-        try:
-            gone = liveness.gone(keys, wait=True) if keys else set()  # a free lock, twice
-        finally:
-            liveness.release()
-    running: dict[str, list[str]] = {}
-    for task in world.tasks.values():
-        if task.status == "running" and task.worker is not None:
-            running.setdefault(task.worker, []).append(task.id)
-    names = sorted(set(leases) | set(running))
-    for number, name in enumerate(names):
-        lease = leases.get(name)
-        live = lease is not None and not lease.expired(now) and name not in gone
-        held = running.get(name, [])
+        found = worker_rows(store, world.tasks.values())
+    for number, row in enumerate(found):
         if args.json:
-            emit(
-                {
-                    "worker": name,
-                    "live": live,
-                    "process_gone": name in gone,
-                    "renewed_at": lease.renewed_at if lease else None,
-                    "expires_at": lease.expires_at if lease else None,
-                    "started_at": lease.started_at if lease else None,
-                    "running": held,
-                }
-            )
+            emit(row)
             continue
         if number == 0:
             say(HEADER)
-        state = "yes" if live else ("no" if lease is not None and name not in gone else "gone")
-        heartbeat = format_at(lease.renewed_at) if lease else "-"
-        until = format_at(lease.expires_at) if lease else "-"
+        live, gone = row["live"], row["process_gone"]
+        held = row["running"]
+        leased = row["renewed_at"] is not None
+        state = "yes" if live else ("no" if leased and not gone else "gone")
+        heartbeat = format_at(row["renewed_at"]) if leased else "-"
+        until = format_at(row["expires_at"]) if leased else "-"
         tasks = f"{len(held)}" + (f"  {', '.join(held)}" if held else "")
-        say(f"{name:<32} {state:<5} {heartbeat:<24}  {until:<24}  {tasks}")
-    if not names and not args.json:
+        say(f"{row['worker']:<32} {state:<5} {heartbeat:<24}  {until:<24}  {tasks}")
+    if not found and not args.json:
         say("no worker in this store (none holds a lease or a running task)")
     return EXIT_OK
+
+
+def worker_rows(store: Store, tasks: Iterable[TaskState]) -> list[dict[str, Any]]:
+    """Each worker of the store, by name: live or not, whether its process is gone, its
+    lease's times and the tasks it holds running (``tasks``: the store's, folded). What
+    ``tasktrail workers --json`` prints a line each, and the console's workers page."""
+    leases = read_leases(store)
+    now = system_clock()
+    # A worker whose lease runs but whose process is gone (its liveness lock free).
+    location = store.location
+    liveness = liveness_for(location.kind, location.path, location.env)
+    keys = {
+        name: lease.liveness
+        for name, lease in leases.items()
+        if lease.liveness and not lease.expired(now)
+    }
+    try:
+        gone = liveness.gone(keys, wait=True) if keys else set()  # a free lock, twice
+    finally:
+        liveness.release()
+    running: dict[str, list[str]] = {}
+    for task in tasks:
+        if task.status == "running" and task.worker is not None:
+            running.setdefault(task.worker, []).append(task.id)
+    rows = []
+    for name in sorted(set(leases) | set(running)):
+        lease = leases.get(name)
+        rows.append(
+            {
+                "worker": name,
+                "live": lease is not None and not lease.expired(now) and name not in gone,
+                "process_gone": name in gone,
+                "renewed_at": lease.renewed_at if lease else None,
+                "expires_at": lease.expires_at if lease else None,
+                "started_at": lease.started_at if lease else None,
+                "running": running.get(name, []),
+            }
+        )
+    return rows

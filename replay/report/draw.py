@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from tasktrail.domain.tasks.describe import format_at
 
@@ -52,9 +52,16 @@ def lane_label(lane: str) -> str:
     return f"Turns of {lane.removeprefix('role:')}"
 
 
-def timeline_html(timeline: Timeline, row_ids: dict[str, str], search: dict[str, str]) -> str:
+def timeline_html(
+    timeline: Timeline,
+    row_ids: dict[str, str],
+    search: dict[str, str],
+    link: Callable[[str], str] | None = None,
+) -> str:
     """The timeline's HTML: names on the left, a canvas of lanes on the right.
-    ``search`` holds each task's words for the page's filter (id, kind, status)."""
+    ``search`` holds each task's words for the page's filter (id, kind, status);
+    ``link`` gives a task's name the address it leads to (default: its row below, on
+    the report's own page; the console's: the task's page)."""
     scale = Scale(timeline.start, timeline.end, _moments(timeline))
     names: list[str] = []
     lanes: list[str] = []
@@ -70,7 +77,8 @@ def timeline_html(timeline: Timeline, row_ids: dict[str, str], search: dict[str,
                 context = ' <span class="tag">awaited</span>' if row.context else ""
                 names.append(
                     f'<div class="tl-name{first}" {data} style="--depth:{row.depth}">'
-                    f'<a href="#{rid}">{text(row.task_id)}</a> '
+                    f'<a href="{text(link(row.task_id)) if link else "#" + rid}">'
+                    f"{text(row.task_id)}</a> "
                     f'<span class="kind">{text(row.kind)}</span>{context}</div>'
                 )
             else:

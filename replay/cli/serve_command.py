@@ -1,0 +1,67 @@
+"""``tasktrail serve STORE [--host 127.0.0.1] [--port 8765] [--token-file F]``: the
+live console (:mod:`tasktrail.replay.console`, docs/console.md), in a browser and as a
+JSON API. It needs the ``console`` extra (Starlette and uvicorn), imported only here,
+when the command runs: every other command starts without them."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tasktrail.domain import InvalidArgument
+
+from .common import EXIT_OK, STORE_HELP, say
+
+DESCRIPTION = """\
+Serve a live console of STORE: the task list (filters, search, pages), each
+task's page (the report's timeline of its tree, its history with the rule,
+actor and reason behind each event, memos, result, messages, children and
+owner), the workers, the run ledger and the schedules. Pages update within a
+second of an event appended by any process, without a reload. The store is
+only read, except for acts.
+
+Acts (abort, retry, fork, send, submit) appear only with --token-file, whose
+lines are ACTOR TOKEN: a request carries Authorization: Bearer TOKEN (or signs
+in at /login once); the actor recorded is the name the file gives the token.
+The console binds 127.0.0.1 unless --host says otherwise. SIGTERM stops it
+within a second. A JSON API lives under /api/ (docs/console.md).
+
+examples:
+  tasktrail serve trail.db                                  http://127.0.0.1:8765/
+  tasktrail serve trail.db --token-file ~/.tasktrail-tokens --port 9000
+  curl -H "Authorization: Bearer $TOKEN" -d '{"reason": "stuck"}' \\
+       -H 'Content-Type: application/json' http://127.0.0.1:8765/api/tasks/T/abort
+"""
+
+
+def add_serve(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="a live console of a store in a browser, and a JSON API (acts behind a token)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument("store", help=STORE_HELP)
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port", type=int, default=8765, help="the port (default 8765; 0: any free one)"
+    )
+    serve.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="lines of ACTOR TOKEN: who may act (default: no acts, the console only reads)",
+    )
+
+
+def do_serve(args: argparse.Namespace) -> int:
+    try:
+        from tasktrail.replay.console.server import serve
+    except ImportError as error:
+        raise InvalidArgument(
+            f"tasktrail serve needs the console extra ({error.name} is missing): "
+            "pip install 'tasktrail[console]'"
+        ) from None
+    code = serve(args.store, host=args.host, port=args.port, token_file=args.token_file, say=say)
+    return code if code else EXIT_OK
