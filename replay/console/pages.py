@@ -138,7 +138,8 @@ async def act_form(console: Console, request: Request) -> Response:
     except Denied as denied:
         if wants_json(request):
             return denied.response()
-        return html(_said(console, request, str(denied), back, ok=False), denied.status)
+        said = _said(console, request, str(denied), back, ok=False)
+        return html(said, denied.status, denied.headers)
     except Exception as error:
         status, said = refusal(error)
         if wants_json(request):

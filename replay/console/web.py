@@ -170,9 +170,15 @@ class Denied(Exception):
         super().__init__(message)
         self.status = status
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """A 401 says how to authenticate."""
+        if self.status != 401:
+            return {}
+        return {"WWW-Authenticate": 'Bearer realm="tasktrail console"'}
+
     def response(self) -> Response:
-        headers = {"WWW-Authenticate": 'Bearer realm="tasktrail console"'}
-        return answer({"error": str(self)}, self.status, headers if self.status == 401 else None)
+        return answer({"error": str(self)}, self.status, self.headers)
 
 
 def task_path(request: Request, prefix: str) -> tuple[str, str] | None:
