@@ -91,7 +91,7 @@ def page(
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta name="referrer" content="no-referrer">{csrf}'
         f"<title>{text(title)} · tasktrail console</title>"
-        '<link rel="stylesheet" href="/static/console.css">'
+        '<link rel="icon" href="data:,"><link rel="stylesheet" href="/static/console.css">'
         '<script src="/static/console.js" defer></script></head>\n'
         f"<body {data}>"
         f'<div class="topbar"><a class="brand" href="/">tasktrail <span>console</span></a>'
