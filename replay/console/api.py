@@ -151,7 +151,7 @@ async def stream(console: Console, request: Request) -> Response:
                 except TimeoutError:
                     yield ": still here\n\n"
                     continue
-                if notices is None:  # fell too far behind: end, the reader comes back
+                if notices is None:  # the server stops, or the reader fell behind
                     return
                 fresh = [n for n in notices if n.position > sent]
                 while not queue.empty():
@@ -174,8 +174,10 @@ async def stream(console: Console, request: Request) -> Response:
 
 
 def _put(queue: asyncio.Queue[list[Notice] | None], notices: list[Notice], held: list[int]) -> None:
+    # None ends the stream: the server stops (an empty batch), or the reader fell too far
+    # behind (it comes back with Last-Event-ID and catches up from the log).
     held[0] += len(notices)
-    queue.put_nowait(None if held[0] > QUEUE_LIMIT else notices)
+    queue.put_nowait(None if not notices or held[0] > QUEUE_LIMIT else notices)
 
 
 def _past(console: Console, after: int, upto: int) -> list[Notice]:

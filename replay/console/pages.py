@@ -138,13 +138,13 @@ async def act_form(console: Console, request: Request) -> Response:
     except Denied as denied:
         if wants_json(request):
             return denied.response()
-        said = _said(console, request, str(denied), back, ok=False)
-        return html(said, denied.status, denied.headers)
+        page = _said(console, request, str(denied), back, ok=False)
+        return html(page, denied.status, denied.headers)
     except Exception as error:
-        status, said = refusal(error)
+        status, refused = refusal(error)
         if wants_json(request):
-            return answer(said, status)
-        return html(_said(console, request, said["error"], back, ok=False), status)
+            return answer(refused, status)
+        return html(_said(console, request, refused["error"], back, ok=False), status)
     if wants_json(request):
         return answer(done)
     target = task_href(done["task_id"]) if done.get("task_id") else back

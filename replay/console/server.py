@@ -25,7 +25,7 @@ from tasktrail.domain import InvalidArgument
 from .app import console_for, create_app
 from .web import Console
 
-GRACE_S = 0.3
+GRACE_S = 0.2
 """How long open responses get to end at a stop before they are cancelled."""
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -97,7 +97,7 @@ def serve(
         lifespan="on",
         timeout_graceful_shutdown=GRACE_S,  # type: ignore[arg-type]  # a float works
     )
-    server = uvicorn.Server(config)
+    server = _Server(config, console)
     for line in _opening(console, host, url_of(sock)):
         tell(line)
     _tell_when_ready(console, tell)
@@ -113,6 +113,21 @@ def serve(
             console.follower.close()
     tell("tasktrail console: stopped")
     return 0
+
+
+class _Server:
+    """uvicorn's server, whose stop also ends the live pages' event streams at once
+    (uvicorn would give them the grace period, then cancel them)."""
+
+    def __new__(cls, config: Any, console: Console) -> Any:
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                super().handle_exit(sig, frame)
+                console.follower.hang_up()
+
+        return Server(config)
 
 
 def _stopped(signum: int, frame: Any) -> None:
@@ -151,13 +166,13 @@ def _tell_when_ready(console: Console, tell: Callable[[str], None]) -> None:
 
     def wait() -> None:
         follower = console.follower
+        said = None
         while not follower.ready.wait(0.5):
-            if follower.failure is not None:
-                break
+            failure = follower.failure
+            if failure is not None and failure != said:
+                tell(f"tasktrail console: cannot read the store (trying again): {failure}")
+                said = failure
         status = follower.status()
-        if status["failure"]:
-            tell(f"tasktrail console: cannot follow the store: {status['failure']}")
-            return
         tell(
             f"tasktrail console: read {status['position']:,} positions ({status['tasks']:,} "
             f"tasks) in {time.monotonic() - began:.1f} s; following the store's news"

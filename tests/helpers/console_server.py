@@ -180,6 +180,7 @@ class Events:
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.opened = threading.Event()
         self._stop = threading.Event()
+        self.url = url
         self._thread = threading.Thread(target=self._read, args=(url, headers), daemon=True)
         self._thread.start()
         assert self.opened.wait(TIMEOUT_S), "the stream did not open"
@@ -206,10 +207,14 @@ class Events:
 
     def until(self, wanted: Any, timeout: float = TIMEOUT_S) -> list[dict[str, Any]]:
         """Events read until one for which ``wanted(event)`` holds (included)."""
-        seen = []
+        seen: list[dict[str, Any]] = []
         deadline = time.monotonic() + timeout
         while True:
-            event = self.events.get(timeout=max(0.01, deadline - time.monotonic()))
+            try:
+                event = self.events.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                status = httpx.get(self.url.replace("api/stream", "api/status")).json()
+                raise AssertionError(f"no such event after {seen}; the console: {status}")
             seen.append(event)
             if wanted(event):
                 return seen

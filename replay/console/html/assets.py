@@ -74,7 +74,7 @@ table.history tr[data-pos],table.kv tr[data-pos]{cursor:pointer}
 tr.picked td{background:#fff4c2}.bar.picked,.mark.picked{outline:3px solid #f59e0b}
 .acts{background:var(--card);border:1px solid var(--line);border-radius:10px;
 padding:6px 16px 12px;margin:0 0 16px}
-.acts h2{margin:8px 0}
+.acts summary{cursor:pointer;font-weight:600;padding:8px 0}
 form.act{display:flex;flex-wrap:wrap;gap:6px 10px;align-items:center;padding:7px 0;
 border-top:1px solid var(--soft);margin:0}
 form.act label{font-size:12.5px;color:var(--muted);display:flex;gap:6px;align-items:center}

@@ -149,7 +149,7 @@ def problems_note(status: dict[str, Any]) -> str:
         shown = "; ".join(status["problems"][:3])
         notes.append(f"{status['skipped']} events could not be read and are left out: {shown}")
     if status["failure"]:
-        notes.append(f"Live updates stopped: {status['failure']}")
+        notes.append(f"The store cannot be read just now (trying again): {status['failure']}")
     return "".join(f'<p class="warn">{text(n, 2_000)}</p>' for n in notes)
 
 

@@ -143,6 +143,8 @@ SCRIPT = (
     var at = document.getElementById("fork-at");
     if (picked && at) {
       at.value = picked.getAttribute("data-pos");
+      var box = at.closest("details");
+      if (box) { box.open = true; }
       document.querySelectorAll(".picked").forEach(function (e) { e.classList.remove("picked"); });
       picked.classList.add("picked");
       say("fork as of position " + at.value + ": give a reason, then Fork", true);

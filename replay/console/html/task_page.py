@@ -225,8 +225,11 @@ def _acts(view: TaskView, viewer: Viewer) -> str:
         form("fork", "Fork", fork_fields, "a new task at its checkpoint and memos as of then"),
         form("send", "Send message", send_fields, "into its mailbox (rules 20-22)"),
     ]
+    # Open while the task is live; an ended one is mostly forked: one click away.
+    shown = " open" if task.status != "terminal" else ""
     return (
-        f'<section class="acts" id="acts"><h2>Act as {text(viewer.actor or "")} '
-        '<span class="muted">each act is recorded with your name and reason</span></h2>'
-        f"{''.join(forms)}</section>"
+        f'<details class="acts" id="acts"{shown}><summary>Act on it as '
+        f'{text(viewer.actor or "")} <span class="muted">abort, retry, fork, send: each '
+        "recorded with your name and reason</span></summary>"
+        f"{''.join(forms)}</details>"
     )

@@ -30,6 +30,12 @@ log = logging.getLogger("tasktrail.console")
 
 CHUNK = 2_000
 """Events folded under the lock at once: a request waits for at most one chunk."""
+GATHER_S = 0.05
+"""How long the follower lets news gather before it reads: a busy worker commits
+hundreds of times a second, and one read of them all costs what one read of one does
+(the pages still learn of an event well within a second)."""
+RETRY_S = 1.0
+"""How long the follower waits before reading again a store it could not read."""
 KEPT_PROBLEMS = 20
 """Unreadable events remembered (to show); more are counted."""
 
@@ -135,23 +141,39 @@ class Follower:
             self._subscribers.add(subscriber)
         return lambda: self._unsubscribe(subscriber)
 
+    def hang_up(self) -> None:
+        """Tell every subscriber the server stops (an empty batch): each stream ends now
+        instead of holding the stop up. Safe in a signal handler: it takes no lock."""
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber([])
+            except Exception:  # a subscriber's fault is its own: the others go on
+                log.exception("a console subscriber failed")
+
     def _unsubscribe(self, subscriber: Subscriber) -> None:
         with self.lock:
             self._subscribers.discard(subscriber)
 
     def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                seen = self.store.news.generation  # before the read: later news wakes us
+        while not self._stop.is_set():
+            seen = self.store.news.generation  # before the read: later news wakes us
+            try:
                 while self.catch_up():
                     if self._stop.is_set():
                         return
-                self.ready.set()
-                self.store.news.wait(seen, 1.0)
-        except Exception as error:  # the store went away: say so on every page
-            self.failure = f"{type(error).__name__}: {error}"
-            log.error("the console stopped following %s: %s", self.location, self.failure)
+            except Exception as error:  # the store away a moment: say so, look again
+                failure = f"{type(error).__name__}: {error}"
+                if failure != self.failure:
+                    log.warning("the console cannot read %s: %s", self.location, failure)
+                self.failure = failure
+                self._stop.wait(RETRY_S)
+                continue
+            if self.failure is not None:
+                log.warning("the console reads %s again", self.location)
+                self.failure = None
             self.ready.set()
+            if self.store.news.wait(seen, 1.0) != seen:
+                self._stop.wait(GATHER_S)
 
     # ─── folding ────────────────────────────────────────────────────────────
 
@@ -161,16 +183,16 @@ class Follower:
         notices: list[Notice] = []
         with self.lock:
             start = self.position
-            for recorded in self.store.read(after=start, until=start + CHUNK, skip=self._skipped):
+            # The head first: every event at or below it is committed, so the read sees
+            # it, and a position it does not return is a gap (never filled), not an
+            # append that committed between the read and a look at the head.
+            head = self.store.head()
+            if head <= start:
+                return False
+            stop = min(head, start + CHUNK)
+            for recorded in self.store.read(after=start, until=stop, skip=self._skipped):
                 self._fold(recorded, notices)
-            if notices:
-                self.position = max(self.position, notices[-1].position)
-            elif self.position == start:
-                # Nothing read: a gap of removed or skipped positions, or the end.
-                head = self.store.head()
-                if head <= start:
-                    return False
-                self.position = min(head, start + CHUNK)
+            self.position = stop
             subscribers = list(self._subscribers)
         if notices:
             for subscriber in subscribers:
