@@ -214,7 +214,7 @@ class Events:
                 event = self.events.get(timeout=max(0.01, deadline - time.monotonic()))
             except queue.Empty:
                 status = httpx.get(self.url.replace("api/stream", "api/status")).json()
-                raise AssertionError(f"no such event after {seen}; the console: {status}")
+                raise AssertionError(f"no such event after {seen}; the console: {status}") from None
             seen.append(event)
             if wanted(event):
                 return seen
