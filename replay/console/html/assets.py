@@ -92,6 +92,8 @@ p.warn{background:#fff7d1;border:1px solid #f1d27a;border-radius:8px;padding:8px
 font-size:13px}
 p.error{background:#fde2e2;border:1px solid #f3a9a9;border-radius:8px;padding:8px 12px;
 font-size:13px;color:#7a1010}
+pre.stream{white-space:pre-wrap;overflow-wrap:anywhere;background:#0f1420;color:#e6edf3;
+padding:12px 14px;border-radius:8px;max-height:420px;overflow:auto;font-size:12.5px}
 .login{max-width:460px;background:var(--card);border:1px solid var(--line);border-radius:10px;
 padding:18px 20px}
 .login label{display:flex;flex-direction:column;gap:6px;font-size:13px;color:var(--muted)}

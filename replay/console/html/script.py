@@ -166,7 +166,7 @@ SCRIPT = (
         "Content-Type": "application/x-www-form-urlencoded",
         "X-CSRF-Token": csrf ? csrf.getAttribute("content") : ""
       },
-      body: new URLSearchParams(new FormData(form)).toString()
+      body: new URLSearchParams(new FormData(form, event.submitter || null)).toString()
     }).then(function (response) {
       return response.json().then(function (answer) {
         var act = form.getAttribute("data-act");
