@@ -65,6 +65,7 @@ def test_the_list_filters_and_searches(
         first = browser.evaluate(ROWS)
         browser.click(".pager a[rel=next]")
         browser.wait_for("location.search.includes('page=2')")
+        browser.wait_ready()
         assert len(browser.evaluate(ROWS)) == 10 and not set(first) & set(browser.evaluate(ROWS))
         browser.screenshot(tmp_path / "list.png", full=False)
         assert browser.errors() == []
@@ -91,7 +92,7 @@ def test_a_task_page_draws_its_tree_history_and_links(
         browser.screenshot(tmp_path / "tree.png")
         browser.click(f"#children a[href='/tasks/{known['bad']}']")
         browser.wait_for(f"location.pathname === '/tasks/{known['bad']}'")
-        browser.wait_for("document.readyState === 'complete'")
+        browser.wait_ready()
         said = browser.evaluate("document.querySelector('dl.facts').textContent")
         assert "source returned 503" in said and known["tree"] in said  # error, owner link
         assert browser.errors() == []
@@ -159,11 +160,12 @@ def test_an_abort_from_the_page_is_recorded_with_the_tokens_actor_and_reason(
         assert browser.evaluate("document.querySelectorAll('form.act').length") == 0
         browser.click("a.who")  # sign in to act
         browser.wait_for("location.pathname === '/login'")
-        browser.wait_for("document.readyState === 'complete'")
+        browser.wait_ready()
         browser.fill("[name=token]", ALICE)
         browser.click(".login button")
         browser.wait_for(f"location.pathname === '/tasks/{known['memo']}'")
-        browser.wait_for("document.querySelectorAll('form.act').length === 4")
+        browser.wait_ready()
+        assert browser.evaluate("document.querySelectorAll('form.act').length") == 4
         browser.fill("form[data-act=abort] [name=reason]", "stuck since the 9:00 deploy")
         browser.click("form[data-act=abort] button[type=submit]")
         said = browser.wait_for(
@@ -199,6 +201,7 @@ def test_no_buttons_without_a_token_file_and_a_forged_post_is_refused(
         browser.fill("[name=token]", ALICE)
         browser.click(".login button")
         browser.wait_for("location.pathname === '/'")  # signed in: the cookie is set
+        browser.wait_ready()
         forged = tmp_path / "forged.html"
         forged.write_text(
             f'<form id="f" method="post" action="{served.url}tasks/{known["memo"]}/abort">'
@@ -208,7 +211,7 @@ def test_no_buttons_without_a_token_file_and_a_forged_post_is_refused(
         browser.open_file(forged)
         browser.evaluate("document.getElementById('f').submit()")
         browser.wait_for(f"location.href.startsWith('{served.url}')")
-        browser.wait_for("document.readyState === 'complete'")
+        browser.wait_ready()
         assert browser.evaluate("document.querySelector('h1').textContent") == "Refused"
     assert head(location) == before  # nothing appended
 

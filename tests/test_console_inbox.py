@@ -68,7 +68,8 @@ def test_an_ask_is_answered_from_the_inbox_as_the_tokens_actor(
         browser.fill("[name=token]", ALICE)
         browser.click(".login button")
         browser.wait_for("location.pathname === '/inbox'")
-        browser.wait_for("document.querySelectorAll('form[data-act=answer]').length === 1")
+        browser.wait_ready()
+        assert browser.evaluate("document.querySelectorAll('form[data-act=answer]').length") == 1
         browser.fill("form[data-act=answer] [name=reason]", "change window open")
         browser.click("form[data-act=answer] button[value=approve]")
         said = browser.wait_for(

@@ -56,11 +56,15 @@ class Output:
 
 
 def outputs(records: Iterable[Recorded]) -> dict[str, Output]:
-    """Each stream's output from a task's events (in log order)."""
+    """Each stream's output from a task's events (in log order); the task's end closes
+    every stream it left open (rule 29)."""
     found: dict[str, Output] = {}
     for recorded in records:
         event = recorded.event
         kind = type(event).__name__
+        if kind == "TaskEnded":
+            for stream in found.values():
+                stream.closed = True
         if kind == "ChunksEmitted":
             stream = found.setdefault(event.stream, Output(event.stream))  # type: ignore[attr-defined]
             stream.chunks.extend(thawed(event.values))  # type: ignore[attr-defined]

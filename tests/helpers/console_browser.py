@@ -42,6 +42,10 @@ class ConsoleBrowser(Browser):
         self.call("Page.navigate", {"url": url})
         self.wait_event("Page.loadEventFired", seen)
 
+    def wait_ready(self) -> None:
+        """Wait until the page's own script has run (its forms are the script's then)."""
+        self.wait_for("document.readyState === 'complete' && document.body.dataset.ready")
+
     def wait_event(self, method: str, seen: int = 0) -> dict[str, Any]:
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:

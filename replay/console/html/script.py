@@ -156,8 +156,10 @@ SCRIPT = (
     var form = event.target;
     if (!form.hasAttribute || !form.hasAttribute("data-act") || !window.fetch) { return; }
     event.preventDefault();
-    var button = form.querySelector("button[type=submit]");
-    if (button) { button.disabled = true; }
+    // The fields first: a disabled button (the one pressed) is left out of a form's data.
+    var fields = new URLSearchParams(new FormData(form, event.submitter || null)).toString();
+    var buttons = form.querySelectorAll("button");
+    buttons.forEach(function (b) { b.disabled = true; });
     fetch(form.action, {
       method: "POST",
       credentials: "same-origin",
@@ -166,7 +168,7 @@ SCRIPT = (
         "Content-Type": "application/x-www-form-urlencoded",
         "X-CSRF-Token": csrf ? csrf.getAttribute("content") : ""
       },
-      body: new URLSearchParams(new FormData(form, event.submitter || null)).toString()
+      body: fields
     }).then(function (response) {
       return response.json().then(function (answer) {
         var act = form.getAttribute("data-act");
@@ -177,9 +179,10 @@ SCRIPT = (
     }).catch(function (error) {
       say("the console did not answer: " + error, false);
     }).then(function () {
-      if (button) { button.disabled = false; }
+      buttons.forEach(function (b) { b.disabled = false; });
     });
   });
+  body.setAttribute("data-ready", "1");  // what a test waits for: the page is the script's
 })();
 """
 ).replace("__MIN_GAP__", str(MIN_GAP_MS))
