@@ -126,16 +126,18 @@ def news(url: str, location: str, count: int) -> dict[str, list[float]]:
     to_event: list[float] = []
     to_page: list[float] = []
     seen = threading.Event()
+    opened = threading.Event()
     wanted: list[str] = [""]
 
     def read() -> None:
         with httpx.stream("GET", url + "api/stream", timeout=None) as events:
+            opened.set()  # subscribed: the server answers once it listens
             for line in events.iter_lines():
                 if line.startswith("data: ") and wanted[0] and wanted[0] in line:
                     seen.set()
 
     threading.Thread(target=read, daemon=True).start()
-    time.sleep(0.5)
+    assert opened.wait(30), "/api/stream did not open"
     with Scheduler.open(location, worker="bench-news") as other, httpx.Client(base_url=url) as http:
         for number in range(count):
             task_id = f"news-{os.getpid()}-{number}"
