@@ -176,6 +176,15 @@ def test_an_abort_from_the_page_is_recorded_with_the_tokens_actor_and_reason(
             "[...document.querySelectorAll('#history td')].some(td => td.textContent === 'alice')",
             BOUND_S,
         )
+        # Fork as of a position picked in the history (the timeline's bars pick it too).
+        first = browser.evaluate("document.querySelector('#history tbody tr').dataset.pos")
+        browser.click("#history tbody tr td")
+        assert browser.evaluate("document.getElementById('fork-at').value") == first
+        browser.fill("form[data-act=fork] [name=reason]", "again from the start")
+        browser.click("form[data-act=fork] button[type=submit]")
+        browser.wait_for("document.getElementById('said').textContent.startsWith('forked')")
+        said = browser.evaluate("document.getElementById('said').textContent")
+        assert said.startswith(f"forked {known['memo']} as of position {first} as ")
         browser.screenshot(tmp_path / "acted.png")
         assert browser.errors() == []
     marks = [

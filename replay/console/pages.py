@@ -95,7 +95,7 @@ async def workers_page(console: Console, request: Request) -> Response:
     viewer = console.viewer(request)
     body = workers_body(rows, console.notes())
     # Leases are renewed outside the log: the page also looks every few seconds.
-    return html(_page(console, "Workers", body, viewer, "/workers", "all", poll_s=5))
+    return html(_page(console, "Workers", body, viewer, "/workers", "tasks", poll_s=5))
 
 
 async def runs_page(console: Console, request: Request) -> Response:

@@ -5,6 +5,7 @@ workers' liveness locks, as ``tasktrail workers`` does (nothing is written)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,13 +19,25 @@ from ...cli.workers_command import worker_rows
 from .follow import Follower
 from .listing import MAX_PER_PAGE, PER_PAGE
 
+WORKERS_FRESH_S = 1.0
+"""How long a look at the workers serves every page that asks: each look reads the lease
+table and every live worker's liveness lock (a PostgreSQL session of its own)."""
+
 
 def workers(follower: Follower) -> list[dict[str, Any]]:
-    """Each worker, as ``tasktrail workers --json`` prints it."""
+    """Each worker, as ``tasktrail workers --json`` prints it (looked at again once the
+    log moved, or :data:`WORKERS_FRESH_S` after the last look)."""
     with follower.lock:
+        looked = follower.workers_seen
+        now = time.monotonic()
+        fresh = looked is not None and now - looked[0] < WORKERS_FRESH_S
+        if looked is not None and fresh and looked[1] == follower.position:
+            return looked[2]
         world = follower.world
         running = [world.tasks[t] for t in world.live if world.tasks[t].status == "running"]
-        return worker_rows(follower.store, running)
+        rows = worker_rows(follower.store, running)
+        follower.workers_seen = (now, follower.position, rows)
+        return rows
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,8 @@ class Follower:
         self.skipped = 0
         self.failure: str | None = None
         """Why following stopped (a store that went away), if it did."""
+        self.workers_seen: tuple[float, int, list[dict[str, Any]]] | None = None
+        """The last look at the workers: when (monotonic), at which position, what it found."""
         self._subscribers: set[Subscriber] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tasktrail-console", daemon=True)
