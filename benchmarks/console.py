@@ -11,11 +11,12 @@ by ``tasktrail serve`` in a process of its own. Measured:
 * **news**: a task submitted through another store object, to its event on
   ``/api/stream`` and to the list's live part showing it;
 * **the worker beside it**: ``benchmarks.console_worker`` (a worker running one-phase
-  tasks, three events each, a transaction a command) for ``--seconds``, alone and with
-  the console serving an open live page beside it (an ``/api/stream`` reader that
+  tasks, three events each, a transaction a command) for ``--seconds``, alone (no console
+  process) and beside a console serving an open live page (an ``/api/stream`` reader that
   fetches the list's and a task's live parts again at most every 0.4 s on news, as the
-  page's script does, and the probes); rounds alternate, the ratio is the median of the
-  rounds' own ratios;
+  page's script does) and the probes every half second; each round runs both, in turn
+  first (ABBA: the machine's other load drifts), the ratio is the median of the rounds'
+  own ratios; the console's and the client's CPU beside it are said too;
 * **stop**: SIGTERM to the process's exit, with a live stream open.
 
 Goals (issue 46): the list page under 300 ms and a task page under 200 ms (medians
@@ -228,15 +229,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.console")
     parser.add_argument("--quick", action="store_true", help="a small store, short rounds")
     parser.add_argument("--tasks", type=int, help="the store's tasks (default 100,000)")
-    parser.add_argument("--rounds", type=int, help="worker rounds, alone then beside (3)")
-    parser.add_argument("--seconds", type=float, help="a worker round's length (10 s)")
+    parser.add_argument("--rounds", type=int, help="worker rounds, alone and beside (6)")
+    parser.add_argument("--seconds", type=float, help="a worker run's length (8 s)")
     parser.add_argument("--probes", type=int, help="page probes a measure (20)")
     parser.add_argument("--dir", type=Path, help="where the store is built and kept")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
     tasks = args.tasks or (2_000 if args.quick else 100_000)
-    rounds = args.rounds or (1 if args.quick else 3)
-    seconds = args.seconds or (2.0 if args.quick else 10.0)
+    rounds = args.rounds or (1 if args.quick else 6)
+    seconds = args.seconds or (2.0 if args.quick else 8.0)
     probes = args.probes or (3 if args.quick else 20)
     folder = args.dir or Path(tempfile.gettempdir()) / "tasktrail-console-bench"
     folder.mkdir(parents=True, exist_ok=True)
@@ -251,41 +252,73 @@ def main(argv: list[str] | None = None) -> int:
         "start_s": served.start_s,
         "rss_mb": served.rss_mb,
     }
+    task = task_of(tasks)
     try:
-        task = task_of(tasks)
         idle = pages(served.url, task, probes)
         figures["idle"] = {name: summary(ms) for name, ms in idle.items()}
         figures["news"] = {k: summary(v) for k, v in news(served.url, location, probes).items()}
-        alone: list[float] = []
-        beside: list[float] = []
-        busy: dict[str, list[float]] = {"list": [], "task": [], "api_list": []}
-        refreshes = 0
-        for number in range(rounds):
-            alone.append(worker(location, seconds))
-            page = LivePage(served.url, task)
-            prober = Prober(served.url, task)
-            beside.append(worker(location, seconds))
-            page.stop.set()
-            refreshes += page.refreshes
-            for name, ms in prober.done().items():
-                busy[name] += ms
-            print(f"round {number + 1}: alone {alone[-1]:.0f}/s, beside {beside[-1]:.0f}/s")
-        ratios = [b / a for a, b in zip(alone, beside, strict=True)]
-        figures["worker"] = {
-            "alone_per_s": alone,
-            "beside_per_s": beside,
-            "ratio": statistics.median(ratios),
-            "ratios": ratios,
-            "live_refreshes": refreshes,
-        }
-        figures["beside"] = {name: summary(ms) for name, ms in busy.items() if ms}
     finally:
         figures["stop_s"] = served.stop()
+    figures.update(worker_rounds(location, task, rounds, seconds))
     figures["goals"] = goals(figures)
     print(format_figures(figures))
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
+
+
+def worker_rounds(location: str, task: str, rounds: int, seconds: float) -> dict[str, Any]:
+    """The worker alone (no console process at all) and beside a console that serves an
+    open live page and the probes, in rounds of both, their order alternating (ABBA: the
+    machine's other load drifts); each beside round starts a console and waits for its
+    first fold, then times the worker."""
+    alone: list[float] = []
+    beside: list[float] = []
+    busy: dict[str, list[float]] = {"list": [], "task": [], "api_list": []}
+    refreshes = 0
+    server_cpu: list[float] = []
+    client_cpu: list[float] = []
+    for number in range(rounds):
+        order = ("alone", "beside") if number % 2 == 0 else ("beside", "alone")
+        for which in order:
+            if which == "alone":
+                alone.append(worker(location, seconds))
+                continue
+            served = Served(location)
+            try:
+                page = LivePage(served.url, task)
+                prober = Prober(served.url, task)
+                cpu, client, began = _cpu(served.process.pid), time.process_time(), time.monotonic()
+                beside.append(worker(location, seconds))
+                took = time.monotonic() - began
+                server_cpu.append((_cpu(served.process.pid) - cpu) / took)
+                client_cpu.append((time.process_time() - client) / took)
+                page.stop.set()
+                refreshes += page.refreshes
+                for name, ms in prober.done().items():
+                    busy[name] += ms
+            finally:
+                served.stop()
+        print(f"round {number + 1}: alone {alone[-1]:.0f}/s, beside {beside[-1]:.0f}/s", flush=True)
+    ratios = [b / a for a, b in zip(alone, beside, strict=True)]
+    return {
+        "worker": {
+            "alone_per_s": alone,
+            "beside_per_s": beside,
+            "ratio": statistics.median(ratios),
+            "ratios": ratios,
+            "live_refreshes": refreshes,
+            "server_cpu": server_cpu,
+            "client_cpu": client_cpu,
+        },
+        "beside": {name: summary(ms) for name, ms in busy.items() if ms},
+    }
+
+
+def _cpu(pid: int) -> float:
+    """A process's CPU seconds so far (user and system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def goals(figures: dict[str, Any]) -> list[tuple[str, str, str]]:

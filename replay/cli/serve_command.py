@@ -63,5 +63,12 @@ def do_serve(args: argparse.Namespace) -> int:
             f"tasktrail serve needs the console extra ({error.name} is missing): "
             "pip install 'tasktrail[console]'"
         ) from None
-    code = serve(args.store, host=args.host, port=args.port, token_file=args.token_file, say=say)
+    code = serve(
+        args.store,
+        host=args.host,
+        port=args.port,
+        token_file=args.token_file,
+        say=say,
+        end_process=True,
+    )
     return code if code else EXIT_OK

@@ -12,6 +12,7 @@ SIGINT is an interruption (130), as for every command.
 from __future__ import annotations
 
 import errno
+import os
 import signal
 import socket
 import sys
@@ -78,9 +79,12 @@ def serve(
     port: int = 8765,
     token_file: str | None = None,
     say: Callable[[str], None] | None = None,
+    end_process: bool = False,
 ) -> int:
     """Serve the console of the store at ``location`` until SIGTERM or SIGINT; returns
-    the exit code (0 after SIGTERM)."""
+    the exit code (0 after SIGTERM). ``end_process``: once stopped, end the process at
+    once (``tasktrail serve``): what the console folded (some 130 MB for 100,000 tasks)
+    is not freed object by object, which took an interpreter's exit 1.3-2 s here."""
     import uvicorn
 
     tell = say or _say
@@ -112,6 +116,10 @@ def serve(
         if console.follower.started is False:
             console.follower.close()
     tell("tasktrail console: stopped")
+    if end_process:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # the store is closed and the streams ended: nothing is left to do
     return 0
 
 
