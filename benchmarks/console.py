@@ -364,8 +364,12 @@ def format_figures(figures: dict[str, Any]) -> str:
         + ", ".join(f"{v:.0f}" for v in w["alone_per_s"])
         + " tasks/s; beside "
         + ", ".join(f"{v:.0f}" for v in w["beside_per_s"])
-        + f" tasks/s; ratio {w['ratio']:.2f}x "
-        f"({w['live_refreshes']} live refreshes)"
+        + f" tasks/s; ratio {w['ratio']:.2f}x (rounds "
+        + ", ".join(f"{r:.2f}" for r in w["ratios"])
+        + f"); {w['live_refreshes']} live refreshes; beside it the console's CPU "
+        + ", ".join(f"{c:.2f}" for c in w["server_cpu"])
+        + " core, the client's "
+        + ", ".join(f"{c:.2f}" for c in w["client_cpu"])
     )
     lines += [f"goal: {goal}: {said}: {verdict}" for goal, said, verdict in figures["goals"]]
     return "\n".join(lines)
