@@ -241,8 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     probes = args.probes or (3 if args.quick else 20)
     folder = args.dir or Path(tempfile.gettempdir()) / "tasktrail-console-bench"
     folder.mkdir(parents=True, exist_ok=True)
-    location = str(console_store.build(folder / f"console-{tasks}.db", tasks, log=True))
-    print(f"store: {location} ({tasks:,} tasks)", flush=True)
+    built = console_store.build(folder / f"console-{tasks}.db", tasks, log=True)
+    location = str(console_store.working_copy(built))
+    print(f"store: {location} ({tasks:,} tasks, a copy of {built})", flush=True)
 
     served = Served(location)
     figures: dict[str, Any] = {

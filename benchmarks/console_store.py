@@ -13,6 +13,7 @@ is one the scheduler decided, many trees to one ``batch()`` (one transaction), s
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -92,3 +93,13 @@ def _tree(s: Scheduler, clock: ManualClock, number: int, *, live: bool) -> None:
     clock.advance(100)
     s.reserve(root)
     s.finish(root, "completed", result={"fetched": TREE - 1})
+
+
+def working_copy(path: Path) -> Path:
+    """A copy of a built store to run on (the worker's rounds add tasks to it), made anew
+    each run: every run starts from the same store."""
+    copy = path.with_name(path.stem + "-run" + path.suffix)
+    for leftover in (copy, copy.with_name(copy.name + "-wal"), copy.with_name(copy.name + "-shm")):
+        leftover.unlink(missing_ok=True)
+    shutil.copyfile(path, copy)
+    return copy
