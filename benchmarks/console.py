@@ -11,12 +11,10 @@ by ``tasktrail serve`` in a process of its own. Measured:
 * **news**: a task submitted through another store object, to its event on
   ``/api/stream`` and to the list's live part showing it;
 * **the worker beside it**: ``benchmarks.console_worker`` (a worker running one-phase
-  tasks, three events each, a transaction a command) for ``--seconds``, alone (no console
-  process) and beside a console serving an open live page (an ``/api/stream`` reader that
-  fetches the list's and a task's live parts again at most every 0.4 s on news, as the
-  page's script does) and the probes every half second; each round runs both, in turn
-  first (ABBA: the machine's other load drifts), the ratio is the median of the rounds'
-  own ratios; the console's and the client's CPU beside it are said too;
+  tasks, three events each, a transaction a command) through ``--rounds`` pairs of
+  ``--seconds`` windows, the console away (stopped) in one and beside it (an open live
+  page and the probes) in the other (:mod:`.console_load` says how); the ratio is the
+  median of the pairs' own ratios; the console's and the client's CPU beside it too;
 * **stop**: SIGTERM to the process's exit, with a live stream open.
 
 Goals (issue 46): the list page under 300 ms and a task page under 200 ms (medians
@@ -43,7 +41,7 @@ import httpx
 
 from tasktrail.domain import Scheduler
 
-from . import console_store
+from . import console_load, console_store
 from .report import machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,90 +152,23 @@ def news(url: str, location: str, count: int) -> dict[str, list[float]]:
     return {"to_event_ms": to_event, "to_page_ms": to_page}
 
 
-class Prober:
-    """The pages timed every half second while a worker runs."""
-
-    def __init__(self, url: str, task: str) -> None:
-        self.timed: dict[str, list[float]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(url, task), daemon=True)
-        self._thread.start()
-
-    def _run(self, url: str, task: str) -> None:
-        while not self._stop.is_set():
-            for name, ms in pages(url, task, 1, pause_s=0.5).items():
-                self.timed.setdefault(name, []).extend(ms)
-
-    def done(self) -> dict[str, list[float]]:
-        self._stop.set()
-        self._thread.join(60)
-        return self.timed
-
-
-class LivePage:
-    """What an open live page asks of the console: the stream, and the list's and a
-    task's live parts again on news, at most every 0.4 s."""
-
-    def __init__(self, url: str, task: str) -> None:
-        self.url = url
-        self.task = task
-        self.stop = threading.Event()
-        self.news = threading.Event()
-        self.refreshes = 0
-        threading.Thread(target=self._listen, daemon=True).start()
-        threading.Thread(target=self._refresh, daemon=True).start()
-
-    def _listen(self) -> None:
-        with httpx.stream("GET", self.url + "api/stream", timeout=None) as events:
-            for line in events.iter_lines():
-                if self.stop.is_set():
-                    return
-                if line.startswith("data: "):
-                    self.news.set()
-
-    def _refresh(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=60) as http:
-            while not self.stop.is_set():
-                if not self.news.wait(0.5):
-                    continue
-                self.news.clear()
-                http.get("/", params={"part": "live"})
-                http.get(f"/tasks/{self.task}", params={"part": "live"})
-                self.refreshes += 1
-                time.sleep(0.4)
-
-
-def worker(location: str, seconds: float) -> float:
-    """Tasks a second of one worker process on the store."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.console_worker", location, str(seconds)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    assert process.stdin is not None and process.stdout is not None
-    assert process.stdout.readline().strip() == "ready"
-    process.stdin.write("go\n")
-    process.stdin.flush()
-    result = json.loads(process.stdout.readline())
-    process.wait(60)
-    return float(result["tasks"]) / float(result["seconds"])
+def _probe_once(url: str, task: str) -> dict[str, list[float]]:
+    return pages(url, task, 1)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.console")
     parser.add_argument("--quick", action="store_true", help="a small store, short rounds")
     parser.add_argument("--tasks", type=int, help="the store's tasks (default 100,000)")
-    parser.add_argument("--rounds", type=int, help="worker rounds, alone and beside (6)")
-    parser.add_argument("--seconds", type=float, help="a worker run's length (8 s)")
+    parser.add_argument("--rounds", type=int, help="pairs of worker windows (12)")
+    parser.add_argument("--seconds", type=float, help="a window's length (3 s)")
     parser.add_argument("--probes", type=int, help="page probes a measure (20)")
     parser.add_argument("--dir", type=Path, help="where the store is built and kept")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
     tasks = args.tasks or (2_000 if args.quick else 100_000)
-    rounds = args.rounds or (1 if args.quick else 6)
-    seconds = args.seconds or (2.0 if args.quick else 8.0)
+    rounds = args.rounds or (1 if args.quick else 12)
+    seconds = args.seconds or (1.5 if args.quick else 3.0)
     probes = args.probes or (3 if args.quick else 20)
     folder = args.dir or Path(tempfile.gettempdir()) / "tasktrail-console-bench"
     folder.mkdir(parents=True, exist_ok=True)
@@ -258,68 +189,18 @@ def main(argv: list[str] | None = None) -> int:
         idle = pages(served.url, task, probes)
         figures["idle"] = {name: summary(ms) for name, ms in idle.items()}
         figures["news"] = {k: summary(v) for k, v in news(served.url, location, probes).items()}
+        load = console_load.windows(
+            location, served.process.pid, served.url, task, rounds, seconds, _probe_once
+        )
+        figures["worker"] = load["worker"]
+        figures["beside"] = {name: summary(ms) for name, ms in load["beside_pages"].items()}
     finally:
         figures["stop_s"] = served.stop()
-    figures.update(worker_rounds(location, task, rounds, seconds))
     figures["goals"] = goals(figures)
     print(format_figures(figures))
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
-
-
-def worker_rounds(location: str, task: str, rounds: int, seconds: float) -> dict[str, Any]:
-    """The worker alone (no console process at all) and beside a console that serves an
-    open live page and the probes, in rounds of both, their order alternating (ABBA: the
-    machine's other load drifts); each beside round starts a console and waits for its
-    first fold, then times the worker."""
-    alone: list[float] = []
-    beside: list[float] = []
-    busy: dict[str, list[float]] = {"list": [], "task": [], "api_list": []}
-    refreshes = 0
-    server_cpu: list[float] = []
-    client_cpu: list[float] = []
-    for number in range(rounds):
-        order = ("alone", "beside") if number % 2 == 0 else ("beside", "alone")
-        for which in order:
-            if which == "alone":
-                alone.append(worker(location, seconds))
-                continue
-            served = Served(location)
-            try:
-                page = LivePage(served.url, task)
-                prober = Prober(served.url, task)
-                cpu, client, began = _cpu(served.process.pid), time.process_time(), time.monotonic()
-                beside.append(worker(location, seconds))
-                took = time.monotonic() - began
-                server_cpu.append((_cpu(served.process.pid) - cpu) / took)
-                client_cpu.append((time.process_time() - client) / took)
-                page.stop.set()
-                refreshes += page.refreshes
-                for name, ms in prober.done().items():
-                    busy[name] += ms
-            finally:
-                served.stop()
-        print(f"round {number + 1}: alone {alone[-1]:.0f}/s, beside {beside[-1]:.0f}/s", flush=True)
-    ratios = [b / a for a, b in zip(alone, beside, strict=True)]
-    return {
-        "worker": {
-            "alone_per_s": alone,
-            "beside_per_s": beside,
-            "ratio": statistics.median(ratios),
-            "ratios": ratios,
-            "live_refreshes": refreshes,
-            "server_cpu": server_cpu,
-            "client_cpu": client_cpu,
-        },
-        "beside": {name: summary(ms) for name, ms in busy.items() if ms},
-    }
-
-
-def _cpu(pid: int) -> float:
-    """A process's CPU seconds so far (user and system)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def goals(figures: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -5,8 +5,9 @@ It opens the store as a worker of kind ``bench`` only (the store's own tasks are
 others', never run here), prints ``ready``, waits for a line on stdin (the clock starts
 then), then for ``SECONDS`` submits 20 one-phase tasks at a time and runs them until
 idle, each phase finishing at once: three events a task (submitted, reserved, ended),
-each command its own transaction, as a service's worker appends. It prints one JSON
-line: tasks run and the seconds they took.
+each command its own transaction, as a service's worker appends. After each wave it
+prints ``done COUNT MONOTONIC`` (the parent times windows of the run from these); at
+the end one JSON line: tasks run and the seconds they took.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                 scheduler.submit("bench", phase="go")
             scheduler.run_until_idle()
             done += WAVE
+            print(f"done {done} {time.monotonic()!r}", flush=True)
         took = time.monotonic() - began
     print(orjson.dumps({"tasks": done, "seconds": took}).decode(), flush=True)
     return 0

@@ -16,7 +16,7 @@ def test_the_console_benchmark_runs_at_a_tiny_size(tmp_path: Path) -> None:
         sys.path.insert(0, str(ROOT))
     bench = importlib.import_module("benchmarks.console")
     out = tmp_path / "console.json"
-    argv = ["--quick", "--tasks", "100", "--rounds", "1", "--seconds", "0.5", "--probes", "2"]
+    argv = ["--quick", "--tasks", "100", "--rounds", "1", "--seconds", "1", "--probes", "2"]
     assert bench.main([*argv, "--dir", str(tmp_path), "--json", str(out)]) == 0
     figures = json.loads(out.read_text())
     assert figures["tasks"] == 100 and figures["start_s"] > 0 and figures["stop_s"] > 0
