@@ -269,11 +269,11 @@ def answer(
         )
     # 31. Only an assignee answers an ask with assignees (one without: anyone).
     if asked.assignees and actor not in asked.assignees:
-        who = "no actor" if actor is None else repr(actor)
+        who = "an actor not named" if actor is None else repr(actor)
         raise RuleViolation(
             31,
-            f"{who} is not among the assignees of the ask on {topic!r} "
-            f"({', '.join(asked.assignees)}), so nothing was recorded",
+            f"only its assignees ({', '.join(asked.assignees)}) answer the ask on "
+            f"{topic!r}, not {who}, so nothing was recorded",
             task_id=task_id,
         )
     return draft.emit(AskAnswered(task_id=task_id, at=ctx.now, ask_topic=topic, value=value, **act))
