@@ -192,3 +192,19 @@ def test_tasktrail_inbox_and_answer(
     with Scheduler.open(store_url, clock=clock, registry=askers()) as s:
         s.run_until_idle()
         assert s.result(task).result == {"ok": True}
+
+
+def test_verify_replay_and_the_report_read_asks(
+    sqlite_url: str, clock: ManualClock, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with Scheduler.open(sqlite_url, clock=clock, registry=askers()) as s:
+        waiting = asking(s, "refund", "approval", ["ana"], timeout_s=3_600)
+        answered = asking(s, "deploy", "go", None)
+        s.answer(answered, "go", "yes", actor="bob", reason="green")
+        s.run_until_idle()
+    assert run(["verify", sqlite_url], capsys).code == 0
+    replayed = run(["replay", sqlite_url], capsys)
+    assert f"{waiting}" in replayed.out and "for an answer to its ask on 'approval'" in replayed.out
+    out = tmp_path / "r.html"
+    assert run(["report", sqlite_url, waiting, "--out", str(out)], capsys).code == 0
+    assert "waits for an answer on approval" in out.read_text()

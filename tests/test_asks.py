@@ -383,3 +383,22 @@ def test_a_snapshot_keeps_the_asks_and_the_inbox(store_url: str, clock: ManualCl
         s.answer(task, "approval", True, actor="ana")
         s.run_until_idle()
         assert s.task(task).status == "terminal"
+
+
+def test_rule_32_of_two_writers_answering_at_once_the_second_is_refused(
+    store_url: str, clock: ManualClock
+) -> None:
+    """Two schedulers on one store, each folded before either answers: the second's
+    answer folds the first's (or loses the append and decides again) and meets rule 32."""
+    seen: list[Any] = []
+    registry = approvals(seen)
+    with Scheduler.open(store_url, clock=clock, registry=registry, worker="a") as first:
+        task = first.submit("payment", phase="ask")
+        first.run_until_idle()
+        with Scheduler.open(store_url, clock=clock, registry=registry, worker="b") as second:
+            assert [x.task_id for x in second.inbox()] == [task]
+            first.answer(task, "approval", "from a", actor="ana")
+            _refused(second, 32, "answered already, by ana", task, "approval", "from b")
+            assert second.inbox() == []
+        first.run_until_idle()
+        assert seen == ["from a"]
