@@ -143,6 +143,13 @@ def test_the_audit_shows_who_answered_which_ask_with_what_when_and_why(
         projector.catch_up()
         stored = {r["position"]: r for r in folded_rows(projector, "audit")}
         assert stored[answered["position"]] == answered
+        query = (  # docs/auditing.md's, as written
+            "SELECT task_id, json_extract(detail, '$.ask_topic'), json_extract(detail, "
+            "'$.value'), at_iso, actor, reason FROM audit WHERE command = 'answer'"
+        )
+        assert list(projector.db.execute(query)) == [
+            (task, "approval", '{"ok":true}', "1970-01-01T00:16:42.500Z", "ana", "receipt checked")
+        ]
 
 
 def test_tasktrail_inbox_and_answer(

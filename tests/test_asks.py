@@ -341,6 +341,7 @@ def test_bad_asks_and_answers_are_refused_and_append_nothing(
             {"assignees": ["ana", ""]},
             {"request": float("nan")},
             {"timeout_s": -1},
+            {"assignees": [f"user{n}" for n in range(101)]},
         ):
             try:
                 inv.ask("approval", phase="end", **bad)
@@ -359,7 +360,7 @@ def test_bad_asks_and_answers_are_refused_and_append_nothing(
     with Scheduler.open(store_url, clock=clock, registry=registry) as s:
         task = s.submit("k", phase="ask")
         s.run_until_idle()
-        assert len(refusals) == 4 and "AskOpened" not in events(s, task)
+        assert len(refusals) == 5 and "AskOpened" not in events(s, task)
         other = s.submit("k", phase="ask")
         s.abort(other)
         s.run_until_idle()

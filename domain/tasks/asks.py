@@ -38,6 +38,8 @@ from .state import AskState, Checkpoint, TaskState
 from .validation import act_fields, json_value, phase_name, require_task, shown
 
 CloseCause = Literal["timeout", "abort"]
+MAX_ASSIGNEES = 100
+"""The most names an ask's assignees may list (a group is a name of its own)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -219,6 +221,11 @@ def _assignees(assignees: Any, task_id: str) -> tuple[str, ...]:
     if isinstance(assignees, str) or not isinstance(assignees, list | tuple | set | frozenset):
         raise InvalidArgument(
             f"assignees must be a list of names or None, not {shown(assignees)}", task_id=task_id
+        )
+    if len(assignees) > MAX_ASSIGNEES:
+        raise InvalidArgument(
+            f"an ask names at most {MAX_ASSIGNEES} assignees, not {len(assignees)}",
+            task_id=task_id,
         )
     names = [phase_name(name, "an assignee", task_id) for name in assignees]
     return tuple(dict.fromkeys(sorted(names) if isinstance(assignees, set | frozenset) else names))
