@@ -60,13 +60,14 @@ from .runs.state import RunState
 from .schedules.state import CronSchedule
 from .store.leases import Lease
 from .store.store import Store, open_store
+from .tasks.ask_inbox import Ask
 from .tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
 from .tasks.events import EVENT_TYPES, TaskEvent
 from .tasks.evolve import InvalidTransition, evolve
 from .tasks.invocation import Invocation
 from .tasks.retry import Retry
 from .tasks.retrying import PhaseRetried
-from .tasks.state import Checkpoint, Outcome, TaskState
+from .tasks.state import AskState, Checkpoint, Outcome, TaskState
 from .turns.deadlines import next_deadline
 from .turns.delivery import DELIVERY_OUTCOMES, DeliveryOutcome
 from .turns.folds import pending_wakeups
@@ -93,6 +94,8 @@ __all__ = [
     "ActiveJobError",
     "AdmissionRefused",
     "AnswerCommittingError",
+    "Ask",
+    "AskState",
     "BlockedReason",
     "CancelResult",
     "Checkpoint",

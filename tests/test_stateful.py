@@ -46,6 +46,9 @@ class ModelTask:
     priority: int = 0
     attempts: int = 0
     """The checkpoint's attempt: the failed tries of its phase so far (rule 23)."""
+    asks: dict[str, tuple[str, float | None, bool, float]] = field(default_factory=dict)
+    """Its latest ask on each topic: status, deadline, assigned (to ana), asked at."""
+    asking: str | None = None  # the topic of the ask it waits for (rules 30-32)
 
 
 class Model:
@@ -75,7 +78,46 @@ class Model:
             if not self.tasks[child].marked:
                 self.tasks[child].marked = True
                 self.tasks[child].restarts = 0  # an abort mark resets restarts (rule 12)
+                self.close_asks(child, "abort")
             self.cascade(child)
+
+    def close_asks(self, task_id: str, cause: str) -> None:
+        """An abort mark closes its task's open ask (22); a reservation past its deadline."""
+        asks = self.tasks[task_id].asks
+        for topic, (status, deadline, assigned, at) in list(asks.items()):
+            if status == "open":
+                asks[topic] = (cause, deadline, assigned, at)
+
+    def ask(
+        self, task_id: str, topic: str, timeout: int | None, assigned: bool, now: float
+    ) -> None:
+        task = self.tasks[task_id]
+        task.status, task.restarts, task.attempts = "waiting", 0, 0
+        task.topic = task.asking = topic
+        task.until = None if timeout is None else now + timeout * 1000
+        task.asks.pop(topic, None)  # the latest ask on a topic is kept, last
+        task.asks[topic] = ("open", task.until, assigned, now)
+
+    def answer(self, task_id: str, topic: str, actor: str, now: float) -> bool:
+        """Rules 30 (none open, or past its deadline), 32 (answered), 31 (not ana's)."""
+        asked = self.tasks[task_id].asks.get(topic)
+        if asked is None or asked[0] != "open":
+            return False
+        _, deadline, assigned, at = asked
+        if (deadline is not None and now >= deadline) or (assigned and actor != "ana"):
+            return False
+        self.tasks[task_id].asks[topic] = ("answered", deadline, assigned, at)
+        return True
+
+    def inbox(self, now: float) -> list[str]:
+        """The open asks not past their deadline, oldest first (then by task id)."""
+        found = [
+            (at, task_id)
+            for task_id, task in self.tasks.items()
+            for status, deadline, _, at in task.asks.values()
+            if status == "open" and (deadline is None or now < deadline)
+        ]
+        return [task_id for _, task_id in sorted(found)]
 
     def submit(self, task_id: str, owner: str | None) -> None:
         self.tasks[task_id] = ModelTask(owner=owner)
@@ -108,7 +150,7 @@ class Model:
 
     def end(self, task_id: str, outcome: str) -> None:
         task = self.tasks[task_id]
-        task.topic = task.until = None
+        task.topic = task.until = task.asking = None
         if self.children(task_id):
             task.status, task.outcome, task.restarts = "completing", outcome, 0
             if outcome != "completed":
@@ -125,10 +167,13 @@ class Model:
 
     def reserve(self, task_id: str, now: float) -> None:
         task = self.tasks[task_id]
-        if task.topic is not None and not task.marked:  # 21 (22: a mark beats a message)
-            unread = any(topic == task.topic for _, topic in task.mailbox)
-            assert unread or (task.until is not None and now >= task.until)
-        task.topic = task.until = None
+        due = task.until is not None and now >= task.until
+        if task.asking is not None and not task.marked:  # an ask's wait: its answer (30)
+            assert task.asks[task.asking][0] != "open" or due
+            self.close_asks(task_id, "timeout")
+        elif task.topic is not None and not task.marked:  # 21 (22: a mark beats a message)
+            assert any(topic == task.topic for _, topic in task.mailbox) or due
+        task.topic = task.until = task.asking = None
         task.reads = []  # a new invocation: it has read nothing yet
         if task.marked and task.restarts >= RESTART_LIMIT:
             self.end(task_id, "faulted")  # rule 12
@@ -158,6 +203,7 @@ class Model:
         if self.live(task_id):
             if not task.marked:  # a second request is no new mark: restarts stay
                 task.marked, task.restarts = True, 0
+                self.close_asks(task_id, "abort")
             self.cascade(task_id)
 
     def retry(self, task_id: str) -> None:
@@ -220,6 +266,7 @@ class Model:
                 len(m.mailbox),
                 m.topic,
                 m.priority,
+                tuple(sorted((topic, a[0]) for topic, a in m.asks.items())),
             )
             for t, m in self.tasks.items()
         }
@@ -326,6 +373,37 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
             task.topic = topic
             task.until = None if timeout is None else self.harness.clock.now + timeout * 1000
 
+    @rule(
+        slot=task_slots(),
+        topic=topics(),
+        timeout=st.none() | st.integers(0, 5),
+        assigned=st.booleans(),
+    )
+    def ask(self, slot: int, topic: str, timeout: int | None, assigned: bool) -> None:
+        if self.do(Command("ask", (slot, topic, timeout, assigned))):
+            task_id = self.harness.task(slot)
+            self.model.decided(task_id)
+            self.model.ask(task_id, topic, timeout, assigned, self.harness.clock.now)
+
+    @rule(slot=task_slots(), topic=topics(), actor=st.sampled_from(["ana", "bob"]))
+    def answer(self, slot: int, topic: str, actor: str) -> None:
+        accepted = self.do(Command("answer", (slot, topic, 1, actor)))
+        now = self.harness.clock.now
+        assert accepted == self.model.answer(self.harness.task(slot), topic, actor, now)
+
+    @rule(slot=task_slots(), topic=topics(), assigned=st.booleans())
+    def reserve_and_ask(self, slot: int, topic: str, assigned: bool) -> None:
+        """A phase that asks at once: asks are open more often than rule by rule."""
+        self.reserve(slot)
+        self.ask(slot, topic, None, assigned)
+
+    @rule(actor=st.sampled_from(["ana", "bob"]))
+    def answer_the_oldest_open_ask(self, actor: str) -> None:
+        listed = self.harness.scheduler.inbox(limit=1)
+        if listed:
+            slot = self.harness.ids.index(listed[0].task_id)
+            self.answer(slot, listed[0].topic, actor)
+
     @rule(slot=task_slots(), topic=topics())
     def read(self, slot: int, topic: str) -> None:
         if self.do(Command("read", (slot, topic))):
@@ -408,10 +486,16 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
                 len(s.mailbox),
                 s.message_topic,
                 s.priority,
+                tuple(sorted((a.topic, a.status) for a in s.asks)),
             )
             for t, s in state.tasks.items()
         }
         assert replayed == self.model.view()
+        now = self.harness.clock.now
+        listed = self.harness.scheduler.inbox(limit=1_000)
+        assert [a.task_id for a in listed] == self.model.inbox(now)
+        open_asks = self.harness.scheduler.world.indexes.get("open_asks")
+        assert state.world.indexes.get("open_asks") == open_asks
         keys = {
             k.removeprefix("key:"): v.task_id
             for k, v in state.world.streams.items()

@@ -64,6 +64,17 @@ class TaskCommands:
             attempt: int | None = None,
         ) -> None: ...
 
+        def ask(  # the approval inbox's (..service.asks)
+            self,
+            task_id: str,
+            topic: str,
+            request: Any = None,
+            phase: str | None = None,
+            timeout_s: float | None = None,
+            assignees: Sequence[str] | None = None,
+            attempt: int | None = None,
+        ) -> None: ...
+
         def task(self, task_id: str) -> TaskState: ...
 
         def outcome(self, task_id: str) -> Outcome | None: ...  # service/results.py

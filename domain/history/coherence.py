@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..runs.ledger import Ledger
+from ..tasks.ask_inbox import implied_open_asks
 from ..tasks.state import LIVE_STATUSES, TaskState
 from ..turns.state import TaskPassRetry, WakeupState
 from ..world import World
@@ -46,6 +47,7 @@ INDEX_TYPES: dict[str, Any] = {
     "live_schedules": dict[str, float],
     "live_priority": dict[str, int],
     "cron_schedules": dict[str, float],
+    "open_asks": dict[str, float],
 }
 """The declared type of each index a fold registers (``tests/test_snapshot_trust.py``
 holds this table to the indexes a fold of the reference log makes)."""
@@ -135,6 +137,8 @@ def _index_problem(world: World) -> str | None:
     raised: dict[str, int] = indexes.get("live_priority", {})
     if raised != {t: world.tasks[t].priority for t in world.live if world.tasks[t].priority}:
         return "its live_priority index is not its live tasks' priorities"
+    if indexes.get("open_asks", {}) != implied_open_asks(world):
+        return "its open_asks index is not its live tasks' open asks"
     ledger = indexes.get("ledger")
     if isinstance(ledger, Ledger) and not set(ledger.live) <= set(ledger.runs):
         return "its ledger's live runs are not among its runs"

@@ -5,11 +5,13 @@ The application hands these pure functions to its ``_decide``: each takes a
 command produces into the draft, or raises a refusal naming the rule and the
 task, which appends nothing. Nothing is defined here: each rule lives in the
 module of its part of a task's life (:mod:`.starting`, :mod:`.running`,
-:mod:`.ending`, :mod:`.restarts`, :mod:`.messages`, :mod:`.readiness`, :mod:`.forking`).
+:mod:`.ending`, :mod:`.restarts`, :mod:`.messages`, :mod:`.asks`, :mod:`.readiness`,
+:mod:`.forking`).
 """
 
 from __future__ import annotations
 
+from .asks import answer, ask
 from .context import Context
 from .ending import abort, fault, finish
 from .forking import fork
@@ -24,6 +26,8 @@ from .starting import reserve, submit, submit_owned
 __all__ = [
     "Context",
     "abort",
+    "answer",
+    "ask",
     "checkpoint",
     "fault",
     "finish",

@@ -66,14 +66,24 @@ class TaskDecider(Protocol):
         attempt: int | None = None,
     ) -> None: ...
 
+    def ask(
+        self,
+        task_id: str,
+        topic: str,
+        request: Any = None,
+        phase: str | None = None,
+        timeout_s: float | None = None,
+        assignees: Sequence[str] | None = None,
+    ) -> None: ...
+
 
 class Invocation:
     """One invocation of one task, in ``run`` or ``abort`` mode.
 
     A phase decides through it: ``checkpoint`` the next phase, ``wait`` on
-    other tasks or ``wait_message`` for a message, ``sleep``, or ``finish`` with an
-    outcome; it may ``submit`` tasks it owns, keep ``memo`` values and read its
-    ``message`` values. Each call is one scheduler
+    other tasks, ``wait_message`` for a message or ``ask`` for an answer, ``sleep``, or
+    ``finish`` with an outcome; it may ``submit`` tasks it owns, keep ``memo`` values and
+    read its ``message`` and ``answer`` values. Each call is one scheduler
     decision, recorded before it returns. Once the task stops running (it
     waits, sleeps or ends) or is abort-marked during a run, the invocation has
     ended and further decisions raise :class:`~.errors.RuleViolation`.
@@ -189,6 +199,37 @@ class Invocation:
             return None
         self.unmarked_reads.append(found.seq)
         return thawed(found.value)
+
+    def ask(
+        self,
+        topic: str,
+        request: Any = None,
+        phase: str | None = None,
+        timeout_s: float | None = None,
+        assignees: Sequence[str] | None = None,
+    ) -> None:
+        """Ask ``request`` (JSON) on ``topic`` of ``assignees`` (names; ``None``: anyone)
+        and wait for the first answer (a wait: the invocation ends and frees its slot),
+        resuming at ``phase`` (default: the current one) once answered, or after
+        ``timeout_s`` seconds without an answer. The ask is open once this returns: an
+        answer that comes while this phase still runs is kept. The phase resumed reads
+        it with :meth:`answer` (rules 30-32)."""
+        _deciding(
+            lambda: self.scheduler.ask(
+                self.task_id,
+                topic,
+                request,
+                phase=phase,
+                timeout_s=timeout_s,
+                assignees=assignees,
+            )
+        )
+
+    def answer(self, topic: str) -> Any:
+        """The answer to the task's latest ask on ``topic`` (a plain copy), or ``None``:
+        none came (its deadline passed, or it was never asked)."""
+        asked = next((a for a in self.task.asks if a.topic == topic), None)
+        return thawed(asked.value) if asked is not None and asked.status == "answered" else None
 
     def outcome(self, task_id: str) -> Outcome | None:
         """The outcome (status, result, error) of a task this one waited on, or

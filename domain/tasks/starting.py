@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import InvalidArgument, Refused, RuleViolation, TaskIdTaken
 from ..world import Draft
+from .asks import close_asks, close_timed_out_ask
 from .context import Context
 from .definitions import Registry, definition_fit, parked
 from .describe import waiting_for_message
@@ -233,6 +234,8 @@ def reserve(
         cancelling = cancelling_ancestor(draft, task_id)
         if cancelling is not None:
             task = draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=6, by=cancelling.id))
+            close_asks(draft, ctx, task_id)  # 22. the mark beats an answer (.asks)
+            task = require_task(draft, task_id)
     # 22. An abort mark beats a message, as it ends a wait or a sleep (rules 3, 8): the
     #     mode is the mark's, whatever arrived in the same instant, which stays unread.
     if task.abort_requested:
@@ -261,6 +264,7 @@ def reserve(
     fit = definition_fit(task, registry.get(task.kind), failed_migrations)
     if fit not in ("same", "migrate"):
         raise RuleViolation(13, f"blocked: {fit}", task_id=task_id)
+    close_timed_out_ask(draft, ctx, task)  # 21. resumed past its deadline: no answer
     if fit == "migrate":
         _migrate(draft, ctx, task, registry, migrated_phase)
     draft.emit(TaskReserved(task_id=task_id, at=ctx.now, mode="run", worker=ctx.worker))

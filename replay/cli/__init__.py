@@ -43,7 +43,7 @@ from .common import (
     EXIT_UNCHECKED,
     warn,
 )
-from .service import result_command, send_command
+from .service import ask_commands, result_command, send_command
 from .service import schedules as schedule_commands
 
 EPILOG = """\
@@ -74,6 +74,8 @@ examples:
   tasktrail fork trail.db fragile-0001 --at 300 --actor alice
   tasktrail schedule trail.db nightly report --phase start --cron '0 2 * * *' --tz Europe/Paris
   tasktrail schedules trail.db            the live schedules and their next ticks
+  tasktrail inbox trail.db --assignee ana   the open asks ana may answer
+  tasktrail answer trail.db TASK approval '{"ok": true}' --actor ana --reason "read it"
 
 A STORE is a SQLite file path (or a file: URI, mode=ro or immutable=1 to read
 only) or a postgresql:// URL; a SOURCE may also be a .jsonl export. Commands that
@@ -126,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     act_commands.add_retry(commands)
     act_commands.add_fork(commands)
     send_command.add_send(commands)
+    ask_commands.add_inbox(commands)
+    ask_commands.add_answer(commands)
     schedule_commands.add_schedule(commands)
     schedule_commands.add_unschedule(commands)
     for command in commands.choices.values():
@@ -209,6 +213,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "retry": act_commands.do_retry,
         "fork": act_commands.do_fork,
         "send": send_command.do_send,
+        "inbox": ask_commands.do_inbox,
+        "answer": ask_commands.do_answer,
         "schedules": schedule_commands.do_schedules,
         "schedule": schedule_commands.do_schedule,
         "unschedule": schedule_commands.do_unschedule,
