@@ -66,7 +66,8 @@ from .tasks.evolve import InvalidTransition, evolve
 from .tasks.invocation import Invocation
 from .tasks.retry import Retry
 from .tasks.retrying import PhaseRetried
-from .tasks.state import Checkpoint, Outcome, TaskState
+from .tasks.state import Checkpoint, Outcome, StreamState, TaskState
+from .tasks.streams import ChunksEmitted, StreamClosed, StreamRefused
 from .turns.deadlines import next_deadline
 from .turns.delivery import DELIVERY_OUTCOMES, DeliveryOutcome
 from .turns.folds import pending_wakeups
@@ -96,6 +97,7 @@ __all__ = [
     "BlockedReason",
     "CancelResult",
     "Checkpoint",
+    "ChunksEmitted",
     "Clock",
     "ClockConflict",
     "ConflictError",
@@ -149,6 +151,9 @@ __all__ = [
     "StaleCompletion",
     "Store",
     "StoreError",
+    "StreamClosed",
+    "StreamRefused",
+    "StreamState",
     "SubmitError",
     "SubmitFailed",
     "SubmitRequest",
