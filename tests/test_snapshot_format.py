@@ -41,6 +41,10 @@ FOLD_DIGESTS = {
         "fold-reference.jsonl": "bf8a5c212b6460c2",
         "first-release.sqlite": "0139c6d1a3863695",
     },
+    7: {  # a task's output streams (issue 44, rules 28-29): TaskState.streams
+        "fold-reference.jsonl": "08c0fb6adbde513c",
+        "first-release.sqlite": "c63bcda617ca1b42",
+    },
 }
 """The first 16 hex digits of the sha256 of each kept log's compacted world, by FORMAT
 (an earlier FORMAT's entry is of the kept log as it was then: format 4 added a claimed
