@@ -235,8 +235,11 @@ class Invocation:
     def flush(self) -> None:
         """Record what this invocation emitted and has not recorded yet, now (one
         decision, refused as its decisions are once it has ended)."""
-        if self.streams is not None and self.streams.waiting:
-            _deciding(lambda: self.scheduler.flush_streams(self.task_id))
+        buffer = self.streams
+        if buffer is not None:
+            buffer.settle()  # the stream writer's recording under way ends first
+            if buffer.waiting:
+                _deciding(lambda: self.scheduler.flush_streams(self.task_id))
 
     async def flush_async(self) -> None:
         """:meth:`flush` for an ``async`` phase: the loop goes on meanwhile."""

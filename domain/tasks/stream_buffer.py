@@ -94,6 +94,11 @@ class StreamBuffer:
             batch.close = True
             return True
 
+    def settle(self) -> None:
+        """Wait for a recording under way (another taker's) to end."""
+        with self._taking:
+            pass
+
     @property
     def waiting(self) -> bool:
         """Whether anything waits to be recorded."""
