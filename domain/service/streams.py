@@ -77,7 +77,7 @@ class StreamWriter:
             scheduler = self._scheduler()
             if scheduler is None:
                 return
-            linger = scheduler.stream_linger_s
+            linger = scheduler.stream_linger_s or 0.0
             del scheduler  # not held while it waits
             pause = self._last + linger - time.monotonic()
             if pause > 0:
@@ -97,11 +97,12 @@ class StreamWriter:
 class StreamCommands:
     """``read_stream``, ``read_stream_async`` and the recording of what phases emit."""
 
-    stream_linger_s: float = 0.005
+    stream_linger_s: float | None = 0.005
     """How long the stream writer waits after recording an invocation's chunks before
     it records the next ones (of any invocation): the latency a chunk may gain so that a
     phase emitting fast is recorded in few events. ``0`` records as soon as the store
-    takes them."""
+    takes them; ``None``: no stream writer, chunks wait for the invocation's next
+    decision (or ``inv.flush()``)."""
     _stream_writer: StreamWriter | None = None
     closing: bool
     _invocations: dict[str, Invocation]
@@ -156,6 +157,8 @@ class StreamCommands:
     def stream_waiting(self, invocation: Invocation) -> None:
         """``invocation`` has chunks waiting to be recorded: the stream writer records
         them within :attr:`stream_linger_s` (a few milliseconds)."""
+        if self.stream_linger_s is None:
+            return  # recorded by its next decision
         writer = self._stream_writer
         if writer is None:
             writer = self._stream_writer = StreamWriter(self)
