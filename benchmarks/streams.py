@@ -42,6 +42,8 @@ from .streams_registry import BUSY, FLOOD, registry
 
 LATENCY_GOAL_MS = {"one process": 20.0, "across processes": 50.0}
 COST_GOAL = 0.10
+LINGER: dict[str, float] = {}
+"""``--linger-ms``: the stream writer's linger in this process's schedulers, if given."""
 
 
 def _read_latencies(s: Scheduler, task_id: str) -> list[float]:
@@ -54,6 +56,7 @@ def _read_latencies(s: Scheduler, task_id: str) -> list[float]:
 
 def _latency_in_process(location: str, chunks: int, every_ms: float) -> list[float]:
     s = Scheduler.open(location, registry=registry, worker="bench")
+    s.stream_linger_s = LINGER.get("s", s.stream_linger_s)
     worker = Worker(s, concurrency=4, poll_ms=20)
     runner = threading.Thread(target=worker.run, daemon=True)
     runner.start()
@@ -86,6 +89,7 @@ def _busy_rate(location: str, tasks: int, window_s: float, flood: bool) -> dict[
     BUSY.stop.clear()
     BUSY.phases = FLOOD.emitted = 0
     s = Scheduler.open(location, registry=registry, worker="bench")
+    s.stream_linger_s = LINGER.get("s", s.stream_linger_s)
     worker = Worker(s, concurrency=tasks + 8, poll_ms=20)
     for _ in range(tasks):
         s.submit("busy", phase="a")
@@ -205,6 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=None, help="busy tasks (default 32)")
     parser.add_argument("--phase-ms", type=float, default=None, help="a busy phase, ms (10)")
     parser.add_argument("--window-s", type=float, default=None, help="s timed a cost round (5)")
+    parser.add_argument(
+        "--linger-ms",
+        type=float,
+        default=None,
+        help="Scheduler.stream_linger_s, in ms (its default)",
+    )
     parser.add_argument("--stores", default="sqlite,postgresql", help="sqlite,postgresql")
     parser.add_argument("--postgres", default=POSTGRES, help="server URL")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
@@ -217,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
             setattr(args, name, default)
     if args.rounds < 1 or args.chunks < 1 or args.tasks < 1 or args.window_s <= 0:
         parser.error("--rounds, --chunks and --tasks must be >= 1, --window-s > 0")
+    if args.linger_ms is not None:
+        LINGER["s"] = args.linger_ms / 1000.0
     with tempfile.TemporaryDirectory(prefix="tasktrail-streams-") as tmp:
         results = run_all(args, Path(tmp))
     print(format_table(results, verdicts=not args.quick))

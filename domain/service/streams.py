@@ -7,11 +7,12 @@ Writing. ``inv.emit`` keeps a chunk in its invocation's buffer
 thread started on the first chunk (and gone after :data:`IDLE_S` without one). It
 records every waiting invocation's chunks, each invocation's as one decision of that
 invocation (refused as its decisions are once it has ended): at once when it last
-recorded more than :attr:`StreamCommands.stream_linger_s` ago, else once that much has
-passed, so a phase emitting a chunk a millisecond is recorded in a few events a
-``stream_linger_s`` rather than one a chunk (coalesced: one :class:`ChunksEmitted` per
-stream per decision, at most 1,000 chunks or 256 KiB each). A decision the phase takes
-meanwhile records what waits first, in its own append; so does a phase's failure.
+recorded more than :attr:`StreamCommands.stream_linger_s` (or twice its last round's
+time) ago, else once that much has passed, so a phase emitting a chunk a millisecond is
+recorded in about one event a ``stream_linger_s`` rather than one a chunk (coalesced:
+one :class:`ChunksEmitted` per stream per decision, at most 1,000 chunks or 256 KiB
+each). A decision the phase takes meanwhile records what waits first, in its own
+append; so does a phase's failure.
 
 Reading. :meth:`StreamCommands.read_stream` and :meth:`StreamCommands.read_stream_async`
 read the log (:mod:`.stream_reading`), not this process's memory, so any process that
@@ -54,6 +55,7 @@ class StreamWriter:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._last = 0.0
+        self._took = 0.0  # how long its last round of recordings took
 
     def add(self, invocation: Invocation) -> None:
         """``invocation`` has chunks waiting: record them soon."""
@@ -77,11 +79,13 @@ class StreamWriter:
             scheduler = self._scheduler()
             if scheduler is None:
                 return
-            linger = scheduler.stream_linger_s or 0.0
+            # Coalesce: one recording a linger at most, or a round's time twice over on
+            # a store slower than that; chunks emitted meanwhile join the next round.
+            linger = max(scheduler.stream_linger_s or 0.0, 2 * self._took)
             del scheduler  # not held while it waits
             pause = self._last + linger - time.monotonic()
             if pause > 0:
-                time.sleep(pause)  # coalesce: chunks emitted meanwhile join these
+                time.sleep(pause)
             self._wake.clear()
             with self._lock:
                 waiting, self._waiting = self._waiting, {}
@@ -92,17 +96,20 @@ class StreamWriter:
             for invocation in waiting.values():
                 scheduler._record_streams(invocation)
             del scheduler
+            self._took = time.monotonic() - self._last
 
 
 class StreamCommands:
     """``read_stream``, ``read_stream_async`` and the recording of what phases emit."""
 
-    stream_linger_s: float | None = 0.005
-    """How long the stream writer waits after recording an invocation's chunks before
-    it records the next ones (of any invocation): the latency a chunk may gain so that a
-    phase emitting fast is recorded in few events. ``0`` records as soon as the store
-    takes them; ``None``: no stream writer, chunks wait for the invocation's next
-    decision (or ``inv.flush()``)."""
+    stream_linger_s: float | None = 0.02
+    """How long the stream writer waits after a round of recordings before the next
+    (twice the round's own time, if longer: a slow store is asked less often): the
+    latency a chunk may gain when chunks come faster than that, so that a phase emitting
+    fast is recorded in few events and costs the other tasks little (a chunk after a
+    quiet spell is recorded at once). ``0``: as often as the store takes them; ``None``:
+    no stream writer, chunks wait for the invocation's next decision (or
+    ``inv.flush()``)."""
     _stream_writer: StreamWriter | None = None
     closing: bool
     _invocations: dict[str, Invocation]
@@ -156,7 +163,7 @@ class StreamCommands:
 
     def stream_waiting(self, invocation: Invocation) -> None:
         """``invocation`` has chunks waiting to be recorded: the stream writer records
-        them within :attr:`stream_linger_s` (a few milliseconds)."""
+        them within :attr:`stream_linger_s` (20 ms), at once after a quiet spell."""
         if self.stream_linger_s is None:
             return  # recorded by its next decision
         writer = self._stream_writer
