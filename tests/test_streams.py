@@ -377,6 +377,10 @@ def test_tasktrail_stream_prints_the_chunks_after_an_offset(
     assert "stream 'out': 4 chunks, 28 bytes, closed" in history
     assert "stream 'log': 1 chunk, 6 bytes, open" in history
     assert '"n"' not in history
+    explained = run(["explain", store_url, task], capsys).out
+    assert "emit to stream 'out': 4 chunks at offsets 0-3, 28 bytes in 4 events" in explained
+    assert "emit to stream 'log': 1 chunk at offsets 0-0, 6 bytes" in explained
+    assert '"n"' not in explained
     as_json = [
         json.loads(line)
         for line in run(["history", store_url, task, "--json"], capsys).out.splitlines()

@@ -42,6 +42,8 @@ log = logging.getLogger("tasktrail.worker")
 
 IDLE_S = 1.0
 """How long the stream writer's thread stays without a chunk before it ends."""
+BURST = 3.0
+"""Rounds of recordings the stream writer may make at once after a quiet spell."""
 
 
 class StreamWriter:
@@ -54,7 +56,8 @@ class StreamWriter:
         self._waiting: dict[int, Invocation] = {}
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last = 0.0
+        self._last = time.monotonic()  # when the bucket was last filled
+        self._tokens = BURST
         self._took = 0.0  # how long its last round of recordings took
 
     def add(self, invocation: Invocation) -> None:
@@ -79,24 +82,31 @@ class StreamWriter:
             scheduler = self._scheduler()
             if scheduler is None:
                 return
-            # Coalesce: one recording a linger at most, or a round's time twice over on
-            # a store slower than that; chunks emitted meanwhile join the next round.
+            # Coalesce: rounds of recordings at most one a linger (or a round's time
+            # twice over, on a store slower than that) in the long run, a token bucket
+            # of BURST: a chunk after a quiet spell goes at once, and so does one that
+            # comes as often as the linger (a wake-up's delay is not carried on).
             linger = max(scheduler.stream_linger_s or 0.0, 2 * self._took)
             del scheduler  # not held while it waits
-            pause = self._last + linger - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
+            now = time.monotonic()
+            refill = (now - self._last) / linger if linger > 0 else BURST
+            self._tokens = min(BURST, self._tokens + refill)
+            self._last = now
+            if self._tokens < 1:
+                time.sleep((1 - self._tokens) * linger)
+                self._tokens, self._last = 1.0, time.monotonic()
+            self._tokens -= 1
             self._wake.clear()
             with self._lock:
                 waiting, self._waiting = self._waiting, {}
             scheduler = self._scheduler()
             if scheduler is None:
                 return
-            self._last = time.monotonic()
+            started = time.monotonic()
             for invocation in waiting.values():
                 scheduler._record_streams(invocation)
             del scheduler
-            self._took = time.monotonic() - self._last
+            self._took = time.monotonic() - started
 
 
 class StreamCommands:

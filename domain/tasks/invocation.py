@@ -213,7 +213,7 @@ class Invocation:
         offset = buffer.add(stream, value, size)
         if buffer.chunks >= MAX_WAITING_CHUNKS or buffer.bytes >= MAX_WAITING_BYTES:
             self.flush()  # emitted faster than the store takes them: wait for it here
-        else:
+        elif buffer.announce and buffer.announced():
             self.scheduler.stream_waiting(self)
         return offset
 

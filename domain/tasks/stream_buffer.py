@@ -45,6 +45,15 @@ class StreamBuffer:
         """Chunks waiting."""
         self.bytes = 0
         """Their bytes as JSON."""
+        self.announce = False
+        """Set when chunks began to wait, until the stream writer was told
+        (:meth:`announced`): told once a round, not a chunk."""
+
+    def announced(self) -> bool:
+        """Whether the stream writer is to be told now (then it has been)."""
+        with self._lock:
+            due, self.announce = self.announce, False
+            return due
 
     def knows(self, stream: str) -> bool:
         """Whether :meth:`learn` told it of ``stream`` already."""
@@ -63,7 +72,8 @@ class StreamBuffer:
         return self._next.get(stream, 0)
 
     def add(self, stream: str, value: Any, size: int) -> int:
-        """Keep a chunk of ``stream`` (learned already); returns its offset."""
+        """Keep a chunk of ``stream`` (learned already); returns its offset. (The first
+        chunk waiting sets :attr:`announce`: the stream writer is to hear of it.)"""
         with self._lock:
             # 28. A closed stream takes no chunk: refused here, nothing kept.
             if stream in self._closed:
@@ -77,6 +87,7 @@ class StreamBuffer:
             batch.values.append(value)
             batch.sizes.append(size)
             self._next[stream] = offset + 1
+            self.announce = self.announce or self.chunks == 0
             self.chunks += 1
             self.bytes += size
             return offset
@@ -129,6 +140,7 @@ class StreamBuffer:
                     self._waiting = taken
                     self.chunks += chunks
                     self.bytes += size
+                    self.announce = True  # the next emit tells the stream writer again
                 raise
 
 
