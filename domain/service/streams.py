@@ -7,11 +7,11 @@ Writing. ``inv.emit`` keeps a chunk in its invocation's buffer
 thread started on the first chunk (and gone after :data:`IDLE_S` without one). It
 records every waiting invocation's chunks, each invocation's as one decision of that
 invocation (refused as its decisions are once it has ended): at once when it last
-recorded more than :attr:`StreamCommands.stream_linger_s` (or twice its last round's
-time) ago, else once that much has passed, so a phase emitting a chunk a millisecond is
-recorded in about one event a ``stream_linger_s`` rather than one a chunk (coalesced:
-one :class:`ChunksEmitted` per stream per decision, at most 1,000 chunks or 256 KiB
-each). A decision the phase takes meanwhile records what waits first, in its own
+recorded more than :attr:`StreamCommands.stream_linger_s` ago (in the long run: a token
+bucket lets a few rounds go at once after a quiet spell), else once that much has
+passed, so a phase emitting a chunk a millisecond is recorded in about one event a
+``stream_linger_s`` rather than one a chunk (coalesced: one :class:`ChunksEmitted` per
+stream per decision, at most 1,000 chunks or 256 KiB each). A decision the phase takes meanwhile records what waits first, in its own
 append; so does a phase's failure.
 
 Reading. :meth:`StreamCommands.read_stream` and :meth:`StreamCommands.read_stream_async`
@@ -58,7 +58,6 @@ class StreamWriter:
         self._thread: threading.Thread | None = None
         self._last = time.monotonic()  # when the bucket was last filled
         self._tokens = BURST
-        self._took = 0.0  # how long its last round of recordings took
 
     def add(self, invocation: Invocation) -> None:
         """``invocation`` has chunks waiting: record them soon."""
@@ -82,11 +81,11 @@ class StreamWriter:
             scheduler = self._scheduler()
             if scheduler is None:
                 return
-            # Coalesce: rounds of recordings at most one a linger (or a round's time
-            # twice over, on a store slower than that) in the long run, a token bucket
-            # of BURST: a chunk after a quiet spell goes at once, and so does one that
-            # comes as often as the linger (a wake-up's delay is not carried on).
-            linger = max(scheduler.stream_linger_s or 0.0, 2 * self._took)
+            # Coalesce: rounds of recordings at most one a linger in the long run, a
+            # token bucket of BURST: a chunk after a quiet spell goes at once, and so
+            # does one that comes as often as the linger (a wake-up's delay is not
+            # carried on to the chunks after it).
+            linger = scheduler.stream_linger_s or 0.0
             del scheduler  # not held while it waits
             now = time.monotonic()
             refill = (now - self._last) / linger if linger > 0 else BURST
@@ -102,24 +101,21 @@ class StreamWriter:
             scheduler = self._scheduler()
             if scheduler is None:
                 return
-            started = time.monotonic()
             for invocation in waiting.values():
                 scheduler._record_streams(invocation)
             del scheduler
-            self._took = time.monotonic() - started
 
 
 class StreamCommands:
     """``read_stream``, ``read_stream_async`` and the recording of what phases emit."""
 
     stream_linger_s: float | None = 0.02
-    """How long the stream writer waits after a round of recordings before the next
-    (twice the round's own time, if longer: a slow store is asked less often): the
-    latency a chunk may gain when chunks come faster than that, so that a phase emitting
-    fast is recorded in few events and costs the other tasks little (a chunk after a
-    quiet spell is recorded at once). ``0``: as often as the store takes them; ``None``:
-    no stream writer, chunks wait for the invocation's next decision (or
-    ``inv.flush()``)."""
+    """The stream writer's rounds of recordings are one a ``stream_linger_s`` at most in
+    the long run: the latency a chunk may gain when chunks come faster than that, so
+    that a phase emitting fast is recorded in few events and costs the other tasks
+    little (a chunk after a quiet spell is recorded at once). ``0``: as often as the
+    store takes them; ``None``: no stream writer, chunks wait for the invocation's next
+    decision (or ``inv.flush()``)."""
     _stream_writer: StreamWriter | None = None
     closing: bool
     _invocations: dict[str, Invocation]
