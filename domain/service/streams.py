@@ -11,8 +11,8 @@ recorded more than :attr:`StreamCommands.stream_linger_s` ago (in the long run: 
 bucket lets a few rounds go at once after a quiet spell), else once that much has
 passed, so a phase emitting a chunk a millisecond is recorded in about one event a
 ``stream_linger_s`` rather than one a chunk (coalesced: one :class:`ChunksEmitted` per
-stream per decision, at most 1,000 chunks or 256 KiB each). A decision the phase takes meanwhile records what waits first, in its own
-append; so does a phase's failure.
+stream per decision, at most 1,000 chunks or 256 KiB each). A decision the phase takes
+meanwhile records what waits first, in its own append; so does a phase's failure.
 
 Reading. :meth:`StreamCommands.read_stream` and :meth:`StreamCommands.read_stream_async`
 read the log (:mod:`.stream_reading`), not this process's memory, so any process that
