@@ -67,7 +67,8 @@ from .tasks.evolve import InvalidTransition, evolve
 from .tasks.invocation import Invocation
 from .tasks.retry import Retry
 from .tasks.retrying import PhaseRetried
-from .tasks.state import AskState, Checkpoint, Outcome, TaskState
+from .tasks.state import AskState, Checkpoint, Outcome, StreamState, TaskState
+from .tasks.streams import ChunksEmitted, StreamClosed, StreamRefused
 from .turns.deadlines import next_deadline
 from .turns.delivery import DELIVERY_OUTCOMES, DeliveryOutcome
 from .turns.folds import pending_wakeups
@@ -99,6 +100,7 @@ __all__ = [
     "BlockedReason",
     "CancelResult",
     "Checkpoint",
+    "ChunksEmitted",
     "Clock",
     "ClockConflict",
     "ConflictError",
@@ -152,6 +154,9 @@ __all__ = [
     "StaleCompletion",
     "Store",
     "StoreError",
+    "StreamClosed",
+    "StreamRefused",
+    "StreamState",
     "SubmitError",
     "SubmitFailed",
     "SubmitRequest",

@@ -87,6 +87,18 @@ def message_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
     )
 
 
+def stream_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
+    """Streams (rules 28, 29): a chunk emitted to one of two streams by the invocation
+    running the task, or a stream closed, each recorded at once (``inv.flush``)."""
+    slot, stream = task_slots(slots), st.sampled_from(["out", "log"])
+    return st.one_of(
+        st.builds(
+            lambda t, name, v: Command("emit", (t, name, v)), slot, stream, st.integers(0, 9)
+        ),
+        st.builds(lambda t, name: Command("close_stream", (t, name)), slot, stream),
+    )
+
+
 def clock_moves() -> st.SearchStrategy[Command]:
     """The clock moving forward, from a millisecond to a minute."""
     return st.builds(lambda ms: Command("advance", (ms,)), st.integers(1, 60_000))
@@ -205,6 +217,7 @@ def commands(
 ) -> st.SearchStrategy[Command]:
     """Any command, the clock moving in between."""
     options = [lifecycle_commands(slots), message_commands(slots), clock_moves()]
+    options.append(stream_commands(slots))
     if schedules:
         options.append(schedule_commands())
     if runs:

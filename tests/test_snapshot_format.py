@@ -41,9 +41,9 @@ FOLD_DIGESTS = {
         "fold-reference.jsonl": "bf8a5c212b6460c2",
         "first-release.sqlite": "0139c6d1a3863695",
     },
-    7: {  # the approval inbox (issue 44): a task's asks (TaskState.asks, rules 30-32)
-        "fold-reference.jsonl": "eb219b1f860542ee",
-        "first-release.sqlite": "c035a31405f25583",
+    7: {  # issue 44: a task's asks (rules 30-32) and output streams (rules 28-29)
+        "fold-reference.jsonl": "47c20de653da755b",
+        "first-release.sqlite": "5d1490e8e0283e45",
     },
 }
 """The first 16 hex digits of the sha256 of each kept log's compacted world, by FORMAT

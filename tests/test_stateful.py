@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from tasktrail.domain.schedules.cron import CATCH_UP_LIMIT
+from tasktrail.domain.tasks.streams import summaries
 from tasktrail.projections import Projector
 from tasktrail.replay import replay
 from tasktrail.replay.harness import HARNESS_RETRY, Harness, crash
@@ -49,6 +50,10 @@ class ModelTask:
     asks: dict[str, tuple[str, float | None, bool, float]] = field(default_factory=dict)
     """Its latest ask on each topic: status, deadline, assigned (to ana), asked at."""
     asking: str | None = None  # the topic of the ask it waits for (rules 30-32)
+    streams: dict[str, list[Any]] = field(default_factory=dict)
+    """Each output stream's chunks recorded, in offset order (rule 29)."""
+    closed: set[str] = field(default_factory=set)
+    """The streams its phases closed (a decided outcome closes the rest: rule 29)."""
 
 
 class Model:
@@ -267,6 +272,10 @@ class Model:
                 m.topic,
                 m.priority,
                 tuple(sorted((topic, a[0]) for topic, a in m.asks.items())),
+                {
+                    name: (len(chunks), name in m.closed or m.status in ("completing", "terminal"))
+                    for name, chunks in sorted(m.streams.items())
+                },
             )
             for t, m in self.tasks.items()
         }
@@ -404,6 +413,32 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
             slot = self.harness.ids.index(listed[0].task_id)
             self.answer(slot, listed[0].topic, actor)
 
+    @rule(slot=task_slots(), stream=st.sampled_from(["out", "log"]), value=st.integers(0, 9))
+    def emit(self, slot: int, stream: str, value: int) -> None:
+        task = self.model.tasks.get(self.harness.task(slot))
+        accepted = self.do(Command("emit", (slot, stream, value)))
+        if accepted:
+            assert task is not None and stream not in task.closed  # rule 28
+            task.streams.setdefault(stream, []).append(value)
+            chunks = list(
+                self.harness.scheduler.read_stream(
+                    task_id := self.harness.task(slot), stream, follow=False
+                )
+            )
+            assert chunks == list(enumerate(task.streams[stream]))  # rule 29: dense, in order
+            after = len(chunks) - 2
+            assert (
+                list(self.harness.scheduler.read_stream(task_id, stream, after, False))
+                == chunks[after + 1 :]
+            )
+
+    @rule(slot=task_slots(), stream=st.sampled_from(["out", "log"]))
+    def close_stream(self, slot: int, stream: str) -> None:
+        if self.do(Command("close_stream", (slot, stream))):
+            task = self.model.tasks[self.harness.task(slot)]
+            task.streams.setdefault(stream, [])
+            task.closed.add(stream)
+
     @rule(slot=task_slots(), topic=topics())
     def read(self, slot: int, topic: str) -> None:
         if self.do(Command("read", (slot, topic))):
@@ -487,6 +522,7 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
                 s.message_topic,
                 s.priority,
                 tuple(sorted((a.topic, a.status) for a in s.asks)),
+                {name: (n["chunks"], n["closed"]) for name, n in sorted(summaries(s).items())},
             )
             for t, s in state.tasks.items()
         }

@@ -18,6 +18,7 @@ from ..service.keys import KeyCommands
 from ..service.messages import MessageCommands
 from ..service.results import ResultCommands
 from ..service.schedules import ScheduleCommands
+from ..service.streams import StreamCommands
 from .fleet import FleetCommands
 from .phases import PhaseCommands
 
@@ -39,6 +40,7 @@ class CommandGroups(
     ResultCommands,
     ScheduleCommands,
     AskCommands,
+    StreamCommands,
 ):
     """Every command group of a scheduler, mixed in one base; the state they share is
     the scheduler's (each group declares what it reads of it)."""

@@ -43,7 +43,8 @@ body carries the chain heads of the streams it holds and its own digest (issue 3
 checked before a snapshot is trusted, :mod:`.envelope`); the world inside is format 4's;
 6: a task's ``priority`` folded from its submission's (rule 19; a format-5 snapshot would
 hold 0 for a submission an import recorded with another), and the keys' streams;
-7: a task's asks (``TaskState.asks``, rules 30-32) and the ``open_asks`` index.
+7: a task's asks (``TaskState.asks``, rules 30-32) and the ``open_asks`` index; a task's
+   output streams (``TaskState.streams``, rules 28 and 29).
 """
 
 

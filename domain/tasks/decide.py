@@ -22,6 +22,8 @@ from .restarts import recover, retry, stop
 from .retrying import retry_phase
 from .running import checkpoint, memo, sleep, wait
 from .starting import reserve, submit, submit_owned
+from .streams import emitting
+from .streams import flush as flush_streams
 
 __all__ = [
     "Context",
@@ -29,8 +31,10 @@ __all__ = [
     "answer",
     "ask",
     "checkpoint",
+    "emitting",
     "fault",
     "finish",
+    "flush_streams",
     "fork",
     "held_elsewhere",
     "memo",

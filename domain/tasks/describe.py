@@ -76,6 +76,9 @@ def describe(event: TaskEvent) -> str:
             continue
         if name == "task_id":
             continue
+        if name == "values" and isinstance(value, list):  # a stream's chunks: counted
+            parts.append(f"chunks={len(value)}")
+            continue
         parts.append(f"{name}={field_text(name, value)}")
     rule = f"  [rule {event.rule}]" if event.rule is not None else ""
     return printable(f"{type(event).__name__}({', '.join(parts)}){rule}")

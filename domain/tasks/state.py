@@ -111,6 +111,20 @@ class AskState:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamState:
+    """One named stream of a task's output (rules 28 and 29): how many chunks it holds
+    (the next chunk's offset), their size as JSON, how many events recorded them, and
+    whether ``close_stream`` closed it. The chunks' values are on their events only: a
+    reader reads them from the log (``Scheduler.read_stream``), never from a state. A
+    task whose outcome is decided has every stream closed (:func:`.streams.closed`)."""
+
+    chunks: int = 0
+    bytes: int = 0
+    events: int = 0
+    closed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class TaskState:
     """Everything known of one task after the events so far.
 
@@ -167,6 +181,8 @@ class TaskState:
     """How many messages were ever sent to the task (the next one's number less one)."""
     asks: tuple[AskState, ...] = ()
     """The task's latest ask on each topic it asked on, oldest first (rules 30-32)."""
+    streams: Mapping[str, StreamState] = EMPTY
+    """The task's output streams by name (rules 28 and 29), each summarized."""
 
     @property
     def live(self) -> bool:
@@ -240,6 +256,12 @@ class TaskState:
             ]
         if self.asks:
             out["asks"] = [ask.to_dict() for ask in self.asks]
+        if self.streams:
+            decided = self.outcome is not None
+            out["streams"] = {
+                name: {"chunks": s.chunks, "bytes": s.bytes, "closed": s.closed or decided}
+                for name, s in self.streams.items()
+            }
         out["events"] = self.events
         return out
 

@@ -43,7 +43,7 @@ from .common import (
     EXIT_UNCHECKED,
     warn,
 )
-from .service import ask_commands, result_command, send_command
+from .service import ask_commands, result_command, send_command, stream_command
 from .service import schedules as schedule_commands
 
 EPILOG = """\
@@ -52,6 +52,7 @@ examples:
   tasktrail demo --db /tmp/t.db --tasks 500
   tasktrail tasks tasktrail-demo.db --status terminal
   tasktrail result trail.db TASK --wait 30 --json   a task's outcome and result
+  tasktrail stream trail.db TASK --after 41 --follow   its output, from offset 42 on
   tasktrail tasks tasktrail-demo.db --outcome aborted --since 2026-01-05 --limit 20
   tasktrail runs tasktrail-demo.db --day 2026-01-05   the run ledger (--live: in flight)
   tasktrail workers trail.db              each worker: live or not, tasks it holds
@@ -108,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands.add_history(commands)
     tasks_command.add_tasks(commands)
     result_command.add_result(commands)
+    stream_command.add_stream(commands)
     runs_command.add_runs(commands)
     schedule_commands.add_schedules(commands)
     workers_command.add_workers(commands)
@@ -194,6 +196,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "history": store_commands.do_history,
         "tasks": tasks_command.do_tasks,
         "result": result_command.do_result,
+        "stream": stream_command.do_stream,
         "runs": runs_command.do_runs,
         "workers": workers_command.do_workers,
         "project": store_commands.do_project,
