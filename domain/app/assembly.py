@@ -4,10 +4,12 @@ methods resolve: the decision cycle first, then each group of ``commands/``,
 
 from __future__ import annotations
 
+from ..commands.awaitable_commands import AwaitableCommands
 from ..commands.batch import BatchCommands
 from ..commands.decision import DecisionCycle
 from ..commands.forking import ForkCommands
 from ..commands.group_commit import GroupCommit
+from ..commands.loop_commit import LoopCommit
 from ..commands.snapshots import SnapshotCommands
 from ..commands.submitting import SubmitCommands
 from ..commands.task_commands import TaskCommands
@@ -24,9 +26,11 @@ from .phases import PhaseCommands
 class CommandGroups(
     DecisionCycle,
     GroupCommit,
+    LoopCommit,
     KeyCommands,
     SubmitCommands,
     TaskCommands,
+    AwaitableCommands,
     ForkCommands,
     PhaseCommands,
     BatchCommands,

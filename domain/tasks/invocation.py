@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
@@ -66,6 +66,48 @@ class TaskDecider(Protocol):
         attempt: int | None = None,
     ) -> None: ...
 
+    # The awaitable forms (issue 43): the same decisions, the event loop free meanwhile.
+
+    async def checkpoint_async(
+        self, task_id: str, phase: str, attempt: int | None = None
+    ) -> None: ...
+
+    async def memo_async(self, task_id: str, name: str, value: Any = _MISSING) -> Any: ...
+
+    async def wait_async(
+        self,
+        task_id: str,
+        on: Sequence[str],
+        policy: Policy = "all",
+        phase: str | None = None,
+        attempt: int | None = None,
+    ) -> None: ...
+
+    async def sleep_async(
+        self, task_id: str, until: float, phase: str | None = None, attempt: int | None = None
+    ) -> None: ...
+
+    async def finish_async(
+        self,
+        task_id: str,
+        status: OutcomeStatus = "completed",
+        error: Any = None,
+        *,
+        reason: str | None = None,
+        result: Any = None,
+    ) -> None: ...
+
+    async def submit_owned_async(self, owner: str, kind: str, **options: Any) -> str: ...
+
+    async def wait_message_async(
+        self,
+        task_id: str,
+        topic: str,
+        phase: str | None = None,
+        timeout_s: float | None = None,
+        attempt: int | None = None,
+    ) -> None: ...
+
 
 class Invocation:
     """One invocation of one task, in ``run`` or ``abort`` mode.
@@ -77,6 +119,14 @@ class Invocation:
     decision, recorded before it returns. Once the task stops running (it
     waits, sleeps or ends) or is abort-marked during a run, the invocation has
     ended and further decisions raise :class:`~.errors.RuleViolation`.
+
+    Each decision has an awaitable form for ``async`` phases (``await
+    inv.checkpoint_async("next")``, ``finish_async``, ``memo_async``, ``wait_async``,
+    ``sleep_async``, ``wait_message_async``, ``submit_async``): the same decision,
+    recorded before the await returns, while the event loop runs the other phases. The
+    plain forms work from an ``async`` phase too, holding the loop for one command.
+    Reads (``task``, ``phase``, a memo's value, ``message``, ``outcome``) are plain:
+    a moment under the scheduler's lock.
     """
 
     def __init__(self, scheduler: TaskDecider, task_id: str, mode: Mode, *, resumed: bool) -> None:
@@ -202,6 +252,75 @@ class Invocation:
         restart) gets the task it submitted before, and nothing is recorded."""
         return _deciding(lambda: self.scheduler.submit_owned(self.task_id, kind, **options))
 
+    # ─── the awaitable forms ────────────────────────────────────────────────
+
+    async def checkpoint_async(self, phase: str, attempt: int | None = None) -> None:
+        """:meth:`checkpoint`, awaited."""
+        await _deciding_async(lambda: self.scheduler.checkpoint_async(self.task_id, phase, attempt))
+
+    async def memo_async(self, name: str, value: Any = _MISSING) -> Any:
+        """:meth:`memo`: recording ``value`` is awaited (a read is the plain one)."""
+        if value is _MISSING:
+            return self.scheduler.memo(self.task_id, name)
+        return await _deciding_async(lambda: self.scheduler.memo_async(self.task_id, name, value))
+
+    async def wait_async(
+        self,
+        on: Sequence[str],
+        policy: Policy = "all",
+        then: str | None = None,
+        attempt: int | None = None,
+    ) -> None:
+        """:meth:`wait`, awaited."""
+        await _deciding_async(
+            lambda: self.scheduler.wait_async(
+                self.task_id, on, policy=policy, phase=then, attempt=attempt
+            )
+        )
+
+    async def sleep_async(
+        self, until: float, then: str | None = None, attempt: int | None = None
+    ) -> None:
+        """:meth:`sleep`, awaited."""
+        await _deciding_async(
+            lambda: self.scheduler.sleep_async(self.task_id, until, phase=then, attempt=attempt)
+        )
+
+    async def finish_async(
+        self,
+        status: str = "completed",
+        error: Any = None,
+        *,
+        reason: str | None = None,
+        result: Any = None,
+    ) -> None:
+        """:meth:`finish`, awaited."""
+        await _deciding_async(
+            lambda: self.scheduler.finish_async(
+                self.task_id,
+                status,  # type: ignore[arg-type]
+                error=error,
+                reason=reason,
+                result=result,
+            )
+        )
+
+    async def wait_message_async(
+        self, topic: str, phase: str | None = None, timeout_s: float | None = None
+    ) -> None:
+        """:meth:`wait_message`, awaited."""
+        await _deciding_async(
+            lambda: self.scheduler.wait_message_async(
+                self.task_id, topic, phase=phase, timeout_s=timeout_s
+            )
+        )
+
+    async def submit_async(self, kind: str, **options: Any) -> str:
+        """:meth:`submit`, awaited."""
+        return await _deciding_async(
+            lambda: self.scheduler.submit_owned_async(self.task_id, kind, **options)
+        )
+
 
 RUNNING_PHASE: ContextVar[Invocation | None] = ContextVar("tasktrail_phase", default=None)
 """The invocation whose phase handler runs in this context (a thread, or an ``async``
@@ -219,6 +338,17 @@ def _deciding(decide: Callable[[], T]) -> T:
     for attempt in range(DECISION_ATTEMPTS):
         try:
             return decide()
+        except ConflictError:
+            if attempt == DECISION_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+async def _deciding_async(decide: Callable[[], Awaitable[T]]) -> T:
+    """:func:`_deciding` for an awaitable decision."""
+    for attempt in range(DECISION_ATTEMPTS):
+        try:
+            return await decide()
         except ConflictError:
             if attempt == DECISION_ATTEMPTS - 1:
                 raise
