@@ -4,17 +4,17 @@ methods resolve: the decision cycle first, then each group of ``commands/``,
 
 from __future__ import annotations
 
-from ..commands.awaitable_commands import AwaitableCommands
 from ..commands.batch import BatchCommands
 from ..commands.decision import DecisionCycle
 from ..commands.forking import ForkCommands
 from ..commands.group_commit import GroupCommit
-from ..commands.loop_commit import LoopCommit
 from ..commands.snapshots import SnapshotCommands
 from ..commands.submitting import SubmitCommands
 from ..commands.task_commands import TaskCommands
 from ..commands.turn_commands import TurnCommands
 from ..dispatch.run_commands import RunCommands
+from ..invoking.awaitable_commands import AwaitableCommands
+from ..invoking.loop_commit import LoopCommit
 from ..service.keys import KeyCommands
 from ..service.messages import MessageCommands
 from ..service.results import ResultCommands

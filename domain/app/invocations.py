@@ -2,22 +2,24 @@
 reserved task; ``async`` ones on one event loop with no thread each, sync ones in
 threads of a bounded pool.
 
-How an invocation is driven (issue 43): through its steps (:mod:`.phase_steps`), by
-whichever driver suits the handler it runs.
+How an invocation is driven (issue 43): through its steps
+(:mod:`..invoking.phase_steps`), by whichever driver suits the handler it runs.
 
 - An invocation whose handler is an ``async def`` is driven by a coroutine on the
-  worker's event loop (:mod:`.loop_invocations`), a thread of its own: its phase's
-  coroutine runs there, and what it decides goes to the group commit without the loop
-  waiting for the lock or the store (the next phase it returns, and the awaitable forms
-  ``await inv.checkpoint_async(...)``, ``finish_async`` and the rest, are queued and
-  awaited; a fault, a retry's backoff or a failed phase's end is taken in a pool of
-  :data:`COMMIT_THREADS` threads). So any number of async phases wait at once on a
-  handful of threads: the loop's, the group commit's committer, the heartbeat's.
+  worker's event loop (:mod:`..invoking.loop_invocations`), not by a thread of its own:
+  its phase's coroutine runs there, and what it decides goes to the group commit
+  without the loop waiting for the lock or the store (the next phase it returns, and
+  the awaitable forms ``await inv.checkpoint_async(...)``, ``finish_async`` and the
+  rest, are queued and awaited; a fault, a retry's backoff or a failed phase's end is
+  taken in a pool of :data:`COMMIT_THREADS` threads). So any number of async phases
+  wait at once on a handful of threads: the loop's, the group commit's committer, the
+  heartbeat's.
 - A sync handler runs in a thread of a pool of at most ``concurrency`` daemon threads
-  (:mod:`.threads`), started as needed and ended when idle. An invocation that starts
-  with a sync phase is driven by that thread; should it reach an ``async def`` phase,
-  it hands the rest over to a coroutine on the loop and the thread goes back to the
-  pool. One driven on the loop that reaches a sync phase awaits it in a pool thread.
+  (:mod:`..invoking.threads`), started as needed and ended when idle. An invocation
+  that starts with a sync phase is driven by that thread; should it reach an ``async
+  def`` phase, it hands the rest over to a coroutine on the loop and the thread goes
+  back to the pool. One driven on the loop that reaches a sync phase awaits it in a
+  pool thread.
 - The context of the thread that starts an invocation is carried into its coroutine,
   and each phase runs with its telemetry span current (one span a phase).
 
@@ -41,12 +43,12 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..invoking.loop_invocations import Run, run_on_loop
+from ..invoking.phase_calls import AwaitableRunner, PhaseCancelled, as_coroutine, is_async_handler
+from ..invoking.phase_steps import CallHandler, Step, Steps, drive
+from ..invoking.threads import DaemonPool, LoopThread
 from ..tasks.invocation import Invocation
-from .loop_invocations import Run, run_on_loop
-from .phase_calls import AwaitableRunner, PhaseCancelled, as_coroutine, is_async_handler
-from .phase_steps import CallHandler, Step, Steps, drive
 from .phases import PassReport
-from .threads import DaemonPool, LoopThread
 
 if TYPE_CHECKING:
     from ..tasks.events import Mode

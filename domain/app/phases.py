@@ -15,6 +15,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConflictError, Refused
+from ..invoking.phase_calls import AwaitableRunner, run_awaitable
+from ..invoking.phase_steps import MAX_PHASE_STEPS as MAX_PHASE_STEPS
+from ..invoking.phase_steps import PhaseSteps, drive
 from ..service.retries import RetryCommands
 from ..tasks import decide
 from ..tasks.definitions import Registry
@@ -23,9 +26,6 @@ from ..tasks.invocation import Invocation
 from ..tasks.live_index import live_by_priority, priority_of
 from ..tasks.state import TaskState
 from ..world import Draft, World
-from .phase_calls import AwaitableRunner, run_awaitable
-from .phase_steps import MAX_PHASE_STEPS as MAX_PHASE_STEPS
-from .phase_steps import PhaseSteps, drive
 
 T = TypeVar("T")
 
@@ -76,7 +76,7 @@ class Started:
 
 class PhaseCommands(PhaseSteps, RetryCommands):
     """:meth:`run_pass` and :meth:`run_until_idle` (an invocation's steps:
-    :mod:`.phase_steps`; a failed phase: :mod:`..service.retries`)."""
+    :mod:`..invoking.phase_steps`; a failed phase: :mod:`..service.retries`)."""
 
     world: World
     registry: Registry
@@ -233,10 +233,10 @@ class PhaseCommands(PhaseSteps, RetryCommands):
     ) -> None:
         """Run the invocation :meth:`start_invocation` started, to its end, in this
         thread: its phases (or abort handler) until the task stops running here, the
-        scheduler closes or drains, or a phase faults it (:mod:`.phase_steps`); safe to
+        scheduler closes or drains, or a phase faults it (:mod:`..invoking.phase_steps`); safe to
         run in a thread of its own, one thread an invocation. ``run_awaitable`` runs
         what an ``async`` handler returns (a worker runs an ``async`` invocation on its
-        event loop instead: :mod:`.loop_invocations`)."""
+        event loop instead: :mod:`..invoking.loop_invocations`)."""
         invocation = self._invocations[task_id]
         try:
             steps = self._steps(invocation, mode, report)

@@ -118,7 +118,7 @@ class SubmitCommands:
 
     async def submit_owned_async(self, owner: str, kind: str, **options: Any) -> str:
         """:meth:`submit_owned`, its decision queued for the group commit and awaited
-        (:mod:`.loop_commit`). With ``key=``, the key's task is read after it, a moment
+        (:mod:`..invoking.loop_commit`). With ``key=``, the key's task is read after it, a moment
         under the lock."""
         task_id, submission = self._submission(kind, **options)
         key = submission["key"]

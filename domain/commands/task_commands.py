@@ -302,7 +302,7 @@ class TaskCommands:
         self, task_id: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
     ) -> None:
         """Decide ``fn`` for the running task's invocation here (what its commands take;
-        the awaitable form is :mod:`.awaitable_commands`')."""
+        the awaitable form is :mod:`..invoking.awaitable_commands`')."""
         self._not_timed_out(task_id)
         try:
             decided, reads, invocation = self._invocation_call(task_id, fn)

@@ -90,7 +90,7 @@ class MessageCommands:
         reason: str | None = None,
     ) -> int:
         """:meth:`send` from a coroutine: the decision is queued for the group commit
-        and awaited (:mod:`..commands.loop_commit`), the event loop goes on meanwhile."""
+        and awaited (:mod:`..invoking.loop_commit`), the event loop goes on meanwhile."""
         for attempt in range(DECISION_ATTEMPTS):
             try:
                 seq: int = await self._decide_grouped_async(

@@ -3,7 +3,7 @@
 
 ``checkpoint_async``, ``memo_async``, ``wait_async``, ``sleep_async``,
 ``finish_async`` and ``wait_message_async`` (and ``submit_owned_async``, which is
-:mod:`.submitting`'s) decide what their
+:mod:`..commands.submitting`'s) decide what their
 plain forms decide, under the same rules and with the same refusals, but queue the
 decision for the group commit and await it (:mod:`.loop_commit`): the event loop goes
 on while it waits for the lock and the store. A phase reaches them through its
@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..commands.task_commands import _error_fields, _marked_read
 from ..errors import RuleViolation
 from ..tasks import decide
 from ..tasks.events import OutcomeStatus, Policy
 from ..tasks.invocation import _MISSING, Invocation
 from ..world import World
-from .task_commands import _error_fields, _marked_read
 
 T = TypeVar("T")
 

@@ -1,10 +1,11 @@
 """One invocation's run through its phases, as steps its driver performs.
 
-What an invocation does between its phases (the rules of :meth:`~.phases.PhaseCommands.run_pass`:
-stop once the task is not running here, the scheduler closes or drains, or an abort mark
-came; fault a phase that names no phase, returns without a decision, or spins; route one
-that raised or overran through its retry policy) is written once, as a generator:
-:meth:`PhaseSteps._steps` yields what it needs done and is sent what came of it.
+What an invocation does between its phases (the rules of ``run_pass``,
+:mod:`..app.phases`: stop once the task is not running here, the scheduler closes or
+drains, or an abort mark came; fault a phase that names no phase, returns without a
+decision, or spins; route one that raised or overran through its retry policy) is
+written once, as a generator: :meth:`PhaseSteps._steps` yields what it needs done and
+is sent what came of it.
 
 - :class:`CallHandler`: call the phase (or abort) handler; sent what it returned, or
   thrown what it raised.
@@ -13,11 +14,11 @@ that raised or overran through its retry policy) is written once, as a generator
   the end of a failed phase, a drained task noted, a finish without an abort handler.
 
 Two drivers perform them. :func:`drive` does each in the calling thread (``run_pass``,
-and a worker's sync invocations). A worker's ``async`` invocation is driven by a
-coroutine on its event loop (:mod:`.loop_invocations`): a handler's coroutine is
-awaited there, a checkpoint goes to the group commit through its awaitable form, and a
-:class:`Commit` runs in a small pool of threads, so the loop never waits for the lock.
-Both see the same rules, in the same order.
+and a worker's sync invocations: ``domain/app/invocations.py``). A worker's ``async``
+invocation is driven by a coroutine on its event loop (:mod:`.loop_invocations`): a
+handler's coroutine is awaited there, a checkpoint goes to the group commit through
+its awaitable form, and a :class:`Commit` runs in a small pool of threads, so the loop
+never waits for the lock. Both see the same rules, in the same order.
 """
 
 from __future__ import annotations

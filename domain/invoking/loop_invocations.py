@@ -11,7 +11,7 @@ work over:
   pool, and the coroutine awaits it;
 - the next phase a handler returns is checkpointed through the awaitable form
   (``checkpoint_async``): queued for the group commit, whose committer settles it
-  (:mod:`..commands.loop_commit`);
+  (:mod:`.loop_commit`);
 - what else takes the scheduler's lock (a fault, a retry's backoff or a failed phase's
   end, a drained task noted) runs in a small pool of threads, awaited; once the
   scheduler closes, these record nothing and take no lock, and run on the loop.
@@ -32,8 +32,7 @@ from .phase_steps import CallHandler, MoveOn, Step, Steps, advance
 from .threads import DaemonPool
 
 if TYPE_CHECKING:
-    from .phases import PassReport
-    from .scheduler import Scheduler
+    from .phase_steps import PhaseSteps
 
 
 class Run:
@@ -55,14 +54,18 @@ class Run:
 
 
 class LoopHost(Protocol):
-    """What :func:`run_on_loop` needs of the worker's :class:`~.invocations.Invocations`."""
+    """What :func:`run_on_loop` needs of the worker's ``Invocations``
+    (``domain/app/invocations.py``); its scheduler's steps are :mod:`.phase_steps`'."""
 
-    scheduler: Scheduler
-    phase_threads: DaemonPool
-    commit_threads: DaemonPool
+    @property
+    def scheduler(self) -> PhaseSteps: ...
+    @property
+    def phase_threads(self) -> DaemonPool: ...
+    @property
+    def commit_threads(self) -> DaemonPool: ...
 
     def await_on_loop(self, run: Run) -> AwaitableRunner: ...
-    def over(self, run: Run, report: PassReport, error: Exception | None) -> None: ...
+    def over(self, run: Run, report: Any, error: Exception | None) -> None: ...
 
 
 async def run_on_loop(
@@ -71,7 +74,7 @@ async def run_on_loop(
     invocation: Invocation,
     steps: Steps,
     first: Step | None,
-    report: PassReport,
+    report: Any,
 ) -> None:
     """Perform ``steps`` from ``first`` (else from their start) on this loop, then end
     the invocation and tell ``host`` it is over."""

@@ -4,7 +4,7 @@ A decision taken from a coroutine (``await inv.checkpoint_async(...)``, the next
 an ``async`` phase returns) must not hold the loop while it waits for the scheduler's
 lock and the store's commit: every other coroutine on the loop would wait with it.
 :meth:`LoopCommit._decide_grouped_async` queues it for the group commit
-(:mod:`.group_commit`) exactly as a thread's decision is queued, and awaits a future;
+(:mod:`..commands.group_commit`) exactly as a thread's decision is queued, and awaits a future;
 the loop goes on. One thread a scheduler, the committer (:class:`LoopCommitter`,
 started on first use, ended after :data:`IDLE_S` without work), takes the lock for the
 decisions handed to it and leads a group if no other thread's leader took them first;
@@ -26,10 +26,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .group_commit import Call, DecisionQueue, QueuedDecision
+from ..commands.group_commit import Call, DecisionQueue, QueuedDecision
 
 if TYPE_CHECKING:
-    from .batch import OpenBatch
+    from ..commands.batch import OpenBatch
 
 T = TypeVar("T")
 IDLE_S = 10.0
@@ -127,7 +127,7 @@ class LoopCommit:
         def _batch(self) -> OpenBatch | None: ...
 
     async def _decide_grouped_async(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """:meth:`~.group_commit.GroupCommit._decide_grouped` from a coroutine: queued
+        """:meth:`~..commands.group_commit.GroupCommit._decide_grouped` from a coroutine: queued
         for the group commit and awaited (see the module docstring); returns once the
         decision is recorded, or raises what it raised."""
         if self._batch is not None:
