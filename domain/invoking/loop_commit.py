@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,11 +47,19 @@ class LoopCommitter:
     def __init__(self, lock: Any, queue: DecisionQueue, lead: Callable[[], None], name: str):
         self._lock = lock
         self._queue = queue
-        self._lead = lead
+        # Weakly: a scheduler dropped without close is not kept alive by its committer.
+        self._lead = weakref.WeakMethod(lead)
         self.name = name
         self._ready = threading.Condition(threading.Lock())
         self._handed: list[_Handed] = []
         self._running = False
+        self._unsettled = 0
+
+    @property
+    def unsettled(self) -> int:
+        """How many decisions handed over are not settled yet."""
+        with self._ready:
+            return self._unsettled
 
     def hand(self, queued: QueuedDecision, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
         """Queue ``queued`` for the next leader; the future is settled on ``loop`` once
@@ -59,6 +68,7 @@ class LoopCommitter:
         self._queue.put([queued])
         with self._ready:
             self._handed.append((queued, future, loop))
+            self._unsettled += 1
             if self._running:
                 self._ready.notify()
             else:
@@ -77,15 +87,19 @@ class LoopCommitter:
             try:
                 with self._lock:
                     # Another thread's leader may have taken them (queued as theirs are).
+                    lead = self._lead()
+                    if lead is None:  # its scheduler is gone: no one can take them
+                        raise RuntimeError("the scheduler was dropped; open the store again")
                     if not all(queued.done for queued, _, _ in handed):
-                        self._lead()
+                        lead()
             except BaseException as error:  # the store away, say: as the leader's callers see
                 for queued, _, _ in handed:
                     if not queued.done:
                         queued.error, queued.done = error, True
             left = _settle(handed)
-            if left:  # not taken by any leader yet (none should be): the next round's
-                with self._ready:
+            with self._ready:
+                self._unsettled -= len(handed) - len(left)
+                if left:  # not taken by any leader yet (none should be): the next round's
                     self._handed[:0] = left
 
 
