@@ -59,7 +59,7 @@ COMMIT_THREADS = 4
 """The threads that take an ``async`` invocation's decisions other than its checkpoints
 and commands (faults, retries, ends of failed phases): each waits for the scheduler's
 lock, so more would only wait together."""
-CANCEL_WAIT_S = 1.0
+CANCEL_WAIT_S = 0.5
 """How long :meth:`Invocations.cancel` waits for the ``async`` phases it cancelled to
 end before it stops the loop."""
 
