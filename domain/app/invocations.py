@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Awaitable
@@ -59,9 +60,6 @@ COMMIT_THREADS = 4
 """The threads that take an ``async`` invocation's decisions other than its checkpoints
 and commands (faults, retries, ends of failed phases): each waits for the scheduler's
 lock, so more would only wait together."""
-CANCEL_WAIT_S = 0.5
-"""How long :meth:`Invocations.cancel` waits for the ``async`` phases it cancelled to
-end before it stops the loop."""
 
 
 def check_concurrency(concurrency: object) -> int:
@@ -243,38 +241,23 @@ class Invocations:
 
     def cancel(self) -> None:
         """Cancel the async phases still awaited (their invocations end as a phase that
-        raised would: after a close, with nothing recorded), wait a moment for them to
-        end, and stop the loop."""
-        loop = self._loop.running
+        raised would: after a close, with nothing recorded), and stop the loop a moment
+        later (the cancelled phases' invocations end within it)."""
         with self._lock:
             runs = [*self._running.values(), *self._overran]
         for run in runs:
             if run.awaiting is not None:
                 run.awaiting.cancel()
+        loop = self._loop.running
         if loop is not None:
-            cancelled: concurrent.futures.Future[list[Run]] = concurrent.futures.Future()
 
             def cancel_phases() -> None:  # on the loop, which alone sets ``run.phase``
-                phases = [run for run in runs if run.phase is not None]
-                for run in phases:
-                    assert run.phase is not None
-                    run.phase.cancel()
-                cancelled.set_result(phases)
+                for run in runs:
+                    if run.phase is not None:
+                        run.phase.cancel()
 
-            deadline = time.monotonic() + CANCEL_WAIT_S
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop is closed
                 loop.call_soon_threadsafe(cancel_phases)
-                waited = cancelled.result(CANCEL_WAIT_S)
-            except (RuntimeError, concurrent.futures.TimeoutError):
-                waited = []  # the loop is gone, or too busy to say: it stops anyway
-            with self._ended:
-                while any(
-                    run in self._overran or self._running.get(run.task_id) is run for run in waited
-                ):
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._ended.wait(left)
         self._loop.stop()  # after the cancellations it queued (the loop's order)
 
 
