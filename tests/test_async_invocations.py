@@ -113,6 +113,7 @@ def stopping() -> Iterator[list[Worker]]:
         worker.stop()
 
 
+@pytest.mark.grows
 def test_thousands_of_waiting_async_phases_hold_no_thread_each(
     store_url: str, stopping: list[Worker], record_property: Any
 ) -> None:

@@ -173,7 +173,6 @@ class Invocations:
         report: PassReport,
     ) -> None:
         """Go on driving the invocation on the loop, from ``first``."""
-        run.on_loop = True
         loop = self._loop.get()
 
         def begin() -> None:

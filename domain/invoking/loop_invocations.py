@@ -38,12 +38,10 @@ if TYPE_CHECKING:
 class Run:
     """One invocation in flight in a worker, however it is driven."""
 
-    __slots__ = ("awaiting", "driver", "on_loop", "phase", "task_id")
+    __slots__ = ("awaiting", "driver", "phase", "task_id")
 
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id
-        self.on_loop = False
-        """Whether a coroutine on the loop drives it (else a thread of the pool)."""
         self.phase: asyncio.Task[Any] | None = None
         """The task of the ``async`` phase it awaits now (read and set on the loop)."""
         self.driver: asyncio.Task[None] | None = None
@@ -143,7 +141,9 @@ async def _end(host: LoopHost, invocation: Invocation) -> None:
     """:meth:`~.phase_steps.PhaseSteps._end_invocation`, on the loop when the lock is
     free, else in a thread of the pool (the loop never waits for it)."""
     s = host.scheduler
-    if s._lock.acquire(blocking=False):
+    if s._invocations.get(invocation.task_id) is not invocation:
+        s._end_invocation(invocation)  # takes no lock then
+    elif s._lock.acquire(blocking=False):
         try:
             s._end_invocation(invocation)
         finally:

@@ -172,6 +172,8 @@ class PhaseSteps:
         """The invocation's run is over: it decides nothing more, and no longer counts
         as this scheduler's (unless the task was reserved for another one meanwhile)."""
         invocation.ended = True
+        if self._invocations.get(invocation.task_id) is not invocation:
+            return  # its last decision let it go (the usual end): and it is never put back
         with self._lock:
             if self._invocations.get(invocation.task_id) is invocation:
                 del self._invocations[invocation.task_id]
