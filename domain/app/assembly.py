@@ -13,6 +13,8 @@ from ..commands.submitting import SubmitCommands
 from ..commands.task_commands import TaskCommands
 from ..commands.turn_commands import TurnCommands
 from ..dispatch.run_commands import RunCommands
+from ..invoking.awaitable_commands import AwaitableCommands
+from ..invoking.loop_commit import LoopCommit
 from ..service.asks import AskCommands
 from ..service.keys import KeyCommands
 from ..service.messages import MessageCommands
@@ -26,9 +28,11 @@ from .phases import PhaseCommands
 class CommandGroups(
     DecisionCycle,
     GroupCommit,
+    LoopCommit,
     KeyCommands,
     SubmitCommands,
     TaskCommands,
+    AwaitableCommands,
     ForkCommands,
     PhaseCommands,
     BatchCommands,

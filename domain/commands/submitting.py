@@ -34,9 +34,16 @@ class SubmitCommands:
             self, task_id: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
         ) -> None: ...
 
+        async def _invocation_decision_async(
+            self, task_id: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+        ) -> None: ...
+
         def _keyed_submission(
             self, task_id: str, key: str | None, decide: Callable[[], None]
         ) -> str: ...
+
+        def _key_winner(self, key: str, error: Exception) -> str: ...
+        def task_of_key(self, key: str) -> str | None: ...
 
     def submit(
         self,
@@ -108,6 +115,21 @@ class SubmitCommands:
                 self._invocation_decision(owner, decide.submit_owned, **submission)
 
         return self._keyed_submission(task_id, submission["key"], decided)
+
+    async def submit_owned_async(self, owner: str, kind: str, **options: Any) -> str:
+        """:meth:`submit_owned`, its decision queued for the group commit and awaited
+        (:mod:`..invoking.loop_commit`). With ``key=``, the key's task is read after it, a moment
+        under the lock."""
+        task_id, submission = self._submission(kind, **options)
+        key = submission["key"]
+        try:
+            with claiming(self.world, task_id):
+                await self._invocation_decision_async(owner, decide.submit_owned, **submission)
+        except (ConflictError, TaskIdTaken) as error:
+            if key is None:
+                raise
+            return self._key_winner(key, error)
+        return task_id if key is None else (self.task_of_key(key) or task_id)
 
     def _submission(
         self,

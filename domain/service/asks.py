@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import ConflictError
 from ..tasks import decide
 from ..tasks.ask_inbox import Ask, inbox
-from ..tasks.invocation import DECISION_ATTEMPTS
+from ..tasks.deciding import DECISION_ATTEMPTS
 
 if TYPE_CHECKING:
     from ..world import World

@@ -29,7 +29,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, RuleViolation
-from ..tasks.invocation import DECISION_ATTEMPTS, Invocation
+from ..tasks.deciding import DECISION_ATTEMPTS
+from ..tasks.invocation import Invocation
 from ..tasks.streams import flush
 from .results import _timeout
 from .stream_reading import Chunk, StreamCursor, first_look, follow_async

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
-from ..errors import ConflictError, LeaseLost, PhaseFenced, PhaseTimeout, RuleViolation
+from ..errors import LeaseLost, PhaseFenced, PhaseTimeout, RuleViolation
 from ..frozen import thawed
+from .deciding import _MISSING as _MISSING
+from .deciding import deciding as _deciding
 from .events import Mode, OutcomeStatus, Policy
+from .invocation_async import AwaitableDecider, AwaitableInvocation
 from .messages import next_unread
 from .state import Outcome, TaskState
 from .stream_buffer import MAX_WAITING_BYTES, MAX_WAITING_CHUNKS, StreamBuffer
 from .streams import chunk, closed, stream_name
 
-_MISSING: Any = object()
 T = TypeVar("T")
 
 
-class TaskDecider(Protocol):
+class TaskDecider(AwaitableDecider, Protocol):
     """What an invocation decides through: the scheduler's task reads and commands."""
 
     @property
@@ -77,12 +79,13 @@ class TaskDecider(Protocol):
         timeout_s: float | None = None,
         assignees: Sequence[str] | None = None,
     ) -> None: ...
+
     def stream_waiting(self, invocation: Invocation) -> None: ...
 
     def flush_streams(self, task_id: str) -> None: ...
 
 
-class Invocation:
+class Invocation(AwaitableInvocation):
     """One invocation of one task, in ``run`` or ``abort`` mode.
 
     A phase decides through it: ``checkpoint`` the next phase, ``wait`` on
@@ -92,7 +95,17 @@ class Invocation:
     decision, recorded before it returns. Once the task stops running (it
     waits, sleeps or ends) or is abort-marked during a run, the invocation has
     ended and further decisions raise :class:`~.errors.RuleViolation`.
+
+    Each decision has an awaitable form for ``async`` phases (``await
+    inv.checkpoint_async("next")``, ``finish_async``, ``memo_async``, ``wait_async``,
+    ``sleep_async``, ``wait_message_async``, ``submit_async``): the same decision,
+    recorded before the await returns, while the event loop runs the other phases. The
+    plain forms work from an ``async`` phase too, holding the loop for one command.
+    Reads (``task``, ``phase``, a memo's value, ``message``, ``outcome``) are plain:
+    a moment under the scheduler's lock.
     """
+
+    scheduler: TaskDecider
 
     def __init__(self, scheduler: TaskDecider, task_id: str, mode: Mode, *, resumed: bool) -> None:
         self.scheduler = scheduler
@@ -326,20 +339,3 @@ class Invocation:
 RUNNING_PHASE: ContextVar[Invocation | None] = ContextVar("tasktrail_phase", default=None)
 """The invocation whose phase handler runs in this context (a thread, or an ``async``
 phase's task): a decision it takes after its timeout is fenced (rule 24)."""
-
-DECISION_ATTEMPTS = 5
-"""How often an invocation's decision is taken again after losing a race with another
-writer (each refused append wrote nothing, and left the scheduler refreshed)."""
-
-
-def _deciding(decide: Callable[[], T]) -> T:
-    """Take a phase's decision, again on fresh state each time another writer's append
-    came first (:class:`~..errors.ConflictError`): a phase is not faulted for another
-    worker's timing. A rule that refuses it on fresh state raises as it would have."""
-    for attempt in range(DECISION_ATTEMPTS):
-        try:
-            return decide()
-        except ConflictError:
-            if attempt == DECISION_ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from .streams import Batch, StreamRefused
+from .streams import Batch, StreamRefused, emitting
 
 MAX_WAITING_CHUNKS = 10_000
 """Chunks an invocation keeps unrecorded before ``emit`` records them itself (the phase
@@ -155,3 +155,13 @@ def taking_streams(invocation: Any) -> Iterator[dict[str, Batch] | None]:
         return
     with buffer.taking() as taken:
         yield taken
+
+
+@contextlib.contextmanager
+def recording_streams(
+    invocation: Any, decision: Callable[..., Any]
+) -> Iterator[Callable[..., Any]]:
+    """``decision`` with what ``invocation`` emitted recorded first, in the same append
+    (rule 29), for the block that decides it: a refusal puts the chunks back."""
+    with taking_streams(invocation) as emitted:
+        yield decision if emitted is None else emitting(emitted, decision)
