@@ -15,6 +15,7 @@ from .errors import (
     ConflictError,
     CorruptEvent,
     InvalidArgument,
+    InvalidFlowPolicy,
     InvalidPolicy,
     LeaseLost,
     LogReplaced,
@@ -63,6 +64,8 @@ from .store.store import Store, open_store
 from .tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
 from .tasks.events import EVENT_TYPES, TaskEvent
 from .tasks.evolve import InvalidTransition, evolve
+from .tasks.flow import Debounce, Limit, Rate
+from .tasks.limits import HeldBack
 from .tasks.invocation import Invocation
 from .tasks.retry import Retry
 from .tasks.retrying import PhaseRetried
@@ -105,6 +108,7 @@ __all__ = [
     "DeliveryOutcome",
     "DispatchGate",
     "DispatchReport",
+    "Debounce",
     "Draft",
     "DrainError",
     "Executor",
@@ -114,9 +118,11 @@ __all__ = [
     "FrozenList",
     "GenerationOrderError",
     "HeartbeatReport",
+    "HeldBack",
     "IdentityConflictError",
     "InMemoryExecutor",
     "InvalidArgument",
+    "InvalidFlowPolicy",
     "InvalidPolicy",
     "InvalidTransition",
     "Invocation",
@@ -124,6 +130,7 @@ __all__ = [
     "JobSnapshot",
     "JobStatus",
     "Lease",
+    "Limit",
     "LeaseLost",
     "Ledger",
     "LogReplaced",
@@ -136,6 +143,7 @@ __all__ = [
     "PhaseFenced",
     "PhaseRetried",
     "PhaseTimeout",
+    "Rate",
     "ReconcileReport",
     "Refused",
     "Registry",

@@ -41,6 +41,10 @@ FOLD_DIGESTS = {
         "fold-reference.jsonl": "bf8a5c212b6460c2",
         "first-release.sqlite": "0139c6d1a3863695",
     },
+    7: {  # flow control (issue 44): every task state gains its flow keys (rules 33-36)
+        "fold-reference.jsonl": "829f425fb9cc27b9",
+        "first-release.sqlite": "df990d70c138c6af",
+    },
 }
 """The first 16 hex digits of the sha256 of each kept log's compacted world, by FORMAT
 (an earlier FORMAT's entry is of the kept log as it was then: format 4 added a claimed

@@ -1,6 +1,8 @@
 """The command groups a :class:`~.scheduler.Scheduler` is made of, in the order their
 methods resolve: the decision cycle first, then each group of ``commands/``,
-``dispatch/``, ``service/`` and this room. A new group is added here, once."""
+``dispatch/``, ``service/`` and this room. A new group is added here, once.
+``FlowCommands`` comes before ``PhaseCommands``: its ``runnable`` narrows theirs to
+what limits and rates let start (rules 33, 34)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from ..commands.submitting import SubmitCommands
 from ..commands.task_commands import TaskCommands
 from ..commands.turn_commands import TurnCommands
 from ..dispatch.run_commands import RunCommands
+from ..service.flow import FlowCommands
 from ..service.keys import KeyCommands
 from ..service.messages import MessageCommands
 from ..service.results import ResultCommands
@@ -28,6 +31,7 @@ class CommandGroups(
     SubmitCommands,
     TaskCommands,
     ForkCommands,
+    FlowCommands,
     PhaseCommands,
     BatchCommands,
     TurnCommands,

@@ -5,12 +5,14 @@ The application hands these pure functions to its ``_decide``: each takes a
 command produces into the draft, or raises a refusal naming the rule and the
 task, which appends nothing. Nothing is defined here: each rule lives in the
 module of its part of a task's life (:mod:`.starting`, :mod:`.running`,
-:mod:`.ending`, :mod:`.restarts`, :mod:`.messages`, :mod:`.readiness`, :mod:`.forking`).
+:mod:`.ending`, :mod:`.restarts`, :mod:`.messages`, :mod:`.readiness`, :mod:`.forking`,
+:mod:`.debounce`).
 """
 
 from __future__ import annotations
 
 from .context import Context
+from .debounce import submit_debounced
 from .ending import abort, fault, finish
 from .forking import fork
 from .guards import held_elsewhere
@@ -40,6 +42,7 @@ __all__ = [
     "sleep",
     "stop",
     "submit",
+    "submit_debounced",
     "submit_owned",
     "wait",
     "wait_message",
