@@ -65,8 +65,8 @@ from .tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_
 from .tasks.events import EVENT_TYPES, TaskEvent
 from .tasks.evolve import InvalidTransition, evolve
 from .tasks.flow import Debounce, Limit, Rate
-from .tasks.limits import HeldBack
 from .tasks.invocation import Invocation
+from .tasks.limits import HeldBack
 from .tasks.retry import Retry
 from .tasks.retrying import PhaseRetried
 from .tasks.state import Checkpoint, Outcome, TaskState
@@ -105,10 +105,10 @@ __all__ = [
     "ControllerPassReport",
     "CorruptEvent",
     "CronSchedule",
+    "Debounce",
     "DeliveryOutcome",
     "DispatchGate",
     "DispatchReport",
-    "Debounce",
     "Draft",
     "DrainError",
     "Executor",
@@ -130,9 +130,9 @@ __all__ = [
     "JobSnapshot",
     "JobStatus",
     "Lease",
-    "Limit",
     "LeaseLost",
     "Ledger",
+    "Limit",
     "LogReplaced",
     "ManualClock",
     "NewerEventVersion",

@@ -281,8 +281,9 @@ class Scheduler(CommandGroups):
 
         ``active`` while some task can run now or is running (a task a limit or a rate
         holds back cannot, rules 33-34); ``at`` is the earliest sleep (or message wait's
-        deadline, or the next token of a rate that holds a task back) not yet due. Answered from the log as it
-        stands: what other writers appended is folded in first, as for :meth:`task`.
+        deadline, or the next token of a rate that holds a task back) not yet due.
+        Answered from the log as it stands: what other writers appended is folded in
+        first, as for :meth:`task`.
         """
         with self._lock:  # the world may be folded from a heartbeat thread
             self._catch_up()

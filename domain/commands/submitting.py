@@ -83,7 +83,7 @@ class SubmitCommands:
         function that fails, appending nothing).
         """
         if debounce is not None and (key is not None or owner is not None):
-            raise InvalidFlowPolicy("debounce= is a host's submission of its own: no key=, no owner=")
+            raise InvalidFlowPolicy("debounce= is a host's own submission: no key=, no owner=")
         task_id, submission = self._submission(
             kind,
             version=version,

@@ -22,6 +22,7 @@ from typing import Literal
 from ..errors import InvalidFlowPolicy, RuleViolation
 from ..world import Draft, World
 from .definitions import Registry
+from .describe import format_at
 from .flow import LIMIT_PREFIX, RATE_PREFIX, flow_for, flow_stream_id
 from .flow_events import FlowKeysRecorded, LimitSlotTaken, RateTokenTaken, running_under
 from .state import Flow, RateState, TaskState
@@ -57,9 +58,10 @@ class HeldBack:
                 f"limited: {self.running} of {self.max_running} tasks of kind {self.kind} "
                 f"with limit key {self.key!r} run a phase; it starts when one stops"
             )
+        until = format_at(self.next_at) if self.next_at is not None else "later"
         return (
             f"rate_limited: the bucket of kind {self.kind}'s rate key {self.key!r} holds no "
-            f"token until {self.next_at:.0f}"
+            f"token until {until}"
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -122,6 +124,19 @@ def held_back(
                 "rate_limited", flow.rate_key, task.kind, next_at=next_token_at(bucket, flow)
             )
     return None
+
+
+def held_back_now(world: World, task: TaskState, now: float, restart_limit: int) -> HeldBack | None:
+    """What a reader without the registry (``tasks``, ``explain``) can tell: whether
+    ``task``, pending (or asleep past its time) with no abort mark and not parked, is
+    held back by the keys the log recorded for it at ``now``."""
+    if task.abort_requested or task.restarts >= restart_limit:
+        return None
+    if task.status == "sleeping" and (task.until is None or now < task.until):
+        return None
+    if task.status not in ("pending", "sleeping"):
+        return None
+    return held_back(world, task, task.flow, now)
 
 
 def keys_of(task: TaskState, registry: Registry | None) -> Flow | None:

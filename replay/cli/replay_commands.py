@@ -231,6 +231,7 @@ def do_verify(args: argparse.Namespace) -> int:
 
 def do_explain(args: argparse.Namespace) -> int:
     from tasktrail.replay import story
+    from tasktrail.replay.explain import held_now
 
     task_id = task_id_argument(args.task)
     # The task's tree, read stream by stream: the cost follows the task, not the log.
@@ -242,4 +243,8 @@ def do_explain(args: argparse.Namespace) -> int:
     say(f"{task_id}: {len(steps)} events")
     for step in steps:
         say(f"  {step}")
+    if args.until is None:  # rules 33, 34: computed now, never recorded
+        held = held_now(args.source, task_id)
+        if held is not None:
+            say(f"  now held back, {held}")
     return EXIT_OK
