@@ -331,3 +331,40 @@ def test_replay_equals_live_and_a_snapshot_keeps_the_flow_state(
         assert held is not None and held.reason == "rate_limited"
     finally:
         again.close()
+
+
+def test_a_refused_group_of_limited_reservations_is_put_back_in_place(
+    store_url: str, clock: ManualClock, flows: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group commit the store refused holds the flow keys' streams: put back from the
+    states the group kept (``undoable``), not folded again from the store, and the world
+    is the store's fold after it, its index of running tasks by key included."""
+    from test_group_commit import Appends, assert_world_is_the_fold
+
+    from tasktrail.domain.app.phases import PassReport
+    from tasktrail.domain.commands.snapshots import SnapshotCommands
+
+    s = Scheduler.open(store_url, clock=clock, registry=flows, worker="here")
+    taken, free = (s.submit("job", memos={"tenant": "acme"}) for _ in range(2))
+    calls = s.submit("call", memos={"model": "m"})
+    other = Scheduler.open(store_url, clock=clock, registry=flows, worker="there")
+    restores: list[bool] = []
+    original = SnapshotCommands._restore
+    monkeypatch.setattr(
+        SnapshotCommands,
+        "_restore",
+        lambda self, in_place=False: restores.append(in_place) or original(self, in_place),
+    )
+    appends = Appends(s, before=lambda: other.reserve(taken))
+    started = s.start_invocations([taken, free, calls], 3, PassReport())
+    assert started.modes == {free: "run", calls: "run"} and s.conflicts == 1
+    assert appends.kinds[0].count("LimitSlotTaken") == 2  # the refused group held them
+    assert restores == []  # put back in place: no fold from the store
+    assert_world_is_the_fold(s, store_url)
+    fresh = replay(store_url).world
+    assert s.world.indexes["flow_running"] == fresh.indexes["flow_running"]
+    for stream_id, version in fresh.stream_versions.items():
+        assert s.world.stream_versions[stream_id] == version
+        assert s.world.streams[stream_id] == fresh.streams[stream_id]
+    other.close()
+    s.close()

@@ -62,6 +62,10 @@ class FlowStreamEvent(TaskEvent):
     """Base of the events of a flow key's own stream (``task_id``: the task concerned)."""
 
     task_stream: ClassVar[bool] = False
+    undoable: ClassVar[bool] = True
+    """No index follows these streams: a group commit the store refused puts their
+    states back in place (``commands/group_append.py``) instead of folding the world
+    again from the store."""
     prefix: ClassVar[str] = ""
 
     kind: str
