@@ -29,5 +29,5 @@ def make_registry(limit: int, phase_ms: float) -> Registry:
 
 registry = make_registry(
     int(os.environ.get("TASKTRAIL_BENCH_LIMIT", "3")),
-    float(os.environ.get("TASKTRAIL_BENCH_PHASE_MS", "200")),
+    float(os.environ.get("TASKTRAIL_BENCH_PHASE_MS", "1000")),
 )

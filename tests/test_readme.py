@@ -67,7 +67,11 @@ def test_concepts_blocks_do_what_they_say(tmp_path: Path, monkeypatch: pytest.Mo
     outcome = state.world.tasks[namespace["tid"]].outcome  # type: ignore[index]
     assert outcome is not None and (outcome.status, outcome.message) == ("failed", "503")
     kinds = {t.kind for t in state.world.tasks.values()}
-    assert kinds == {"research", "search", "approval", "survey", "answer"}
+    assert kinds == {"research", "search", "approval", "survey", "answer", "chat"}
+    calls = namespace["calls"]  # flow control (rules 33-35): held back, then run
+    assert all(state.world.tasks[t].status == "terminal" for t in calls)  # type: ignore[attr-defined]
+    debounced = state.world.tasks[namespace["first"]]  # type: ignore[index]
+    assert debounced.status == "sleeping" and debounced.memos["rev"] == 2
     approval = state.world.tasks[namespace["pr"]].outcome  # type: ignore[index]
     assert approval is not None and approval.status == "completed"  # its message came
     assert namespace["outcome"].result == {"answers": ["completed", "completed"]}  # type: ignore[attr-defined]
