@@ -368,3 +368,40 @@ def test_a_refused_group_of_limited_reservations_is_put_back_in_place(
         assert s.world.streams[stream_id] == fresh.streams[stream_id]
     other.close()
     s.close()
+
+
+def test_held_back_reasons_and_keys_in_tasks_and_explain(
+    store_url: str, flows: Registry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tasktrail tasks`` and ``explain`` read the keys and compute the reasons from the
+    log alone (no registry), as of now."""
+    import orjson
+
+    from tasktrail.replay.cli import main
+
+    s = Scheduler.open(store_url, registry=flows, worker="w1")  # the real clock: as `tasks`
+    acme = [s.submit("job", memos={"tenant": "acme"}) for _ in range(3)]
+    s.reserve(acme[0]), s.reserve(acme[1])
+    crash(s)  # left running, as a live worker leaves them
+    capsys.readouterr()
+    assert main(["tasks", store_url]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    shown = "pending go limit=acme limited acme (2/2 running)"
+    assert " ".join(lines[acme[2]].split()[2:]) == shown
+    assert "limited" not in lines[acme[0]] and "limit=acme" in lines[acme[0]]
+    assert main(["tasks", store_url, "--json"]) == 0
+    rows = {r["id"]: r for r in map(orjson.loads, capsys.readouterr().out.splitlines())}
+    assert rows[acme[2]]["flow"] == {"limit": {"key": "acme", "max_running": 2}}
+    assert rows[acme[2]]["held_back"] == {
+        "reason": "limited",
+        "key": "acme",
+        "running": 2,
+        "max_running": 2,
+    }
+    assert "held_back" not in rows[acme[0]]
+    assert main(["explain", store_url, acme[2]]) == 0
+    told = capsys.readouterr().out
+    assert "FlowKeysRecorded" in told and "limit_key=acme" in told
+    assert "now held back, limited: 2 of 2 tasks of kind job with limit key 'acme'" in told
+    assert main(["explain", store_url, acme[0]]) == 0
+    assert "now held back" not in capsys.readouterr().out

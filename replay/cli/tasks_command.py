@@ -28,10 +28,11 @@ HEADER = f"{'TASK':<36} {'KIND':<12} {'STATUS':<10} PHASE / OUTCOME"
 DESCRIPTION = """\
 List the tasks of a store, in submission order, one a line under a header:
 id, kind, status, and the phase a live task is at (or the outcome it holds),
-then its priority where it is not 0 (rule 19; JSON: "priority"), and what
-holds a pending task back: its limit key's slots all taken (limited, rule 33)
-or its rate key's bucket empty (rate_limited, rule 34), with the key
-(JSON: "held_back"; its keys: "flow").
+then its priority where it is not 0 (rule 19; JSON: "priority"), a live
+task's flow-control keys (limit=KEY rate=KEY; JSON: "flow"), and what holds a
+pending task back now: its limit key's slots all taken (limited, rule 33) or
+its rate key's bucket empty (rate_limited, rule 34), with the key (JSON:
+"held_back").
 By default the live tasks (every task not ended), read from the store's latest
 snapshot and the events after it, so the cost follows the live work. --all,
 --status terminal and --outcome fold the whole log from position 0 (snapshots
@@ -164,7 +165,11 @@ def do_tasks(args: argparse.Namespace) -> int:
                 where = f"{phase} parked (restart_limit {limit})" if parked else outcome or phase
                 if task.priority:  # rule 19: shown where it is not the normal 0
                     where = f"{where} priority {task.priority}"
-                if held is not None:  # rules 33, 34: computed, as of now
+                if task.flow is not None and task.live:  # rules 33, 34: its recorded keys
+                    keys = task.flow.to_dict()
+                    named = " ".join(f"{name}={policy['key']}" for name, policy in keys.items())
+                    where = f"{where} {named}" if named else where
+                if held is not None:  # computed, as of now
                     where = f"{where} {_held(held)}"
                 say(f"{task.id:<36} {task.kind:<12} {task.status:<10} {where.strip()}")
     if more:
