@@ -61,6 +61,7 @@ from .runs.state import RunState
 from .schedules.state import CronSchedule
 from .store.leases import Lease
 from .store.store import Store, open_store
+from .tasks.ask_inbox import Ask
 from .tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
 from .tasks.events import EVENT_TYPES, TaskEvent
 from .tasks.evolve import InvalidTransition, evolve
@@ -69,7 +70,8 @@ from .tasks.invocation import Invocation
 from .tasks.limits import HeldBack
 from .tasks.retry import Retry
 from .tasks.retrying import PhaseRetried
-from .tasks.state import Checkpoint, Outcome, TaskState
+from .tasks.state import AskState, Checkpoint, Outcome, StreamState, TaskState
+from .tasks.streams import ChunksEmitted, StreamClosed, StreamRefused
 from .turns.deadlines import next_deadline
 from .turns.delivery import DELIVERY_OUTCOMES, DeliveryOutcome
 from .turns.folds import pending_wakeups
@@ -96,9 +98,12 @@ __all__ = [
     "ActiveJobError",
     "AdmissionRefused",
     "AnswerCommittingError",
+    "Ask",
+    "AskState",
     "BlockedReason",
     "CancelResult",
     "Checkpoint",
+    "ChunksEmitted",
     "Clock",
     "ClockConflict",
     "ConflictError",
@@ -157,6 +162,9 @@ __all__ = [
     "StaleCompletion",
     "Store",
     "StoreError",
+    "StreamClosed",
+    "StreamRefused",
+    "StreamState",
     "SubmitError",
     "SubmitFailed",
     "SubmitRequest",

@@ -202,6 +202,20 @@ class Harness:
                 if invocation is None or invocation.ended:
                     raise Refused("no invocation runs it here", task_id=self.task(args[0]))
                 invocation.message(args[1])
+            case "ask":  # as its invocation's phase would: inv.ask(...) (rules 30-32)
+                assignees = ["ana"] if args[3] else None
+                s.ask(self.task(args[0]), args[1], args[0], timeout_s=args[2], assignees=assignees)
+            case "answer":
+                s.answer(self.task(args[0]), args[1], args[2], actor=args[3], reason="generated")
+            case "emit" | "close_stream":  # as its invocation's phase would, recorded now
+                invocation = s._invocations.get(self.task(args[0]))
+                if invocation is None or invocation.ended:
+                    raise Refused("no invocation runs it here", task_id=self.task(args[0]))
+                if command.name == "emit":
+                    invocation.emit(args[2], stream=args[1])
+                else:
+                    invocation.close_stream(args[1])
+                invocation.flush()
             case "run_pass":
                 s.run_pass()
             case "phase_fails":  # what a raising phase's invocation decides (rule 23)

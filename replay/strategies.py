@@ -56,7 +56,8 @@ def topics() -> st.SearchStrategy[str]:
 
 def message_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
     """Messages: a send, a wait for one (with or without a timeout, in seconds), and a
-    read by the invocation running the task (marked read with its next decision)."""
+    read by the invocation running the task (marked read with its next decision); asks
+    (of ``ana`` or of anyone, rules 30-32) and answers by ``ana`` or ``bob``."""
     slot = task_slots(slots)
     return st.one_of(
         st.builds(
@@ -69,6 +70,32 @@ def message_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
             st.none() | st.integers(0, 60),
         ),
         st.builds(lambda t, topic: Command("read", (t, topic)), slot, topics()),
+        st.builds(
+            lambda t, topic, timeout, assigned: Command("ask", (t, topic, timeout, assigned)),
+            slot,
+            topics(),
+            st.none() | st.integers(0, 60),
+            st.booleans(),
+        ),
+        st.builds(
+            lambda t, topic, v, actor: Command("answer", (t, topic, v, actor)),
+            slot,
+            topics(),
+            st.integers(0, 9),
+            st.sampled_from(["ana", "bob"]),
+        ),
+    )
+
+
+def stream_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
+    """Streams (rules 28, 29): a chunk emitted to one of two streams by the invocation
+    running the task, or a stream closed, each recorded at once (``inv.flush``)."""
+    slot, stream = task_slots(slots), st.sampled_from(["out", "log"])
+    return st.one_of(
+        st.builds(
+            lambda t, name, v: Command("emit", (t, name, v)), slot, stream, st.integers(0, 9)
+        ),
+        st.builds(lambda t, name: Command("close_stream", (t, name)), slot, stream),
     )
 
 
@@ -206,6 +233,7 @@ def commands(
 ) -> st.SearchStrategy[Command]:
     """Any command, the clock moving in between."""
     options = [lifecycle_commands(slots), message_commands(slots), clock_moves()]
+    options.append(stream_commands(slots))
     if schedules:
         options.append(schedule_commands())
     if runs:

@@ -294,6 +294,30 @@ def test_the_roundtrip_benchmark_refuses_nothing_to_time(
     assert "nothing to time" in capsys.readouterr().err
 
 
+def test_the_streams_benchmark_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    """Issue 44's streams benchmark end to end on SQLite: emit-to-read latency in one
+    process and across processes (a worker process, this process reading), and the
+    busy tasks' rate with and without a task flooding its stream beside them."""
+    streams = _module("benchmarks.streams")
+    out = tmp_path / "streams.json"
+    argv = ["--quick", "--stores", "sqlite", "--chunks", "3", "--tasks", "2"]
+    assert streams.main([*argv, "--window-s", "0.3", "--json", str(out)]) == 0
+    runs = json.loads(out.read_text())["runs"]
+    assert set(runs) == {
+        "sqlite/latency one process",
+        "sqlite/latency across processes",
+        "sqlite/cost",
+    }
+    for name in ("one process", "across processes"):
+        figures = runs[f"sqlite/latency {name}"]
+        assert figures["count"] == 3
+        assert 0 < figures["median_ms"]["median"] <= figures["p95_ms"]["max"]
+    cost = runs["sqlite/cost"]
+    assert cost["phases_per_s_alone"]["median"] > 0 and cost["flood_chunks_per_s"]["median"] > 0
+    verdicts = {goal for goal, _, _ in streams.goals(runs)}
+    assert "median emit-to-read one process <= 20 ms on sqlite" in verdicts
+
+
 def test_the_flow_benchmark_runs_a_limited_fleet_at_a_tiny_size(tmp_path: Path) -> None:
     """Issue 44's flow-control figure end to end on SQLite: two worker processes on a
     kind limited per tenant, the log folded event by event afterwards; the most running

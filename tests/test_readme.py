@@ -67,7 +67,23 @@ def test_concepts_blocks_do_what_they_say(tmp_path: Path, monkeypatch: pytest.Mo
     outcome = state.world.tasks[namespace["tid"]].outcome  # type: ignore[index]
     assert outcome is not None and (outcome.status, outcome.message) == ("failed", "503")
     kinds = {t.kind for t in state.world.tasks.values()}
-    assert kinds == {"research", "search", "approval", "survey", "answer", "chat"}
+    assert kinds == {
+        "research",
+        "search",
+        "approval",
+        "survey",
+        "answer",
+        "shout",
+        "refund",
+        "chat",
+    }
+    talk = state.world.tasks[namespace["talk"]]  # type: ignore[index]
+    assert (talk.streams["out"].chunks, talk.streams["out"].closed) == (6, True)
+    assert list(namespace["s"].read_stream(talk.id, after=2)) == [  # type: ignore[attr-defined]
+        (3, "FROM"),
+        (4, "AN"),
+        (5, "OFFSET"),
+    ]
     calls = namespace["calls"]  # flow control (rules 33-35): held back, then run
     assert all(state.world.tasks[t].status == "terminal" for t in calls)  # type: ignore[attr-defined]
     debounced = state.world.tasks[namespace["first"]]  # type: ignore[index]

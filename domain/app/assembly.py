@@ -15,11 +15,13 @@ from ..commands.submitting import SubmitCommands
 from ..commands.task_commands import TaskCommands
 from ..commands.turn_commands import TurnCommands
 from ..dispatch.run_commands import RunCommands
+from ..service.asks import AskCommands
 from ..service.flow import FlowCommands
 from ..service.keys import KeyCommands
 from ..service.messages import MessageCommands
 from ..service.results import ResultCommands
 from ..service.schedules import ScheduleCommands
+from ..service.streams import StreamCommands
 from .fleet import FleetCommands
 from .phases import PhaseCommands
 
@@ -41,6 +43,8 @@ class CommandGroups(
     MessageCommands,
     ResultCommands,
     ScheduleCommands,
+    AskCommands,
+    StreamCommands,
 ):
     """Every command group of a scheduler, mixed in one base; the state they share is
     the scheduler's (each group declares what it reads of it)."""

@@ -22,6 +22,7 @@ from ..tasks.events import Mode, OutcomeStatus
 from ..tasks.invocation import Invocation
 from ..tasks.live_index import live_by_priority, priority_of
 from ..tasks.state import TaskState
+from ..tasks.streams import decisions
 from ..telemetry import live as telemetry
 from ..world import Draft, World
 from .phase_calls import AwaitableRunner, call_handler, run_awaitable
@@ -90,25 +91,19 @@ class PhaseCommands(RetryCommands):
     _drained: set[str]
 
     if TYPE_CHECKING:
-
-        def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
-
-        def _context(self) -> decide.Context: ...
-
-        def _readiness(self, draft: Draft, ctx: decide.Context, task: TaskState) -> str: ...
-
-        def _is_running(self, task_id: str) -> bool: ...
-
-        def refresh(self) -> int: ...
-
         worker: str
         peers: frozenset[str]
         _lock: threading.RLock
 
+        def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        def _context(self) -> decide.Context: ...
+        def _readiness(self, draft: Draft, ctx: decide.Context, task: TaskState) -> str: ...
+        def _is_running(self, task_id: str) -> bool: ...
+        def refresh(self) -> int: ...
         def _heartbeat_if_due(self) -> None: ...
         def _lock_lost(self) -> bool: ...
         def _fenced(self) -> bool: ...
-
+        def _record_streams_of(self, task_id: str) -> None: ...
         def reserve(self, task_id: str) -> Mode | None: ...
         def _reserve_all(self, task_ids: Sequence[str]) -> list[Mode | BaseException | None]: ...
 
@@ -324,7 +319,7 @@ class PhaseCommands(RetryCommands):
                     report,
                 )
                 return
-            before = task.events
+            before = decisions(task)  # what its phase emits to a stream decides nothing
             limit = self._phase_limit(invocation, definition, report)
             try:
                 with telemetry.phase_context(self, task_id):
@@ -343,7 +338,11 @@ class PhaseCommands(RetryCommands):
                 self._phase_failed(invocation, definition, _message(error), cause, report)
                 return
             after = self._task_now(task_id)
-            if after.status == "running" and after.events == before and not after.abort_requested:
+            if (
+                after.status == "running"
+                and decisions(after) == before
+                and not after.abort_requested
+            ):
                 self._fault(
                     task_id,
                     f"phase {task.checkpoint.phase!r} returned without a decision",
@@ -383,6 +382,7 @@ class PhaseCommands(RetryCommands):
             )
 
     def _fault(self, task_id: str, message: str, reason: str, report: PassReport) -> None:
+        self._record_streams_of(task_id)  # what its phase emitted first (rule 29)
         # A fenced worker records nothing for a task a peer may have taken (rule 9).
         if self._is_running(task_id) and not self.closing and not self._fenced():
             try:

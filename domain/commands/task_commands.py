@@ -21,6 +21,8 @@ from ..tasks.events import Mode, OutcomeStatus, Policy
 from ..tasks.invocation import _MISSING, RUNNING_PHASE, Invocation
 from ..tasks.restart_limit import change_restart_limit, check_restart_limit, restart_limit_of
 from ..tasks.state import Outcome, TaskState
+from ..tasks.stream_buffer import taking_streams
+from ..tasks.streams import emitting
 from ..tasks.validation import json_value, shown
 from ..world import Draft, World
 from .batch import UNRECORDED, OpenBatch
@@ -64,7 +66,21 @@ class TaskCommands:
             attempt: int | None = None,
         ) -> None: ...
 
+        def ask(  # the approval inbox's (..service.asks)
+            self,
+            task_id: str,
+            topic: str,
+            request: Any = None,
+            phase: str | None = None,
+            timeout_s: float | None = None,
+            assignees: Sequence[str] | None = None,
+            attempt: int | None = None,
+        ) -> None: ...
+
         def task(self, task_id: str) -> TaskState: ...
+
+        def stream_waiting(self, invocation: Invocation) -> None: ...  # service/streams.py
+        def flush_streams(self, task_id: str) -> None: ...
 
         def outcome(self, task_id: str) -> Outcome | None: ...  # service/results.py
 
@@ -309,9 +325,12 @@ class TaskCommands:
             invocation = self._invocations.get(task_id) if isinstance(task_id, str) else None
             reads = list(invocation.unmarked_reads) if invocation is not None else []
             # 21. What the invocation read is marked read with this decision, in its append.
-            self._decide_grouped(
-                decide.reading(reads, fn) if reads else fn, task_id, *args, **kwargs
-            )
+            decision = decide.reading(reads, fn) if reads else fn
+            # 29. What it emitted is recorded first, in the same append (tasks/streams.py).
+            with taking_streams(invocation) as emitted:
+                if emitted is not None:
+                    decision = emitting(emitted, decision)
+                self._decide_grouped(decision, task_id, *args, **kwargs)
             if reads and invocation is not None:
                 del invocation.unmarked_reads[: len(reads)]
         except RuleViolation as refusal:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..runs.ledger import Ledger
+from ..tasks.ask_inbox import implied_open_asks
 from ..tasks.flow_events import FLOW_COUNTS, FLOW_RUNNING, limit_group
 from ..tasks.state import LIVE_STATUSES, TaskState
 from ..turns.state import TaskPassRetry, WakeupState
@@ -47,6 +48,7 @@ INDEX_TYPES: dict[str, Any] = {
     "live_schedules": dict[str, float],
     "live_priority": dict[str, int],
     "cron_schedules": dict[str, float],
+    "open_asks": dict[str, float],
     "flow_running": dict[str, str],
     "flow_counts": dict[str, int],
 }
@@ -138,6 +140,8 @@ def _index_problem(world: World) -> str | None:
     raised: dict[str, int] = indexes.get("live_priority", {})
     if raised != {t: world.tasks[t].priority for t in world.live if world.tasks[t].priority}:
         return "its live_priority index is not its live tasks' priorities"
+    if indexes.get("open_asks", {}) != implied_open_asks(world):
+        return "its open_asks index is not its live tasks' open asks"
     running: dict[str, str] = indexes.get(FLOW_RUNNING, {})
     implied = {t: g for t in world.live if (g := limit_group(world.tasks[t])) is not None}
     if running != implied:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import InvalidArgument, InvalidFlowPolicy, Refused, RuleViolation, TaskIdTaken
 from ..world import Draft
+from .asks import close_asks, close_timed_out_ask
 from .context import Context
 from .definitions import Registry, definition_fit, parked
 from .describe import waiting_for_message
@@ -238,6 +239,8 @@ def reserve(
         cancelling = cancelling_ancestor(draft, task_id)
         if cancelling is not None:
             task = draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=6, by=cancelling.id))
+            close_asks(draft, ctx, task_id)  # 22. the mark beats an answer (.asks)
+            task = require_task(draft, task_id)
     # 22. An abort mark beats a message, as it ends a wait or a sleep (rules 3, 8): the
     #     mode is the mark's, whatever arrived in the same instant, which stays unread.
     if task.abort_requested:
@@ -266,12 +269,14 @@ def reserve(
     fit = definition_fit(task, registry.get(task.kind), failed_migrations)
     if fit not in ("same", "migrate"):
         raise RuleViolation(13, f"blocked: {fit}", task_id=task_id)
+    close_timed_out_ask(draft, ctx, task)  # 21. resumed past its deadline: no answer
     try:
         # 36. Keys its submitter did not record (it did not know the definition's limit
         #     or rate) are recorded now, from its memos; a key function failing faults it.
         flow = recorded_keys(draft, ctx.now, task, registry)
     except InvalidFlowPolicy as refusal:
-        end(draft, ctx, task, Outcome("faulted", str(refusal), None, "flow_key"), rule=36)
+        faulted = Outcome("faulted", str(refusal), None, "flow_key")
+        end(draft, ctx, require_task(draft, task_id), faulted, rule=36)
         return None
     # 33, 34. Held back while its limit key's slots are taken or its rate key's bucket
     #         is empty; else the reservation takes a slot and a token, on their streams.

@@ -67,6 +67,63 @@ class Message:
     at: float
 
 
+AskStatus = Literal["open", "answered", "timeout", "abort"]
+
+
+@dataclass(frozen=True, slots=True)
+class AskState:
+    """A task's latest ask on one topic (rules 30 to 32, :mod:`.asks`): what it asked
+    (``request``, read-only as a memo's) and of whom (``assignees``; none: anyone), when
+    (``asked_at``) and until when (``deadline``, ``None`` for none, on the scheduler
+    clock); ``status`` ``open`` until it is answered (``value``, by ``actor`` because
+    ``why``, at ``closed_at``) or closed by its deadline (``timeout``) or an abort mark
+    (``abort``). ``waiting``: the task waits for it (from the ask until its next
+    reservation)."""
+
+    topic: str
+    request: Any
+    assignees: tuple[str, ...]
+    asked_at: float
+    deadline: float | None = None
+    status: AskStatus = "open"
+    waiting: bool = True
+    value: Any = None
+    actor: str | None = None
+    why: str | None = None
+    closed_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ask as plain JSON-ready data, leaving out what is unset."""
+        out: dict[str, Any] = {
+            "topic": self.topic,
+            "request": thawed(self.request),
+            "assignees": list(self.assignees),
+            "asked_at": self.asked_at,
+            "status": self.status,
+        }
+        if self.deadline is not None:
+            out["deadline"] = self.deadline
+        if self.status == "answered":
+            out.update(value=thawed(self.value), actor=self.actor, reason=self.why)
+        if self.closed_at is not None:
+            out["closed_at"] = self.closed_at
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class StreamState:
+    """One named stream of a task's output (rules 28 and 29): how many chunks it holds
+    (the next chunk's offset), their size as JSON, how many events recorded them, and
+    whether ``close_stream`` closed it. The chunks' values are on their events only: a
+    reader reads them from the log (``Scheduler.read_stream``), never from a state. A
+    task whose outcome is decided has every stream closed (:func:`.streams.closed`)."""
+
+    chunks: int = 0
+    bytes: int = 0
+    events: int = 0
+    closed: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class Flow:
     """A task's flow control, as recorded when its keys were computed (rules 33, 34):
@@ -145,6 +202,10 @@ class TaskState:
     """The messages sent to the task and not read yet, oldest first (rules 20, 21)."""
     messages_sent: int = 0
     """How many messages were ever sent to the task (the next one's number less one)."""
+    asks: tuple[AskState, ...] = ()
+    """The task's latest ask on each topic it asked on, oldest first (rules 30-32)."""
+    streams: Mapping[str, StreamState] = EMPTY
+    """The task's output streams by name (rules 28 and 29), each summarized."""
     flow: Flow | None = None
     """Its limit and rate keys with their policies (rules 33, 34), recorded at submit
     (or, submitted where its definition was not known, at its first reservation);
@@ -220,6 +281,14 @@ class TaskState:
                 {"seq": m.seq, "topic": m.topic, "value": thawed(m.value), "at": m.at}
                 for m in self.mailbox
             ]
+        if self.asks:
+            out["asks"] = [ask.to_dict() for ask in self.asks]
+        if self.streams:
+            decided = self.outcome is not None
+            out["streams"] = {
+                name: {"chunks": s.chunks, "bytes": s.bytes, "closed": s.closed or decided}
+                for name, s in self.streams.items()
+            }
         if self.flow is not None and self.flow.to_dict():
             out["flow"] = self.flow.to_dict()
         out["events"] = self.events
