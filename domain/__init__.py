@@ -15,6 +15,7 @@ from .errors import (
     ConflictError,
     CorruptEvent,
     InvalidArgument,
+    InvalidFlowPolicy,
     InvalidPolicy,
     LeaseLost,
     LogReplaced,
@@ -64,7 +65,9 @@ from .tasks.ask_inbox import Ask
 from .tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
 from .tasks.events import EVENT_TYPES, TaskEvent
 from .tasks.evolve import InvalidTransition, evolve
+from .tasks.flow import Debounce, Limit, Rate
 from .tasks.invocation import Invocation
+from .tasks.limits import HeldBack
 from .tasks.retry import Retry
 from .tasks.retrying import PhaseRetried
 from .tasks.state import AskState, Checkpoint, Outcome, StreamState, TaskState
@@ -107,6 +110,7 @@ __all__ = [
     "ControllerPassReport",
     "CorruptEvent",
     "CronSchedule",
+    "Debounce",
     "DeliveryOutcome",
     "DispatchGate",
     "DispatchReport",
@@ -119,9 +123,11 @@ __all__ = [
     "FrozenList",
     "GenerationOrderError",
     "HeartbeatReport",
+    "HeldBack",
     "IdentityConflictError",
     "InMemoryExecutor",
     "InvalidArgument",
+    "InvalidFlowPolicy",
     "InvalidPolicy",
     "InvalidTransition",
     "Invocation",
@@ -131,6 +137,7 @@ __all__ = [
     "Lease",
     "LeaseLost",
     "Ledger",
+    "Limit",
     "LogReplaced",
     "ManualClock",
     "NewerEventVersion",
@@ -141,6 +148,7 @@ __all__ = [
     "PhaseFenced",
     "PhaseRetried",
     "PhaseTimeout",
+    "Rate",
     "ReconcileReport",
     "Refused",
     "Registry",

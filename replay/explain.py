@@ -116,6 +116,34 @@ def story(
     return explain(state, task_id)
 
 
+def held_now(source: str | os.PathLike[str] | Store, task_id: str) -> Any:
+    """What holds ``task_id`` back now (rules 33, 34: a :class:`~tasktrail.domain.HeldBack`),
+    from the store's live work (its latest snapshot and the events after it) and the
+    keys the log recorded for the task, on the wall clock; ``None`` when nothing does,
+    the task ended, or ``source`` is an export (a record of the past, not a store)."""
+    import time
+
+    from tasktrail.domain import open_store
+    from tasktrail.domain.history import restore
+    from tasktrail.domain.tasks.limits import held_back_now
+    from tasktrail.domain.tasks.restart_limit import restart_limit_of
+
+    from .log import is_jsonl
+
+    if not isinstance(source, Store) and is_jsonl(source):
+        return None
+    store = source if isinstance(source, Store) else open_store(source, read_only=True)
+    try:
+        world = restore(store).world
+    finally:
+        if store is not source:
+            store.close()
+    task = world.tasks.get(task_id)
+    if task is None or task.flow is None:
+        return None
+    return held_back_now(world, task, time.time() * 1000.0, restart_limit_of(world))
+
+
 def _detail(row: dict[str, Any]) -> dict[str, Any]:
     detail = row.get("detail") or {}
     if isinstance(detail, str):

@@ -316,3 +316,34 @@ def test_the_streams_benchmark_runs_at_a_tiny_size(tmp_path: Path) -> None:
     assert cost["phases_per_s_alone"]["median"] > 0 and cost["flood_chunks_per_s"]["median"] > 0
     verdicts = {goal for goal, _, _ in streams.goals(runs)}
     assert "median emit-to-read one process <= 20 ms on sqlite" in verdicts
+
+
+def test_the_flow_benchmark_runs_a_limited_fleet_at_a_tiny_size(tmp_path: Path) -> None:
+    """Issue 44's flow-control figure end to end on SQLite: two worker processes on a
+    kind limited per tenant, the log folded event by event afterwards; the most running
+    per tenant is the limit, never more, and each figure is counted and ordered."""
+    flow = _module("benchmarks.flow")
+    out = tmp_path / "flow.json"
+    argv = ["--quick", "--stores", "sqlite", "--tasks", "8", "--phase-ms", "20"]
+    assert flow.main([*argv, "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    (run,) = figures["runs"]["sqlite"]["rounds"]
+    assert figures["sizes"]["limit"] == 2 and figures["rounds"] == 1
+    assert run["ended"] == 8 and run["most"] <= 2
+    assert run["ideal_ms"] == 20 and 0 < run["ratio"] <= 1.0 + 1e-9
+    assert run["makespan_ms"] >= run["first_start_ms"] > 0 and run["phase_ms"] >= 20
+
+
+def test_the_flow_goals_judge_the_limit_and_the_ratio() -> None:
+    flow = _module("benchmarks.flow")
+    sizes = flow.Sizes()
+
+    def figures(most: float, ratio: float) -> dict[str, object]:
+        return {
+            "most": {"median": most, "min": most, "max": most},
+            "ratio": {"median": ratio, "min": ratio - 0.1, "max": ratio},
+        }
+
+    results = {"sqlite": figures(3, 0.93), "postgresql": figures(4, 0.85)}
+    verdicts = [verdict for _, _, verdict in flow.goals(results, sizes)]
+    assert verdicts == ["**met**", "**met**", "**missed**", "**missed**"]

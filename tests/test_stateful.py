@@ -54,6 +54,13 @@ class ModelTask:
     """Each output stream's chunks recorded, in offset order (rule 29)."""
     closed: set[str] = field(default_factory=set)
     """The streams its phases closed (a decided outcome closes the rest: rule 29)."""
+    kind: str = "a"
+    tenant: str | None = None
+    """A kind ``c`` task's limit key: one runs a phase at a time per tenant (rule 33)."""
+    mode: str | None = None
+    started: bool = False
+    window_until: float | None = None
+    """A debounced submission's window end (rule 35), while it never ran."""
 
 
 class Model:
@@ -65,6 +72,37 @@ class Model:
         """Each idempotency key with the task it names (rule 18): its first submission's."""
         self.schedules: dict[str, tuple[bool, float]] = {}
         """Each live schedule's catch-up flag and next tick."""
+        self.windows: dict[str, str] = {}
+        """Each debounce key with the task its latest window opened (rule 35)."""
+        self.bucket: tuple[float, float | None] = (1.0, None)
+        """Kind ``c``'s rate bucket (rule 34): tokens left at the last start, and when."""
+
+    def tokens(self, now: float) -> float:
+        """Kind ``c``'s tokens at ``now``: 1 at most, half a token more a second."""
+        left, at = self.bucket
+        return left if at is None else min(1.0, left + (now - at) / 2000)
+
+    def held(self, task_id: str, now: float) -> str | None:
+        """Whether a run reservation of ``task_id`` would be held back, and by what."""
+        task = self.tasks[task_id]
+        if task.kind != "c" or task.marked:
+            return None  # an abort handler is neither limited nor rate limited
+        busy = any(
+            other.status == "running" and other.mode == "run" and other.tenant == task.tenant
+            for t, other in self.tasks.items()
+            if t != task_id and other.kind == "c"
+        )
+        if task.tenant is not None and busy:
+            return "limited"
+        return "rate_limited" if self.tokens(now) < 1 - 1e-9 else None
+
+    def collapses_into(self, key: str, now: float) -> str | None:
+        """The task a debounced submit with ``key`` at ``now`` collapses into (rule 35)."""
+        task_id = self.windows.get(key)
+        task = self.tasks.get(task_id) if task_id is not None else None
+        if task is None or task.started or task.marked or task.status != "sleeping":
+            return None
+        return task_id if task.window_until is not None and now < task.window_until else None
 
     def live(self, task_id: str) -> bool:
         return self.tasks[task_id].status != "terminal"
@@ -329,8 +367,55 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
 
     @rule(slot=task_slots())
     def reserve(self, slot: int) -> None:
+        self._reserve(slot)
+
+    @rule(back=st.integers(0, 3))
+    def reserve_flow(self, back: int) -> None:
+        """Reserve one of the latest kind ``c`` tasks (rules 33, 34), whatever its slot."""
+        slots = [n for n, t in enumerate(self.harness.ids) if self.model.tasks[t].kind == "c"]
+        if slots:
+            self._reserve(slots[-1 - back % len(slots)])
+
+    def _reserve(self, slot: int) -> None:
+        task_id, now = self.harness.task(slot), self.harness.clock.now
+        task = self.model.tasks.get(task_id)
+        held = self.model.held(task_id, now) if task is not None else None
         if self.do(Command("reserve", (slot,))):
-            self.model.reserve(self.harness.task(slot), self.harness.clock.now)
+            assert held is None, (task_id, held)  # 33, 34: never past a limit or a rate
+            mode = "abort" if task is not None and task.marked else "run"
+            self.model.reserve(task_id, now)
+            if task is not None and task.status == "running":
+                task.mode, task.started = mode, True
+                if task.kind == "c" and mode == "run":  # 34: a start takes a token
+                    self.model.bucket = (self.model.tokens(now) - 1, now)
+        else:
+            refusal = self.harness.refused[-1][1]
+            if getattr(refusal, "rule", None) in (33, 34):
+                assert held == ("limited" if refusal.rule == 33 else "rate_limited"), refusal  # type: ignore[attr-defined]
+
+    @rule(tenant=st.integers(0, 1))
+    def submit_flow(self, tenant: int) -> None:
+        if self.do(Command("submit_flow", (tenant,))):
+            task_id = self.harness.ids[-1]
+            self.model.submit(task_id, None)
+            self.model.tasks[task_id].kind = "c"
+            self.model.tasks[task_id].tenant = f"t{tenant}"
+
+    @rule(key=st.integers(0, 1), wait=st.sampled_from([1, 30]), n=st.integers(0, 9))
+    def submit_debounced(self, key: int, wait: int, n: int) -> None:
+        now, known = self.harness.clock.now, len(self.harness.ids)
+        into = self.model.collapses_into(f"d{key}", now)
+        assert self.do(Command("submit_debounced", (key, wait, n)))
+        if into is not None:  # 35: the same task, ready wait s after this submit
+            assert len(self.harness.ids) == known
+            self.model.tasks[into].window_until = now + wait * 1000
+            return
+        task_id = self.harness.ids[-1]
+        assert len(self.harness.ids) == known + 1
+        self.model.submit(task_id, None)
+        task = self.model.tasks[task_id]
+        task.kind, task.status, task.window_until = "c", "sleeping", now + wait * 1000
+        self.model.windows[f"d{key}"] = task_id
 
     @rule(slot=task_slots(), phase=phases())
     def checkpoint(self, slot: int, phase: str) -> None:
@@ -460,6 +545,8 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
         accepted = self.do(Command("fork", (slot, None)))
         if accepted:
             self.model.fork(self.harness.ids[-1], source)
+            forked, of = self.model.tasks[self.harness.ids[-1]], self.model.tasks[source]
+            forked.kind, forked.tenant = of.kind, of.tenant  # its memos: the same keys
         else:
             assert not self.model.fork("never", source)  # the model refuses it too
 

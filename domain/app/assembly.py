@@ -1,6 +1,8 @@
 """The command groups a :class:`~.scheduler.Scheduler` is made of, in the order their
 methods resolve: the decision cycle first, then each group of ``commands/``,
-``dispatch/``, ``service/`` and this room. A new group is added here, once."""
+``dispatch/``, ``service/`` and this room. A new group is added here, once.
+``FlowCommands`` comes before ``PhaseCommands``: its ``runnable`` narrows theirs to
+what limits and rates let start (rules 33, 34)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ..dispatch.run_commands import RunCommands
 from ..invoking.awaitable_commands import AwaitableCommands
 from ..invoking.loop_commit import LoopCommit
 from ..service.asks import AskCommands
+from ..service.flow import FlowCommands
 from ..service.keys import KeyCommands
 from ..service.messages import MessageCommands
 from ..service.results import ResultCommands
@@ -34,6 +37,7 @@ class CommandGroups(
     TaskCommands,
     AwaitableCommands,
     ForkCommands,
+    FlowCommands,
     PhaseCommands,
     BatchCommands,
     TurnCommands,

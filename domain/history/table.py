@@ -44,7 +44,9 @@ checked before a snapshot is trusted, :mod:`.envelope`); the world inside is for
 6: a task's ``priority`` folded from its submission's (rule 19; a format-5 snapshot would
 hold 0 for a submission an import recorded with another), and the keys' streams;
 7: a task's asks (``TaskState.asks``, rules 30-32) and the ``open_asks`` index; a task's
-   output streams (``TaskState.streams``, rules 28 and 29).
+   output streams (``TaskState.streams``, rules 28 and 29); a task's flow-control keys
+   (``TaskState.flow``, rules 33-36), the limit, rate and debounce keys' streams and the
+   ``flow_running`` and ``flow_counts`` indexes.
 """
 
 

@@ -27,6 +27,8 @@ OPEN_ASKS = "open_asks"
 def index_asks(world: World, event: TaskEvent, previous: Any, state: Any) -> None:
     """Keep :data:`OPEN_ASKS` current after a task event (``state`` ``None``: the task
     is gone from this world, as when a refused batch is undone)."""
+    if not type(event).task_stream:
+        return  # another stream's event (a run's): no task's asks changed
     asked = open_ask(state) if isinstance(state, TaskState) and state.live else None
     index: dict[str, float] | None = world.indexes.get(OPEN_ASKS)
     if asked is not None:

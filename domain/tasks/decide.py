@@ -6,13 +6,14 @@ command produces into the draft, or raises a refusal naming the rule and the
 task, which appends nothing. Nothing is defined here: each rule lives in the
 module of its part of a task's life (:mod:`.starting`, :mod:`.running`,
 :mod:`.ending`, :mod:`.restarts`, :mod:`.messages`, :mod:`.asks`, :mod:`.readiness`,
-:mod:`.forking`).
+:mod:`.forking`, :mod:`.debounce`).
 """
 
 from __future__ import annotations
 
 from .asks import answer, ask
 from .context import Context
+from .debounce import submit_debounced
 from .ending import abort, fault, finish
 from .forking import fork
 from .guards import held_elsewhere
@@ -48,6 +49,7 @@ __all__ = [
     "sleep",
     "stop",
     "submit",
+    "submit_debounced",
     "submit_owned",
     "wait",
     "wait_message",

@@ -125,6 +125,29 @@ class StreamState:
 
 
 @dataclass(frozen=True, slots=True)
+class Flow:
+    """A task's flow control, as recorded when its keys were computed (rules 33, 34):
+    its limit's key and how many of its kind with that key may run at once, its rate's
+    key and token bucket (``per_s`` tokens a second, ``burst`` at most). ``None`` in a
+    key: that policy does not hold the task back (its key function answered ``None``)."""
+
+    limit_key: str | None = None
+    max_running: int | None = None
+    rate_key: str | None = None
+    per_s: float | None = None
+    burst: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The keys and their policies as plain data, leaving out a policy without a key."""
+        out: dict[str, Any] = {}
+        if self.limit_key is not None:
+            out["limit"] = {"key": self.limit_key, "max_running": self.max_running}
+        if self.rate_key is not None:
+            out["rate"] = {"key": self.rate_key, "per_s": self.per_s, "burst": self.burst}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class TaskState:
     """Everything known of one task after the events so far.
 
@@ -183,6 +206,10 @@ class TaskState:
     """The task's latest ask on each topic it asked on, oldest first (rules 30-32)."""
     streams: Mapping[str, StreamState] = EMPTY
     """The task's output streams by name (rules 28 and 29), each summarized."""
+    flow: Flow | None = None
+    """Its limit and rate keys with their policies (rules 33, 34), recorded at submit
+    (or, submitted where its definition was not known, at its first reservation);
+    ``None`` while none were recorded."""
 
     @property
     def live(self) -> bool:
@@ -262,6 +289,8 @@ class TaskState:
                 name: {"chunks": s.chunks, "bytes": s.bytes, "closed": s.closed or decided}
                 for name, s in self.streams.items()
             }
+        if self.flow is not None and self.flow.to_dict():
+            out["flow"] = self.flow.to_dict()
         out["events"] = self.events
         return out
 
@@ -291,4 +320,42 @@ class KeyState:
 
     key: str
     task_id: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class LimitState:
+    """A limit key's stream (rule 33, :mod:`.flow_events`): how many reservations it
+    counted, and the last one's task, time and running count (itself included)."""
+
+    kind: str
+    key: str
+    taken: int
+    task_id: str
+    at: float
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
+class RateState:
+    """A rate key's token bucket (rule 34): ``tokens`` left at ``at`` (the last
+    reservation's time, its token taken), filling at ``per_s`` a second up to ``burst``."""
+
+    kind: str
+    key: str
+    tokens: float
+    at: float
+    per_s: float
+    burst: int
+    taken: int
+
+
+@dataclass(frozen=True, slots=True)
+class DebounceWindow:
+    """A debounce key's stream (rule 35): the task its latest window opened."""
+
+    kind: str
+    key: str
+    task_id: str
+    opened: int
     at: float
