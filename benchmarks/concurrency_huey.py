@@ -1,0 +1,124 @@
+"""huey's side of ``python -m benchmarks.concurrency``: the same workload on SQLite.
+
+A task is huey's own chain, a **pipeline of three tasks**
+(``one.s().then(two).then(three)``): each waits ``$TASKTRAIL_BENCH_WAIT_S`` and the
+consumer that ran it enqueues the next when it returns, so each phase is recorded
+before the next starts, as a tasktrail checkpoint is. Storage: ``SqliteHuey`` at its
+defaults (WAL, SQLite's default ``synchronous``), one file a run. A worker process
+is one huey consumer of ``concurrency`` workers; huey has no asyncio mode, and its
+consumer's help names **greenlet** workers for IO-heavy work (``-k greenlet``), so
+they are greenlets (gevent, its monkey-patching applied first, as huey asks), with
+``--huey-workers thread`` for threads. Its other settings are its defaults (polling
+from 0.1 s backing off to 10 s when the queue is empty).
+
+``python -c "$RUN" worker FILE CONCURRENCY TYPE`` (see :func:`start`) is one consumer
+(it prints ``ready`` once its workers run); ``setup FILE`` makes the database;
+``submit FILE COUNT`` enqueues the pipelines in one transaction (huey enqueues one a
+transaction; the rows are the ones its ``enqueue`` writes).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from .concurrency_marks import WAIT_S, mark
+
+if TYPE_CHECKING:  # the benchmark's side only: a consumer imports no tasktrail
+    from .concurrency_runs import Run, Started, Stores
+
+NAME = "bench"
+
+
+def make(filename: str) -> tuple[Any, Any]:
+    """The huey instance on ``filename`` with the three tasks; and a new pipeline."""
+    from huey import SqliteHuey
+
+    huey = SqliteHuey(NAME, filename=filename)
+
+    @huey.task(name="one")
+    def one() -> None:
+        mark("S")
+        time.sleep(WAIT_S)  # gevent's sleep under greenlet workers (monkey-patched)
+
+    @huey.task(name="two")
+    def two() -> None:
+        time.sleep(WAIT_S)
+
+    @huey.task(name="three")
+    def three() -> None:
+        time.sleep(WAIT_S)
+        mark("E")
+
+    return huey, lambda: one.s().then(two).then(three)
+
+
+def worker(filename: str, concurrency: int, worker_type: str) -> None:
+    """One consumer of ``concurrency`` workers; ``ready`` once each of them runs."""
+    huey, _ = make(filename)
+    started = [0]
+    lock = threading.Lock()
+
+    @huey.on_startup()
+    def _started() -> None:  # each worker calls it once, as it starts
+        with lock:
+            started[0] += 1
+            if started[0] == concurrency:
+                print("ready", flush=True)
+
+    consumer = huey.create_consumer(workers=concurrency, worker_type=worker_type)
+    consumer.run()  # until SIGTERM, which huey's consumer takes as "stop now"
+
+
+def submit(filename: str, count: int) -> None:
+    """``count`` pipelines in one transaction."""
+    huey, pipeline = make(filename)
+    rows = [(NAME, huey.serialize_task(pipeline()), 0) for _ in range(count)]
+    with huey.storage.db(commit=True) as cursor:
+        cursor.executemany("insert into task (queue, data, priority) values (?, ?, ?)", rows)
+
+
+def start(stores: Stores, run: Run, env: dict[str, str]) -> Started:
+    """The database made, ``run.workers`` consumers up; the submit."""
+    from .concurrency_runs import ROOT, Started, wait_ready
+
+    filename = str(stores.workdir / f"huey-{uuid.uuid4().hex[:10]}.db")
+    # Not ``-m``: huey names a task by its module, which would be ``__main__`` there.
+    here = [sys.executable, "-c", _RUN]
+    subprocess.run([*here, "setup", filename], cwd=ROOT, env=env, check=True)
+    processes = []
+    for _ in range(run.workers):
+        command = [*here, "worker", filename, str(run.concurrency), run.huey_workers]
+        if run.huey_workers == "greenlet":  # gevent's patches go first, before any import
+            command[2] = _PATCH + _RUN
+        processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE))
+    wait_ready(run, processes, "a huey consumer")
+    return Started(
+        processes,
+        lambda: subprocess.run(
+            [*here, "submit", filename, str(run.tasks)], cwd=ROOT, env=env, check=True
+        ),
+    )
+
+
+_PATCH = "from gevent import monkey; monkey.patch_all(); "
+_RUN = "import sys; from benchmarks.concurrency_huey import main; sys.exit(main(sys.argv[1:]))"
+
+
+def main(argv: list[str]) -> int:
+    what, filename, *rest = argv
+    if what == "worker":
+        worker(filename, int(rest[0]), rest[1])
+    elif what == "setup":
+        make(filename)  # SqliteHuey makes its tables and turns WAL on as it opens
+    else:
+        submit(filename, int(rest[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
