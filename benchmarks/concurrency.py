@@ -7,7 +7,8 @@ tasktrail's phases are ``async def`` phases that move on by returning the next
 phase's name (``next3``; ``--kinds sync3,async3`` runs issue 27's, which checkpoint
 inside); beside it, in the same run and interleaved round by round, each peer on its
 store: **huey** (``SqliteHuey``), **pgqueuer** and **procrastinate** (PostgreSQL),
-each a chain of three jobs in its recommended async or concurrent mode, and **DBOS
+each in its recommended async or concurrent mode, a task one job doing three awaits
+(``--peer-shape chain``: a chain of three jobs), and **DBOS
 Transact** on both (a workflow of three steps: ``dbos`` at its 1 s queue poll,
 ``dbos-fast`` at ``--dbos-fast-poll``). :mod:`.concurrency_peers` lists them and how
 each runs; :mod:`.concurrency_runs` how a round runs: a fresh store, the worker
@@ -126,7 +127,7 @@ def _run(
     """One round's run; a DBOS queue polls at its default (1 s) or ``--dbos-fast-poll``."""
     poll = args.dbos_fast_poll if system == "dbos-fast" else 1.0
     run = Run(system, store, kind, config[0], config[1], tasks, dbos_poll_s=poll)
-    return replace(run, huey_workers=args.huey_workers)
+    return replace(run, huey_workers=args.huey_workers, peer_shape=args.peer_shape)
 
 
 def _figures(
@@ -226,6 +227,12 @@ def main(argv: list[str] | None = None) -> int:
         default="greenlet",
         help="huey's worker type (default greenlet, its advice for IO-heavy work)",
     )
+    parser.add_argument(
+        "--peer-shape",
+        choices=["single", "chain"],
+        default="single",
+        help="a job queue's task: one job doing three awaits (default) or a chain of three",
+    )
     parser.add_argument("--postgres", default=POSTGRES, help="server URL")
     parser.add_argument(
         "--json",
@@ -257,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         "left_out": sorted(left_out),
         "dbos_fast_poll_s": args.dbos_fast_poll,
         "huey_workers": args.huey_workers,
+        "peer_shape": args.peer_shape,
         "cap": args.cap,
     }
     if args.json:

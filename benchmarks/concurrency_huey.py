@@ -1,9 +1,11 @@
 """huey's side of ``python -m benchmarks.concurrency``: the same workload on SQLite.
 
-A task is huey's own chain, a **pipeline of three tasks**
-(``one.s().then(two).then(three)``): each waits ``$TASKTRAIL_BENCH_WAIT_S`` and the
-consumer that ran it enqueues the next when it returns, so each phase is recorded
-before the next starts, as a tasktrail checkpoint is. Storage: ``SqliteHuey`` at its
+A task is **one huey task doing three waits** (``single``, the default: the least a
+peer records) or, with ``--peer-shape chain``, huey's own chain, a **pipeline of
+three tasks** (``one.s().then(two).then(three)``): each waits
+``$TASKTRAIL_BENCH_WAIT_S`` and the consumer that ran it enqueues the next when it
+returns, so each phase is recorded before the next starts, as a tasktrail checkpoint
+is. Storage: ``SqliteHuey`` at its
 defaults (WAL, SQLite's default ``synchronous``), one file a run. A worker process
 is one huey consumer of ``concurrency`` workers; huey has no asyncio mode, and its
 consumer's help names **greenlet** workers for IO-heavy work (``-k greenlet``), so
@@ -13,7 +15,7 @@ from 0.1 s backing off to 10 s when the queue is empty).
 
 ``python -c "$RUN" worker FILE CONCURRENCY TYPE`` (see :func:`start`) is one consumer
 (it prints ``ready`` once its workers run); ``setup FILE`` makes the database;
-``submit FILE COUNT`` enqueues the pipelines in one transaction (huey enqueues one a
+``submit FILE SHAPE COUNT`` enqueues the tasks in one transaction (huey enqueues one a
 transaction; the rows are the ones its ``enqueue`` writes).
 """
 
@@ -34,8 +36,8 @@ if TYPE_CHECKING:  # the benchmark's side only: a consumer imports no tasktrail
 NAME = "bench"
 
 
-def make(filename: str) -> tuple[Any, Any]:
-    """The huey instance on ``filename`` with the three tasks; and a new pipeline."""
+def make(filename: str) -> tuple[Any, dict[str, Any]]:
+    """The huey instance on ``filename`` with its tasks; and a new task by shape."""
     from huey import SqliteHuey
 
     huey = SqliteHuey(NAME, filename=filename)
@@ -54,7 +56,14 @@ def make(filename: str) -> tuple[Any, Any]:
         time.sleep(WAIT_S)
         mark("E")
 
-    return huey, lambda: one.s().then(two).then(three)
+    @huey.task(name="single")
+    def single() -> None:
+        mark("S")
+        for _ in range(3):
+            time.sleep(WAIT_S)
+        mark("E")
+
+    return huey, {"chain": lambda: one.s().then(two).then(three), "single": single.s}
 
 
 def worker(filename: str, concurrency: int, worker_type: str) -> None:
@@ -74,10 +83,10 @@ def worker(filename: str, concurrency: int, worker_type: str) -> None:
     consumer.run()  # until SIGTERM, which huey's consumer takes as "stop now"
 
 
-def submit(filename: str, count: int) -> None:
-    """``count`` pipelines in one transaction."""
-    huey, pipeline = make(filename)
-    rows = [(NAME, huey.serialize_task(pipeline()), 0) for _ in range(count)]
+def submit(filename: str, shape: str, count: int) -> None:
+    """``count`` tasks of ``shape`` in one transaction."""
+    huey, new = make(filename)
+    rows = [(NAME, huey.serialize_task(new[shape]()), 0) for _ in range(count)]
     with huey.storage.db(commit=True) as cursor:
         cursor.executemany("insert into task (queue, data, priority) values (?, ?, ?)", rows)
 
@@ -100,7 +109,10 @@ def start(stores: Stores, run: Run, env: dict[str, str]) -> Started:
     return Started(
         processes,
         lambda: subprocess.run(
-            [*here, "submit", filename, str(run.tasks)], cwd=ROOT, env=env, check=True
+            [*here, "submit", filename, run.peer_shape, str(run.tasks)],
+            cwd=ROOT,
+            env=env,
+            check=True,
         ),
     )
 
@@ -116,7 +128,7 @@ def main(argv: list[str]) -> int:
     elif what == "setup":
         make(filename)  # SqliteHuey makes its tables and turns WAL on as it opens
     else:
-        submit(filename, int(rest[0]))
+        submit(filename, rest[0], int(rest[1]))
     return 0
 
 

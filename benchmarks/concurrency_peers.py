@@ -1,10 +1,11 @@
 """The systems ``python -m benchmarks.concurrency`` runs: tasktrail and its peers.
 
 Each peer runs on the store it is made for, in its recommended async or concurrent
-mode, its task shaped as close to tasktrail's three checkpointed phases as it allows
-(:data:`SYSTEMS` says how; each peer's module says why). The peers are the ``bench``
-extra's (``pip install -e '.[bench]'``); one not installed is named and left out,
-and the rest run.
+mode; a job queue's task is one job doing three awaits (``--peer-shape single``, the
+least it can record) or a chain of three jobs (``chain``, a record a phase as
+tasktrail's checkpoints; :data:`SYSTEMS` says how, each peer's module why). The
+peers are the ``bench`` extra's (``pip install -e '.[bench]'``); one not installed is
+named and left out, and the rest run.
 """
 
 from __future__ import annotations
@@ -48,9 +49,24 @@ SYSTEMS = {
             needs=("dbos",),
             peer=False,
         ),
-        System("huey", ("sqlite",), "a pipeline of three tasks", needs=("huey", "gevent")),
-        System("pgqueuer", ("postgresql",), "a chain of three jobs", needs=("pgqueuer", "asyncpg")),
-        System("procrastinate", ("postgresql",), "a chain of three jobs", needs=("procrastinate",)),
+        System(
+            "huey",
+            ("sqlite",),
+            "one task of three waits, or a pipeline of three",
+            needs=("huey", "gevent"),
+        ),
+        System(
+            "pgqueuer",
+            ("postgresql",),
+            "one job of three awaits, or a chain of three",
+            needs=("pgqueuer", "asyncpg"),
+        ),
+        System(
+            "procrastinate",
+            ("postgresql",),
+            "one job of three awaits, or a chain of three",
+            needs=("procrastinate",),
+        ),
     )
 }
 

@@ -1,9 +1,11 @@
 """pgqueuer's side of ``python -m benchmarks.concurrency``: the same workload on PostgreSQL.
 
-A task is a **chain of three jobs** (entrypoints ``one``, ``two``, ``three``), each an
-``async def`` that awaits ``$TASKTRAIL_BENCH_WAIT_S`` and enqueues the next before it
-returns, so each phase is recorded before the next starts, as a tasktrail checkpoint
-is (the enqueue and the job's own completion are two writes, not one). A worker
+A task is **one job doing three awaits** (entrypoint ``single``, the default: the
+least a peer records) or, with ``--peer-shape chain``, a **chain of three jobs**
+(``one``, ``two``, ``three``), each an ``async def`` that awaits
+``$TASKTRAIL_BENCH_WAIT_S`` and enqueues the next before it returns, so each phase is
+recorded before the next starts, as a tasktrail checkpoint is (the enqueue and the
+job's own completion are two writes, not one). A worker
 process is one ``QueueManager`` run as pgqueuer's ``pgq run`` runs it (uvloop where
 installed, its asyncpg driver over one connection as its quick start does), with
 ``max_concurrent_tasks`` the worker's concurrency and its default batch of 10
@@ -13,8 +15,8 @@ Its tables go in the run's schema and its NOTIFY channel is the run's own
 (durable tables, LISTEN/NOTIFY with polling behind it).
 
 ``python -m benchmarks.concurrency_pgqueuer worker URL CONCURRENCY`` is one worker
-(``ready`` once it dequeues); ``setup URL`` installs the schema; ``submit URL COUNT``
-enqueues the chains' first jobs in one statement.
+(``ready`` once it dequeues); ``setup URL`` installs the schema; ``submit URL SHAPE
+COUNT`` enqueues the tasks' first jobs in one statement.
 """
 
 from __future__ import annotations
@@ -75,6 +77,14 @@ async def _worker(url: str, concurrency: int) -> None:
     pgq.entrypoint("one")(phase("two", first=True))
     pgq.entrypoint("two")(phase("three"))
     pgq.entrypoint("three")(phase(None))
+
+    @pgq.entrypoint("single")
+    async def single(job: Job) -> None:
+        mark("S")
+        for _ in range(3):
+            await asyncio.sleep(WAIT_S)
+        mark("E")
+
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, pgq.shutdown.set)
     batch = min(10, concurrency // 2)
     await pgq.run(batch_size=max(1, batch), max_concurrent_tasks=max(concurrency, 2))
@@ -96,9 +106,11 @@ async def _install(queries: Any) -> None:
     await queries.install()
 
 
-def _submit(count: int) -> Callable[[Any], Awaitable[None]]:
+def _submit(shape: str, count: int) -> Callable[[Any], Awaitable[None]]:
+    first = "one" if shape == "chain" else "single"
+
     async def submit(queries: Any) -> None:
-        await queries.enqueue(["one"] * count, [None] * count, [0] * count)
+        await queries.enqueue([first] * count, [None] * count, [0] * count)
 
     return submit
 
@@ -123,7 +135,7 @@ def start(stores: Stores, run: Run, env: dict[str, str]) -> Started:
     return Started(
         processes,
         lambda: subprocess.run(
-            [*here, "submit", url, str(run.tasks)], cwd=ROOT, env=env, check=True
+            [*here, "submit", url, run.peer_shape, str(run.tasks)], cwd=ROOT, env=env, check=True
         ),
     )
 
@@ -137,7 +149,7 @@ def main(argv: list[str]) -> int:
     elif what == "setup":
         asyncio_run(_with_queries(url, _install))
     else:
-        asyncio_run(_with_queries(url, _submit(int(rest[0]))))
+        asyncio_run(_with_queries(url, _submit(rest[0], int(rest[1]))))
     return 0
 
 

@@ -1,10 +1,12 @@
 """procrastinate's side of ``python -m benchmarks.concurrency``: the same workload on
 PostgreSQL.
 
-A task is a **chain of three jobs** (tasks ``one``, ``two``, ``three`` on one queue),
-each an ``async def`` that awaits ``$TASKTRAIL_BENCH_WAIT_S`` and defers the next
-before it returns, so each phase is recorded before the next starts, as a tasktrail
-checkpoint is (the defer and the job's own completion are two writes, not one). A
+A task is **one job doing three awaits** (``single``, the default: the least a peer
+records) or, with ``--peer-shape chain``, a **chain of three jobs** (``one``, ``two``,
+``three`` on one queue), each an ``async def`` that awaits ``$TASKTRAIL_BENCH_WAIT_S``
+and defers the next before it returns, so each phase is recorded before the next
+starts, as a tasktrail checkpoint is (the defer and the job's own completion are two
+writes, not one). A
 worker process is one procrastinate worker run as its docs advise for async tasks
 (``run_worker_async(concurrency=...)``, the worker's concurrency; its
 ``PsycopgConnector`` and pool at their defaults), in the run's own PostgreSQL schema
@@ -13,7 +15,7 @@ worker process is one procrastinate worker run as its docs advise for async task
 
 ``main(["worker", URL, SCHEMA, CONCURRENCY])`` (a process of its own, :func:`start`) is
 one worker (``ready`` once it started); ``setup URL SCHEMA`` applies the schema;
-``submit URL SCHEMA COUNT`` defers the chains' first jobs in one statement.
+``submit URL SCHEMA SHAPE COUNT`` defers the tasks' first jobs in one statement.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ if TYPE_CHECKING:
 QUEUE = "bench"
 
 
-def make(url: str, schema: str) -> tuple[Any, Any]:
-    """The procrastinate app in ``schema`` and its first task."""
+def make(url: str, schema: str) -> tuple[Any, dict[str, Any]]:
+    """The procrastinate app in ``schema``, and the task a run defers by shape."""
     from procrastinate import App, PsycopgConnector
 
     connector = PsycopgConnector(conninfo=url, kwargs={"options": f"-c search_path={schema}"})
@@ -55,7 +57,14 @@ def make(url: str, schema: str) -> tuple[Any, Any]:
         await asyncio.sleep(WAIT_S)
         await two.defer_async()
 
-    return app, one
+    @app.task(name="single", queue=QUEUE)
+    async def single() -> None:
+        mark("S")
+        for _ in range(3):
+            await asyncio.sleep(WAIT_S)
+        mark("E")
+
+    return app, {"chain": one, "single": single}
 
 
 class _Ready(logging.Handler):
@@ -82,10 +91,10 @@ async def _setup(url: str, schema: str) -> None:
         await app.schema_manager.apply_schema_async()
 
 
-async def _submit(url: str, schema: str, count: int) -> None:
-    app, one = make(url, schema)
+async def _submit(url: str, schema: str, shape: str, count: int) -> None:
+    app, first = make(url, schema)
     async with app.open_async():
-        await one.batch_defer_async(*({} for _ in range(count)))
+        await first[shape].batch_defer_async(*({} for _ in range(count)))
 
 
 def start(stores: Stores, run: Run, env: dict[str, str]) -> Started:
@@ -107,7 +116,10 @@ def start(stores: Stores, run: Run, env: dict[str, str]) -> Started:
     return Started(
         processes,
         lambda: subprocess.run(
-            [*here, "submit", url, schema, str(run.tasks)], cwd=ROOT, env=env, check=True
+            [*here, "submit", url, schema, run.peer_shape, str(run.tasks)],
+            cwd=ROOT,
+            env=env,
+            check=True,
         ),
     )
 
@@ -125,7 +137,7 @@ def main(argv: list[str]) -> int:
     elif what == "setup":
         asyncio.run(_setup(url, schema))
     else:
-        asyncio.run(_submit(url, schema, int(rest[0])))
+        asyncio.run(_submit(url, schema, rest[0], int(rest[1])))
     return 0
 
 

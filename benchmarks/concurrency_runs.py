@@ -44,6 +44,8 @@ class Run:
     wait_s: float = 0.1
     dbos_poll_s: float = 1.0
     huey_workers: str = "greenlet"
+    peer_shape: str = "single"
+    """A job queue's task: ``single`` (one job doing three awaits) or ``chain``."""
     """huey's worker type: ``greenlet`` (its advice for IO-heavy work) or ``thread``."""
 
 
