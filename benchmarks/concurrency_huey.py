@@ -26,44 +26,47 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .concurrency_marks import WAIT_S, mark
 
 if TYPE_CHECKING:  # the benchmark's side only: a consumer imports no tasktrail
-    from .concurrency_runs import Run, Started, Stores
+    from .concurrency_runs import Run, Started
+    from .fleet import Stores
 
 NAME = "bench"
 
 
 def make(filename: str) -> tuple[Any, dict[str, Any]]:
     """The huey instance on ``filename`` with its tasks; and a new task by shape."""
-    from huey import SqliteHuey
+    from huey import SqliteHuey  # type: ignore[import-untyped]
 
     huey = SqliteHuey(NAME, filename=filename)
-
-    @huey.task(name="one")
-    def one() -> None:
-        mark("S")
-        time.sleep(WAIT_S)  # gevent's sleep under greenlet workers (monkey-patched)
-
-    @huey.task(name="two")
-    def two() -> None:
-        time.sleep(WAIT_S)
-
-    @huey.task(name="three")
-    def three() -> None:
-        time.sleep(WAIT_S)
-        mark("E")
-
-    @huey.task(name="single")
-    def single() -> None:
-        mark("S")
-        for _ in range(3):
-            time.sleep(WAIT_S)
-        mark("E")
-
+    # time.sleep is gevent's under greenlet workers (monkey-patched)
+    one = huey.task(name="one")(_phase(first=True))
+    two = huey.task(name="two")(_phase())
+    three = huey.task(name="three")(_phase(last=True))
+    single = huey.task(name="single")(_single)
     return huey, {"chain": lambda: one.s().then(two).then(three), "single": single.s}
+
+
+def _phase(first: bool = False, last: bool = False) -> Callable[[], None]:
+    def phase() -> None:
+        if first:
+            mark("S")
+        time.sleep(WAIT_S)
+        if last:
+            mark("E")
+
+    return phase
+
+
+def _single() -> None:
+    mark("S")
+    for _ in range(3):
+        time.sleep(WAIT_S)
+    mark("E")
 
 
 def worker(filename: str, concurrency: int, worker_type: str) -> None:
@@ -72,13 +75,13 @@ def worker(filename: str, concurrency: int, worker_type: str) -> None:
     started = [0]
     lock = threading.Lock()
 
-    @huey.on_startup()
-    def _started() -> None:  # each worker calls it once, as it starts
+    def announce() -> None:  # each worker calls it once, as it starts
         with lock:
             started[0] += 1
             if started[0] == concurrency:
                 print("ready", flush=True)
 
+    huey.on_startup()(announce)
     consumer = huey.create_consumer(workers=concurrency, worker_type=worker_type)
     consumer.run()  # until SIGTERM, which huey's consumer takes as "stop now"
 
@@ -93,7 +96,8 @@ def submit(filename: str, shape: str, count: int) -> None:
 
 def start(stores: Stores, run: Run, env: dict[str, str]) -> Started:
     """The database made, ``run.workers`` consumers up; the submit."""
-    from .concurrency_runs import ROOT, Started, wait_ready
+    from .concurrency_runs import Started, submit_by, wait_ready
+    from .fleet import ROOT
 
     filename = str(stores.workdir / f"huey-{uuid.uuid4().hex[:10]}.db")
     # Not ``-m``: huey names a task by its module, which would be ``__main__`` there.
@@ -107,13 +111,7 @@ def start(stores: Stores, run: Run, env: dict[str, str]) -> Started:
         processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE))
     wait_ready(run, processes, "a huey consumer")
     return Started(
-        processes,
-        lambda: subprocess.run(
-            [*here, "submit", filename, run.peer_shape, str(run.tasks)],
-            cwd=ROOT,
-            env=env,
-            check=True,
-        ),
+        processes, submit_by([*here, "submit", filename, run.peer_shape, str(run.tasks)], env)
     )
 
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .concurrency_runs import Run, Started, Stores
+    from .concurrency_runs import Run, Started
+    from .fleet import Stores
 
 Start = Callable[["Stores", "Run", dict[str, str]], "Started"]
 

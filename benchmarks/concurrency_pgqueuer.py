@@ -31,14 +31,15 @@ from typing import TYPE_CHECKING, Any
 from .concurrency_marks import WAIT_S, mark
 
 if TYPE_CHECKING:
-    from .concurrency_runs import Run, Started, Stores
+    from .concurrency_runs import Run, Started
+    from .fleet import Stores
 
 
 def _announcing(queries_class: Any) -> Any:
     """pgqueuer's ``Queries`` that prints ``ready`` at the first dequeue: the worker
     listens to its channel by then (it does before its first fetch)."""
 
-    class Announcing(queries_class):  # type: ignore[misc, valid-type]
+    class Announcing(queries_class):  # type: ignore[misc]
         announced = False
 
         async def dequeue(self, *args: Any, **kwargs: Any) -> Any:
@@ -51,7 +52,7 @@ def _announcing(queries_class: Any) -> Any:
 
 
 async def _worker(url: str, concurrency: int) -> None:
-    import asyncpg
+    import asyncpg  # type: ignore[import-untyped]
     from pgqueuer import PgQueuer
     from pgqueuer.db import AsyncpgDriver
     from pgqueuer.models import Job
@@ -118,7 +119,8 @@ def _submit(shape: str, count: int) -> Callable[[Any], Awaitable[None]]:
 def start(stores: Stores, run: Run, env: dict[str, str]) -> Started:
     """The schema installed in a fresh PostgreSQL schema, ``run.workers`` workers up;
     the submit."""
-    from .concurrency_runs import ROOT, Started, wait_ready
+    from .concurrency_runs import Started, submit_by, wait_ready
+    from .fleet import ROOT
 
     assert stores.postgres is not None
     stores.new("postgresql")
@@ -133,10 +135,7 @@ def start(stores: Stores, run: Run, env: dict[str, str]) -> Started:
         processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE))
     wait_ready(run, processes, "a pgqueuer worker")
     return Started(
-        processes,
-        lambda: subprocess.run(
-            [*here, "submit", url, run.peer_shape, str(run.tasks)], cwd=ROOT, env=env, check=True
-        ),
+        processes, submit_by([*here, "submit", url, run.peer_shape, str(run.tasks)], env)
     )
 
 

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 from .concurrency_marks import WAIT_S, mark
 
 if TYPE_CHECKING:
-    from .concurrency_runs import Run, Started, Stores
+    from .concurrency_runs import Run, Started
+    from .fleet import Stores
 
 QUEUE = "bench"
 
@@ -100,7 +101,8 @@ async def _submit(url: str, schema: str, shape: str, count: int) -> None:
 def start(stores: Stores, run: Run, env: dict[str, str]) -> Started:
     """The schema applied in a fresh PostgreSQL schema, ``run.workers`` workers up; the
     submit."""
-    from .concurrency_runs import ROOT, Started, wait_ready
+    from .concurrency_runs import Started, submit_by, wait_ready
+    from .fleet import ROOT
 
     assert stores.postgres is not None
     stores.new("postgresql")
@@ -114,13 +116,7 @@ def start(stores: Stores, run: Run, env: dict[str, str]) -> Started:
         processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE))
     wait_ready(run, processes, "a procrastinate worker")
     return Started(
-        processes,
-        lambda: subprocess.run(
-            [*here, "submit", url, schema, run.peer_shape, str(run.tasks)],
-            cwd=ROOT,
-            env=env,
-            check=True,
-        ),
+        processes, submit_by([*here, "submit", url, schema, run.peer_shape, str(run.tasks)], env)
     )
 
 

@@ -110,6 +110,15 @@ def measure(stores: Stores, run: Run) -> Measured:
     )
 
 
+def submit_by(command: list[str], env: dict[str, str]) -> Callable[[], None]:
+    """A submit that runs ``command``, a process of its own, to its end."""
+
+    def submit() -> None:
+        subprocess.run(command, cwd=ROOT, env=env, check=True)
+
+    return submit
+
+
 def wait_ready(run: Run, processes: list[subprocess.Popen[bytes]], what: str) -> None:
     """Until each process printed ``ready`` on its standard output (a pipe)."""
     for process in processes:
