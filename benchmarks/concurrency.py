@@ -12,8 +12,8 @@ each in its recommended async or concurrent mode, a task one job doing three awa
 Transact** on both (a workflow of three steps: ``dbos`` at its 1 s queue poll,
 ``dbos-fast`` at ``--dbos-fast-poll``). :mod:`.concurrency_peers` lists them and how
 each runs; :mod:`.concurrency_runs` how a round runs: a fresh store, the worker
-processes started and ready, ``max(20, workers x concurrency x 10)`` tasks
-submitted in one transaction, and the clock from the first phase's start to the
+processes started and ready, ``max(20, workers x concurrency x 10)`` tasks (at most
+2,560) submitted in one transaction, and the clock from the first phase's start to the
 last task's end.
 
 Beside each rate: the **ideal**, workers x concurrency / (3 x the phase), the ratio
@@ -46,14 +46,17 @@ CONFIGS = ((1, 32), (1, 128), (1, 512), (4, 32))
 """(worker processes, concurrency of each)."""
 RESULTS = Path(__file__).resolve().parent / "concurrency-results.json"
 PHASE_MS = 200.0
+MAX_TASKS = 2560
+"""So that the slowest system (DBOS, 15-20 tasks/s under load) fits a 1x512 run."""
 PHASES = 3
 KINDS = ("next3", "async3", "sync3")
 _met = met  # benchmarks.roundtrip's name for it
 
 
 def tasks_for(workers: int, concurrency: int, scale: float = 1.0) -> int:
-    """Enough tasks for a few seconds of work at the ideal rate."""
-    return max(2, round(max(20, workers * concurrency * 10) * scale))
+    """Enough tasks for a few seconds of work at the ideal rate: ten fills of the slots,
+    at most :data:`MAX_TASKS` (1x512: five fills)."""
+    return max(2, round(max(20, min(workers * concurrency * 10, MAX_TASKS)) * scale))
 
 
 def spread(values: list[float]) -> dict[str, float]:
