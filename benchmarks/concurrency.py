@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .concurrency_goals import goals, met
-from .concurrency_peers import SYSTEMS, missing, runs
+from .concurrency_peers import SYSTEMS, missing, runs, versions
 from .concurrency_runs import Measured, Run, measure
 from .fleet import POSTGRES, Stores
 from .report import machine
@@ -269,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         "huey_workers": args.huey_workers,
         "peer_shape": args.peer_shape,
         "cap": args.cap,
+        "versions": versions(args.systems),
     }
     if args.json:
         figures = {"machine": machine(), "settings": settings, "runs": results}

@@ -77,6 +77,14 @@ def missing(name: str) -> list[str]:
     return [module for module in SYSTEMS[name].needs if importlib.util.find_spec(module) is None]
 
 
+def versions(names: list[str]) -> dict[str, str]:
+    """The installed version of each package the systems ``names`` need."""
+    from importlib import metadata
+
+    packages = sorted({m for n in names for m in SYSTEMS[n].needs})
+    return {p: metadata.version(p) for p in packages if importlib.util.find_spec(p)}
+
+
 def runs(name: str, store: str, kind: str) -> bool:
     """Whether ``name`` runs on ``store`` with phases of ``kind``."""
     system = SYSTEMS[name]
