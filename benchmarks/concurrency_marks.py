@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 WAIT_S = float(os.environ.get("TASKTRAIL_BENCH_WAIT_S", "0.1"))
-"""How long each phase waits: 0.1 s, or 0 to measure what the store takes."""
+"""How long each phase waits, as the benchmark sets it (``--phase-ms``; 0 to measure
+what the store takes)."""
 _PATH = os.environ.get("TASKTRAIL_BENCH_MARKS")
 _fd: int | None = None
 

@@ -1,10 +1,11 @@
 """The registry ``python -m benchmarks.concurrency`` runs in ``tasktrail worker`` processes.
 
-Two kinds of task, three phases each, each phase waiting ``$TASKTRAIL_BENCH_WAIT_S``
-(0.1 s): ``sync3`` with ``time.sleep`` (its phases run in the invocation's thread),
-``async3`` with ``await asyncio.sleep`` (on the worker's event loop). Each phase moves
-to the next with a checkpoint and the last finishes the task; the first and the last
-leave a mark (:mod:`.concurrency_marks`).
+Three kinds of task, three phases each, each phase waiting ``$TASKTRAIL_BENCH_WAIT_S``:
+``sync3`` with ``time.sleep`` (its phases run in the invocation's thread), ``async3``
+with ``await asyncio.sleep`` (on the worker's event loop), each moving to the next with
+a checkpoint; ``next3`` the same async phases moving on by returning the next phase's
+name (issue 43's comparison with the job queues). The last phase finishes the task;
+the first and the last leave a mark (:mod:`.concurrency_marks`).
 """
 
 from __future__ import annotations
@@ -62,9 +63,21 @@ async def _a_three(inv: Any) -> None:
     mark("E")
 
 
+async def _n_one(inv: Any) -> str:
+    mark("S")
+    await _await()
+    return "two"
+
+
+async def _n_two(inv: Any) -> str:
+    await _await()
+    return "three"
+
+
 registry = Registry(
     [
         TaskDefinition("sync3", 1, {"one": _one, "two": _two, "three": _three}),
         TaskDefinition("async3", 1, {"one": _a_one, "two": _a_two, "three": _a_three}),
+        TaskDefinition("next3", 1, {"one": _n_one, "two": _n_two, "three": _a_three}),
     ]
 )

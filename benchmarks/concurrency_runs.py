@@ -5,7 +5,11 @@ Both sides run the same way: fresh store, worker processes started and ready (a
 tasktrail worker holds its lease; a DBOS executor listens to its queue), every task
 submitted in one transaction, and the marks the phases leave
 (:mod:`.concurrency_marks`) give the clock (the first phase's start to the last task's
-end), the tasks done and the CPU of the worker processes in between.
+end), the tasks done and the CPU of the worker processes in between. On PostgreSQL,
+the server's backends that serve the worker processes are read too, from the submit
+to the last end (:mod:`.concurrency_server`). Every system is started the same way
+(:class:`Started`): its worker processes up and ready, and how to submit the tasks;
+the peers' starts are in their own modules (:mod:`.concurrency_peers`).
 """
 
 from __future__ import annotations
@@ -16,18 +20,20 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tasktrail.domain import Scheduler
 
 from .concurrency_marks import ended, window
+from .concurrency_server import BackendCpu, local_port
 from .fleet import ROOT, Stores, _wait_for_leases
 
 
 @dataclass(frozen=True)
 class Run:
     """What to run: ``workers`` processes of ``concurrency`` each, ``tasks`` tasks of
-    ``kind`` (``sync3`` or ``async3``) whose phases each wait ``wait_s``."""
+    ``kind`` (``sync3``, ``async3`` or ``next3``) whose phases each wait ``wait_s``."""
 
     system: str
     store: str
@@ -37,6 +43,10 @@ class Run:
     tasks: int
     wait_s: float = 0.1
     dbos_poll_s: float = 1.0
+    huey_workers: str = "greenlet"
+    peer_shape: str = "single"
+    """A job queue's task: ``single`` (one job doing three awaits) or ``chain``."""
+    """huey's worker type: ``greenlet`` (its advice for IO-heavy work) or ``thread``."""
 
 
 @dataclass(frozen=True)
@@ -46,10 +56,23 @@ class Measured:
     tasks_per_s: float
     cpu_ms_per_task: float
     seconds: float
+    server_cpu_ms_per_task: float | None = None
+    """The PostgreSQL backends serving the workers, from the submit to the last end;
+    ``None`` on SQLite or where they cannot be read."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """A system's worker processes, up and ready, and how to submit the run's tasks."""
+
+    processes: list[subprocess.Popen[bytes]]
+    submit: Callable[[], None]
 
 
 def measure(stores: Stores, run: Run) -> Measured:
     """Run one round of ``run`` on a fresh store and read its marks."""
+    from .concurrency_peers import starter  # which imports this module's starts
+
     marks = stores.workdir / f"marks-{uuid.uuid4().hex[:10]}"
     env = {
         **os.environ,
@@ -57,9 +80,14 @@ def measure(stores: Stores, run: Run) -> Measured:
         "TASKTRAIL_BENCH_MARKS": str(marks),
         "TASKTRAIL_BENCH_WAIT_S": str(run.wait_s),
     }
-    start = _tasktrail if run.system == "tasktrail" else _dbos
-    processes = start(stores, run, env)
+    started = starter(run.system)(stores, run, env)
+    processes = started.processes
+    port = local_port(stores.postgres or "") if run.store == "postgresql" else None
+    server = None if port is None else BackendCpu([p.pid for p in processes], port)
     try:
+        if server is not None:
+            server.open()
+        started.submit()
         # Generous: a loaded machine, the slowest configuration, a second of polling.
         deadline = time.monotonic() + 60 + run.tasks * 0.05
         while ended(marks) < run.tasks:
@@ -69,13 +97,35 @@ def measure(stores: Stores, run: Run) -> Measured:
                 raise RuntimeError(f"{run}: a worker process exited early")
             time.sleep(0.05)
     finally:
+        if server is not None:
+            server.close()
         _end(processes)
     seen = window(marks)
+    server_s = None if server is None else server.seconds()
     return Measured(
         tasks_per_s=seen.tasks / seen.seconds,
         cpu_ms_per_task=seen.cpu_s / seen.tasks * 1000,
         seconds=seen.seconds,
+        server_cpu_ms_per_task=None if server_s is None else server_s / seen.tasks * 1000,
     )
+
+
+def submit_by(command: list[str], env: dict[str, str]) -> Callable[[], None]:
+    """A submit that runs ``command``, a process of its own, to its end."""
+
+    def submit() -> None:
+        subprocess.run(command, cwd=ROOT, env=env, check=True)
+
+    return submit
+
+
+def wait_ready(run: Run, processes: list[subprocess.Popen[bytes]], what: str) -> None:
+    """Until each process printed ``ready`` on its standard output (a pipe)."""
+    for process in processes:
+        assert process.stdout is not None
+        if process.stdout.readline().strip() != b"ready":
+            _end(processes)
+            raise RuntimeError(f"{run}: {what} did not start")
 
 
 def _end(processes: list[subprocess.Popen[bytes]]) -> None:
@@ -91,7 +141,9 @@ def _end(processes: list[subprocess.Popen[bytes]]) -> None:
             process.wait()
 
 
-def _tasktrail(stores: Stores, run: Run, env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
+def tasktrail(stores: Stores, run: Run, env: dict[str, str]) -> Started:
+    """``run.workers`` ``tasktrail worker`` processes, each holding its lease; the tasks
+    submitted in one ``Scheduler.batch()``."""
     from .concurrency_registry import registry
 
     location = stores.new(run.store)
@@ -109,15 +161,20 @@ def _tasktrail(stores: Stores, run: Run, env: dict[str, str]) -> list[subprocess
     except TimeoutError as error:
         _end(processes)  # not left running on a store that is about to be dropped
         raise TimeoutError(f"{error}; the workers said: {errors.read_text()[-2000:]}") from None
-    s = Scheduler.open(location, registry=registry, worker="submitter")
-    with s.batch():
-        for _ in range(run.tasks):
-            s.submit(run.kind)
-    s.close()
-    return processes
+
+    def submit() -> None:
+        s = Scheduler.open(location, registry=registry, worker="submitter")
+        with s.batch():
+            for _ in range(run.tasks):
+                s.submit(run.kind)
+        s.close()
+
+    return Started(processes, submit)
 
 
-def _dbos(stores: Stores, run: Run, env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
+def dbos(stores: Stores, run: Run, env: dict[str, str]) -> Started:
+    """``run.workers`` DBOS executors listening to one queue; the workflows enqueued in
+    one transaction (``next3`` runs DBOS's ``async3``: its steps are its checkpoints)."""
     from . import concurrency_dbos
 
     if run.store == "sqlite":
@@ -138,10 +195,6 @@ def _dbos(stores: Stores, run: Run, env: dict[str, str]) -> list[subprocess.Pope
         processes.append(
             subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=False)
         )
-    for process in processes:
-        assert process.stdout is not None
-        if process.stdout.readline().strip() != b"ready":
-            _end(processes)
-            raise RuntimeError(f"{run}: a DBOS executor did not start")
-    concurrency_dbos.enqueue(url, schema, run.kind, run.tasks)
-    return processes
+    wait_ready(run, processes, "a DBOS executor")
+    kind = "sync3" if run.kind == "sync3" else "async3"
+    return Started(processes, lambda: concurrency_dbos.enqueue(url, schema, kind, run.tasks))

@@ -15,6 +15,7 @@ from .errors import (
     ConflictError,
     CorruptEvent,
     InvalidArgument,
+    InvalidFlowPolicy,
     InvalidPolicy,
     LeaseLost,
     LogReplaced,
@@ -60,13 +61,17 @@ from .runs.state import RunState
 from .schedules.state import CronSchedule
 from .store.leases import Lease
 from .store.store import Store, open_store
+from .tasks.ask_inbox import Ask
 from .tasks.definitions import BlockedReason, Registry, TaskDefinition, blocked_reason
 from .tasks.events import EVENT_TYPES, TaskEvent
 from .tasks.evolve import InvalidTransition, evolve
+from .tasks.flow import Debounce, Limit, Rate
 from .tasks.invocation import Invocation
+from .tasks.limits import HeldBack
 from .tasks.retry import Retry
 from .tasks.retrying import PhaseRetried
-from .tasks.state import Checkpoint, Outcome, TaskState
+from .tasks.state import AskState, Checkpoint, Outcome, StreamState, TaskState
+from .tasks.streams import ChunksEmitted, StreamClosed, StreamRefused
 from .turns.deadlines import next_deadline
 from .turns.delivery import DELIVERY_OUTCOMES, DeliveryOutcome
 from .turns.folds import pending_wakeups
@@ -93,15 +98,19 @@ __all__ = [
     "ActiveJobError",
     "AdmissionRefused",
     "AnswerCommittingError",
+    "Ask",
+    "AskState",
     "BlockedReason",
     "CancelResult",
     "Checkpoint",
+    "ChunksEmitted",
     "Clock",
     "ClockConflict",
     "ConflictError",
     "ControllerPassReport",
     "CorruptEvent",
     "CronSchedule",
+    "Debounce",
     "DeliveryOutcome",
     "DispatchGate",
     "DispatchReport",
@@ -114,9 +123,11 @@ __all__ = [
     "FrozenList",
     "GenerationOrderError",
     "HeartbeatReport",
+    "HeldBack",
     "IdentityConflictError",
     "InMemoryExecutor",
     "InvalidArgument",
+    "InvalidFlowPolicy",
     "InvalidPolicy",
     "InvalidTransition",
     "Invocation",
@@ -126,6 +137,7 @@ __all__ = [
     "Lease",
     "LeaseLost",
     "Ledger",
+    "Limit",
     "LogReplaced",
     "ManualClock",
     "NewerEventVersion",
@@ -136,6 +148,7 @@ __all__ = [
     "PhaseFenced",
     "PhaseRetried",
     "PhaseTimeout",
+    "Rate",
     "ReconcileReport",
     "Refused",
     "Registry",
@@ -149,6 +162,9 @@ __all__ = [
     "StaleCompletion",
     "Store",
     "StoreError",
+    "StreamClosed",
+    "StreamRefused",
+    "StreamState",
     "SubmitError",
     "SubmitFailed",
     "SubmitRequest",

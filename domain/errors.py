@@ -76,6 +76,15 @@ class InvalidPolicy(RuleViolation, ValueError):
         super().__init__(25, reason)
 
 
+class InvalidFlowPolicy(InvalidPolicy):
+    """A flow-control policy that cannot be kept (rule 36): a ``Limit``, ``Rate`` or
+    ``Debounce`` refused when it is made, or a key function whose answer for a
+    submission's memos cannot name a key (the submission is refused, appending nothing)."""
+
+    def __init__(self, reason: str, *, task_id: str | None = None) -> None:
+        RuleViolation.__init__(self, 36, reason, task_id=task_id)
+
+
 class PhaseTimeout(TasktrailError, TimeoutError):
     """What a phase that ran past its ``timeout_s`` is recorded as having raised: the
     error its retry (rule 23) or its task's end carries."""

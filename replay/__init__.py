@@ -4,6 +4,7 @@
 >>> state = replay("trail.db", until=None)      # also a .jsonl export   # doctest: +SKIP
 """
 
+from . import verify_flow as verify_flow  # registers rule 33's check with verify
 from .diff import StateDiff, TaskDiff, diff
 from .explain import Step, explain, story
 from .exporting import export

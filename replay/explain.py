@@ -13,6 +13,7 @@ from tasktrail.domain.tasks.restart_limit import DEFAULT_RESTART_LIMIT, RestartL
 from .state import SchedulerState, Until, fold, replay
 
 _LIMIT = RestartLimitChanged.__name__
+_CHUNKS = "ChunksEmitted"
 
 _RULE_WORDS = {
     2: "the scheduler was closing",
@@ -64,10 +65,21 @@ def explain(source: SchedulerState | str | os.PathLike[str] | Store, task_id: st
     rows = [r for r in state.audit if r["task_id"] == task_id or r["event_type"] == _LIMIT]
     steps: list[Step] = []
     limit, marked = DEFAULT_RESTART_LIMIT, False
+    run: list[dict[str, Any]] = []  # a stream's chunks in a row: one step, summed
     for row in rows:
         if row["event_type"] == _LIMIT:
             limit = _detail(row).get("limit", limit)  # in force from here on
             continue
+        if row["event_type"] == _CHUNKS:
+            detail = _detail(row)
+            if run and _detail(run[0]).get("stream") == detail.get("stream"):
+                steps.pop()
+            else:
+                run = []
+            run.append(row)
+            steps.append(_chunks_step(run))
+            continue
+        run = []
         step = _step(row)
         # An abort mark (or abandon_on_restart, marked by the same recovery) is never
         # parked: rule 12 decides it, as recovery's own parked list says.
@@ -102,6 +114,34 @@ def story(
         read = read_tree(streams, task_id)
     state = fold(read.records, until=Until.parse(until), projections=[AuditTrail()])
     return explain(state, task_id)
+
+
+def held_now(source: str | os.PathLike[str] | Store, task_id: str) -> Any:
+    """What holds ``task_id`` back now (rules 33, 34: a :class:`~tasktrail.domain.HeldBack`),
+    from the store's live work (its latest snapshot and the events after it) and the
+    keys the log recorded for the task, on the wall clock; ``None`` when nothing does,
+    the task ended, or ``source`` is an export (a record of the past, not a store)."""
+    import time
+
+    from tasktrail.domain import open_store
+    from tasktrail.domain.history import restore
+    from tasktrail.domain.tasks.limits import held_back_now
+    from tasktrail.domain.tasks.restart_limit import restart_limit_of
+
+    from .log import is_jsonl
+
+    if not isinstance(source, Store) and is_jsonl(source):
+        return None
+    store = source if isinstance(source, Store) else open_store(source, read_only=True)
+    try:
+        world = restore(store).world
+    finally:
+        if store is not source:
+            store.close()
+    task = world.tasks.get(task_id)
+    if task is None or task.flow is None:
+        return None
+    return held_back_now(world, task, time.time() * 1000.0, restart_limit_of(world))
 
 
 def _detail(row: dict[str, Any]) -> dict[str, Any]:
@@ -152,6 +192,30 @@ def _step(row: dict[str, Any]) -> Step:
         why=why,
         actor=actor if isinstance(actor, str) else None,
         reason=reason if isinstance(reason, str) else None,
+    )
+
+
+def _chunks_step(run: list[dict[str, Any]]) -> Step:
+    """A run of one stream's :class:`ChunksEmitted` rows as one step: the stream is
+    summarized (offsets, chunks, bytes, events), never listed chunk by chunk."""
+    details = [_detail(row) for row in run]
+    chunks = sum(len(d.get("values") or ()) for d in details)
+    size = sum(d.get("size") or 0 for d in details)
+    first, stream = details[0].get("first", 0), details[0].get("stream")
+    events = f" in {len(run)} events" if len(run) > 1 else ""
+    plural = "" if chunks == 1 else "s"
+    return Step(
+        position=run[0]["position"],
+        at=run[0]["at"],
+        event_type=_CHUNKS,
+        command="emit",
+        rule=None,
+        status_before=run[0]["status_before"],
+        status_after=run[-1]["status_after"],
+        why=(
+            f"emit to stream {stream!r}: {chunks} chunk{plural} at offsets {first}-"
+            f"{first + chunks - 1}, {size} bytes{events}"
+        ),
     )
 
 

@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from tasktrail.domain import (
+    Debounce,
+    Limit,
     ManualClock,
+    Rate,
     Refused,
     Registry,
     Retry,
@@ -32,7 +35,8 @@ HARNESS_RETRY = Retry(max_attempts=2, base_s=1.0, jitter=0.5)
 def harness_registry() -> Registry:
     """Definitions the harness's tasks use: kind ``a`` runs a then b; ``b`` fails, and
     its phase b (reached by a checkpoint) raises, retried once after a jittered backoff
-    (rule 23)."""
+    (rule 23); ``c`` runs as ``a`` does, one at a time per ``tenant`` memo and one start
+    every two seconds at most (a bucket of one token filling at 0.5 a second, rules 33, 34)."""
     return Registry(
         [
             TaskDefinition(
@@ -43,6 +47,13 @@ def harness_registry() -> Registry:
                 1,
                 {"a": lambda inv: inv.finish("failed", "b always fails"), "b": _raises},
                 phase_retries={"b": HARNESS_RETRY},
+            ),
+            TaskDefinition(
+                "c",
+                1,
+                {"a": lambda inv: "b", "b": lambda inv: inv.finish("completed")},
+                limit=Limit(key=lambda memos: memos.get("tenant"), max_running=1),
+                rate=Rate(key=lambda memos: "model", per_s=0.5, burst=1),
             ),
         ]
     )
@@ -151,6 +162,16 @@ class Harness:
                 self.keys[key] = got
                 if got == task_id:
                     self.ids.append(task_id)
+            case "submit_flow":  # a task of a limited, rate-limited kind (rules 33, 34)
+                task_id = f"t{len(self.ids):03d}"
+                s.submit("c", phase="a", id=task_id, memos={"tenant": f"t{args[0]}"})
+                self.ids.append(task_id)
+            case "submit_debounced":  # a new task, or the window's it collapsed into
+                task_id = f"t{len(self.ids):03d}"
+                debounce = Debounce(key=f"d{args[0]}", wait_s=args[1])
+                got = s.submit("c", phase="a", id=task_id, memos={"n": args[2]}, debounce=debounce)
+                if got == task_id:
+                    self.ids.append(task_id)
             case "reserve":
                 s.reserve(self.task(args[0]))
             case "checkpoint":
@@ -181,6 +202,20 @@ class Harness:
                 if invocation is None or invocation.ended:
                     raise Refused("no invocation runs it here", task_id=self.task(args[0]))
                 invocation.message(args[1])
+            case "ask":  # as its invocation's phase would: inv.ask(...) (rules 30-32)
+                assignees = ["ana"] if args[3] else None
+                s.ask(self.task(args[0]), args[1], args[0], timeout_s=args[2], assignees=assignees)
+            case "answer":
+                s.answer(self.task(args[0]), args[1], args[2], actor=args[3], reason="generated")
+            case "emit" | "close_stream":  # as its invocation's phase would, recorded now
+                invocation = s._invocations.get(self.task(args[0]))
+                if invocation is None or invocation.ended:
+                    raise Refused("no invocation runs it here", task_id=self.task(args[0]))
+                if command.name == "emit":
+                    invocation.emit(args[2], stream=args[1])
+                else:
+                    invocation.close_stream(args[1])
+                invocation.flush()
             case "run_pass":
                 s.run_pass()
             case "phase_fails":  # what a raising phase's invocation decides (rule 23)

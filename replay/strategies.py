@@ -56,7 +56,8 @@ def topics() -> st.SearchStrategy[str]:
 
 def message_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
     """Messages: a send, a wait for one (with or without a timeout, in seconds), and a
-    read by the invocation running the task (marked read with its next decision)."""
+    read by the invocation running the task (marked read with its next decision); asks
+    (of ``ana`` or of anyone, rules 30-32) and answers by ``ana`` or ``bob``."""
     slot = task_slots(slots)
     return st.one_of(
         st.builds(
@@ -69,6 +70,32 @@ def message_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
             st.none() | st.integers(0, 60),
         ),
         st.builds(lambda t, topic: Command("read", (t, topic)), slot, topics()),
+        st.builds(
+            lambda t, topic, timeout, assigned: Command("ask", (t, topic, timeout, assigned)),
+            slot,
+            topics(),
+            st.none() | st.integers(0, 60),
+            st.booleans(),
+        ),
+        st.builds(
+            lambda t, topic, v, actor: Command("answer", (t, topic, v, actor)),
+            slot,
+            topics(),
+            st.integers(0, 9),
+            st.sampled_from(["ana", "bob"]),
+        ),
+    )
+
+
+def stream_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
+    """Streams (rules 28, 29): a chunk emitted to one of two streams by the invocation
+    running the task, or a stream closed, each recorded at once (``inv.flush``)."""
+    slot, stream = task_slots(slots), st.sampled_from(["out", "log"])
+    return st.one_of(
+        st.builds(
+            lambda t, name, v: Command("emit", (t, name, v)), slot, stream, st.integers(0, 9)
+        ),
+        st.builds(lambda t, name: Command("close_stream", (t, name)), slot, stream),
     )
 
 
@@ -91,12 +118,13 @@ def results() -> st.SearchStrategy[Any]:
 
 def lifecycle_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]:
     """Commands of SPEC.md section 1: submit, reserve, checkpoint, wait, sleep, finish, ...
-    an operator's fork (as of now, or some positions back), and a running phase that
-    fails under a retry policy (rule 23)."""
+    an operator's fork (as of now, or some positions back), a running phase that
+    fails under a retry policy (rule 23), and submissions under flow control (33-35)."""
     slot = task_slots(slots)
     return st.one_of(
         st.builds(lambda owner: Command("submit", (owner,)), st.none() | slot),
         keyed_submits(slots),
+        flow_submits(),
         st.builds(lambda t: Command("reserve", (t,)), slot),
         st.builds(lambda t, p: Command("checkpoint", (t, p)), slot, phases()),
         st.builds(lambda t, v: Command("memo", (t, v)), slot, st.integers(-1000, 1000)),
@@ -119,6 +147,21 @@ def lifecycle_commands(slots: int = DEFAULT_SLOTS) -> st.SearchStrategy[Command]
         st.builds(lambda t, back: Command("fork", (t, back)), slot, st.none() | st.integers(0, 30)),
         st.just(Command("run_pass")),
         st.just(Command("crash")),
+    )
+
+
+def flow_submits() -> st.SearchStrategy[Command]:
+    """Submissions under flow control: a task of kind ``c`` (one at a time per tenant,
+    rule 33; a start every two seconds, rule 34) for one of two tenants, and a debounced
+    one (rule 35) under one of two keys, waiting 1 or 30 s, with a memo."""
+    return st.one_of(
+        st.builds(lambda tenant: Command("submit_flow", (tenant,)), st.integers(0, 1)),
+        st.builds(
+            lambda key, wait, n: Command("submit_debounced", (key, wait, n)),
+            st.integers(0, 1),
+            st.sampled_from([1, 30]),
+            st.integers(0, 9),
+        ),
     )
 
 
@@ -190,6 +233,7 @@ def commands(
 ) -> st.SearchStrategy[Command]:
     """Any command, the clock moving in between."""
     options = [lifecycle_commands(slots), message_commands(slots), clock_moves()]
+    options.append(stream_commands(slots))
     if schedules:
         options.append(schedule_commands())
     if runs:

@@ -16,7 +16,8 @@ FACT_MODULES = ("events", "state", "evolve")
 MAX_LINES = 400
 # The application's rooms (issue 41), each importing only those after it: the Scheduler
 # and what runs phases use the service's commands and the commands; none uses the application.
-APPLICATION = ("app", "service", "dispatch", "commands")
+# What runs an invocation's phases (issue 43) sits between the application and the service.
+APPLICATION = ("app", "invoking", "service", "dispatch", "commands")
 MAX_ROOM_LINES = 2_500
 ROOMS_KEPT_WHOLE = {"domain/tasks", "domain/turns", "domain/store", "replay", "replay/cli"}
 """Rooms over MAX_ROOM_LINES, each with its reason in docs/architecture.md ("Rooms kept
@@ -189,6 +190,8 @@ WORKER_MODULES = {
     "domain.app.worker_loop",
     "domain.app.worker_reports",
     "domain.app.invocations",
+    "domain.invoking.loop_invocations",
+    "domain.invoking.threads",
 }
 
 

@@ -351,7 +351,18 @@ def test_fencing_holds_for_each_invocation_in_flight(store_url: str, clock: Manu
             refused.append(error)
             raise
 
+    real_checkpoint_async = slow.checkpoint_async
+
+    async def checkpoint_async(task_id: str, phase: str, attempt: int | None = None) -> None:
+        # The async phase's next phase, checkpointed from the worker's loop (issue 43).
+        try:
+            await real_checkpoint_async(task_id, phase, attempt)
+        except RuleViolation as error:
+            refused.append(error)
+            raise
+
     slow.checkpoint = checkpoint  # type: ignore[method-assign]
+    slow.checkpoint_async = checkpoint_async  # type: ignore[method-assign]
     worker = Worker(slow, concurrency=3, grace_s=5)
     ticking = threading.Thread(target=worker.tick, daemon=True)
     ticking.start()

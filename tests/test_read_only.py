@@ -39,6 +39,7 @@ def read_commands(store: str, task: str = "fragile-0001") -> list[list[str]]:
         ["runs", store],
         ["runs", store, "--live"],
         ["schedules", store],
+        ["inbox", store],
         ["workers", store],
         ["history", store, task],
         ["explain", store, task],

@@ -67,7 +67,30 @@ def test_concepts_blocks_do_what_they_say(tmp_path: Path, monkeypatch: pytest.Mo
     outcome = state.world.tasks[namespace["tid"]].outcome  # type: ignore[index]
     assert outcome is not None and (outcome.status, outcome.message) == ("failed", "503")
     kinds = {t.kind for t in state.world.tasks.values()}
-    assert kinds == {"research", "search", "approval", "survey", "answer"}
+    assert kinds == {
+        "research",
+        "search",
+        "approval",
+        "survey",
+        "answer",
+        "shout",
+        "refund",
+        "summary",
+        "chat",
+    }
+    talk = state.world.tasks[namespace["talk"]]  # type: ignore[index]
+    assert (talk.streams["out"].chunks, talk.streams["out"].closed) == (6, True)
+    assert list(namespace["s"].read_stream(talk.id, after=2)) == [  # type: ignore[attr-defined]
+        (3, "FROM"),
+        (4, "AN"),
+        (5, "OFFSET"),
+    ]
+    summary = state.world.tasks[namespace["sid"]].outcome  # type: ignore[index]
+    assert summary is not None and summary.result == "three searches, one answer"
+    calls = namespace["calls"]  # flow control (rules 33-35): held back, then run
+    assert all(state.world.tasks[t].status == "terminal" for t in calls)  # type: ignore[attr-defined]
+    debounced = state.world.tasks[namespace["first"]]  # type: ignore[index]
+    assert debounced.status == "sleeping" and debounced.memos["rev"] == 2
     approval = state.world.tasks[namespace["pr"]].outcome  # type: ignore[index]
     assert approval is not None and approval.status == "completed"  # its message came
     assert namespace["outcome"].result == {"answers": ["completed", "completed"]}  # type: ignore[attr-defined]

@@ -257,6 +257,19 @@ def test_dispatcher_dispatch_tick_stops_once_its_wall_budget_is_spent(
     assert runs.dispatch_due().minted == [f"t2|{DAY}|1"]
 
 
+def test_dispatcher_a_spent_wall_budget_still_dispatches_one_task_a_tick(
+    runs: Scheduler, executor: InMemoryExecutor, clock: ManualClock
+) -> None:
+    # A budget of 0 is spent before the first due task is looked at, as a short one is
+    # on a loaded machine: every tick still makes progress, one task at a time.
+    runs.configure_runs(settings=RunSettings(per_tick=5, dispatch_wall_s=0.0))
+    for n in range(2):
+        runs.schedule_run(runs.submit("job", id=f"t{n}"), clock.now)
+    first = runs.dispatch_due()
+    assert (first.minted, first.reason) == ([f"t0|{DAY}|1"], "tick_budget")
+    assert runs.dispatch_due().minted == [f"t1|{DAY}|1"]
+
+
 # ─── mint_run(..., raise_on_submit_error=True): the seed's throw to the caller ─────
 
 

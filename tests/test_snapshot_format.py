@@ -41,6 +41,11 @@ FOLD_DIGESTS = {
         "fold-reference.jsonl": "bf8a5c212b6460c2",
         "first-release.sqlite": "0139c6d1a3863695",
     },
+    7: {  # issue 44: a task's asks (rules 30-32), output streams (rules 28-29) and flow
+        # keys (rules 33-36), the limit, rate and debounce keys' streams
+        "fold-reference.jsonl": "cb85ef0ee59f0a5c",
+        "first-release.sqlite": "81d8493e1256cf61",
+    },
 }
 """The first 16 hex digits of the sha256 of each kept log's compacted world, by FORMAT
 (an earlier FORMAT's entry is of the kept log as it was then: format 4 added a claimed

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from tasktrail.domain.schedules.cron import CATCH_UP_LIMIT
+from tasktrail.domain.tasks.streams import summaries
 from tasktrail.projections import Projector
 from tasktrail.replay import replay
 from tasktrail.replay.harness import HARNESS_RETRY, Harness, crash
@@ -46,6 +47,20 @@ class ModelTask:
     priority: int = 0
     attempts: int = 0
     """The checkpoint's attempt: the failed tries of its phase so far (rule 23)."""
+    asks: dict[str, tuple[str, float | None, bool, float]] = field(default_factory=dict)
+    """Its latest ask on each topic: status, deadline, assigned (to ana), asked at."""
+    asking: str | None = None  # the topic of the ask it waits for (rules 30-32)
+    streams: dict[str, list[Any]] = field(default_factory=dict)
+    """Each output stream's chunks recorded, in offset order (rule 29)."""
+    closed: set[str] = field(default_factory=set)
+    """The streams its phases closed (a decided outcome closes the rest: rule 29)."""
+    kind: str = "a"
+    tenant: str | None = None
+    """A kind ``c`` task's limit key: one runs a phase at a time per tenant (rule 33)."""
+    mode: str | None = None
+    started: bool = False
+    window_until: float | None = None
+    """A debounced submission's window end (rule 35), while it never ran."""
 
 
 class Model:
@@ -57,6 +72,37 @@ class Model:
         """Each idempotency key with the task it names (rule 18): its first submission's."""
         self.schedules: dict[str, tuple[bool, float]] = {}
         """Each live schedule's catch-up flag and next tick."""
+        self.windows: dict[str, str] = {}
+        """Each debounce key with the task its latest window opened (rule 35)."""
+        self.bucket: tuple[float, float | None] = (1.0, None)
+        """Kind ``c``'s rate bucket (rule 34): tokens left at the last start, and when."""
+
+    def tokens(self, now: float) -> float:
+        """Kind ``c``'s tokens at ``now``: 1 at most, half a token more a second."""
+        left, at = self.bucket
+        return left if at is None else min(1.0, left + (now - at) / 2000)
+
+    def held(self, task_id: str, now: float) -> str | None:
+        """Whether a run reservation of ``task_id`` would be held back, and by what."""
+        task = self.tasks[task_id]
+        if task.kind != "c" or task.marked:
+            return None  # an abort handler is neither limited nor rate limited
+        busy = any(
+            other.status == "running" and other.mode == "run" and other.tenant == task.tenant
+            for t, other in self.tasks.items()
+            if t != task_id and other.kind == "c"
+        )
+        if task.tenant is not None and busy:
+            return "limited"
+        return "rate_limited" if self.tokens(now) < 1 - 1e-9 else None
+
+    def collapses_into(self, key: str, now: float) -> str | None:
+        """The task a debounced submit with ``key`` at ``now`` collapses into (rule 35)."""
+        task_id = self.windows.get(key)
+        task = self.tasks.get(task_id) if task_id is not None else None
+        if task is None or task.started or task.marked or task.status != "sleeping":
+            return None
+        return task_id if task.window_until is not None and now < task.window_until else None
 
     def live(self, task_id: str) -> bool:
         return self.tasks[task_id].status != "terminal"
@@ -75,7 +121,46 @@ class Model:
             if not self.tasks[child].marked:
                 self.tasks[child].marked = True
                 self.tasks[child].restarts = 0  # an abort mark resets restarts (rule 12)
+                self.close_asks(child, "abort")
             self.cascade(child)
+
+    def close_asks(self, task_id: str, cause: str) -> None:
+        """An abort mark closes its task's open ask (22); a reservation past its deadline."""
+        asks = self.tasks[task_id].asks
+        for topic, (status, deadline, assigned, at) in list(asks.items()):
+            if status == "open":
+                asks[topic] = (cause, deadline, assigned, at)
+
+    def ask(
+        self, task_id: str, topic: str, timeout: int | None, assigned: bool, now: float
+    ) -> None:
+        task = self.tasks[task_id]
+        task.status, task.restarts, task.attempts = "waiting", 0, 0
+        task.topic = task.asking = topic
+        task.until = None if timeout is None else now + timeout * 1000
+        task.asks.pop(topic, None)  # the latest ask on a topic is kept, last
+        task.asks[topic] = ("open", task.until, assigned, now)
+
+    def answer(self, task_id: str, topic: str, actor: str, now: float) -> bool:
+        """Rules 30 (none open, or past its deadline), 32 (answered), 31 (not ana's)."""
+        asked = self.tasks[task_id].asks.get(topic)
+        if asked is None or asked[0] != "open":
+            return False
+        _, deadline, assigned, at = asked
+        if (deadline is not None and now >= deadline) or (assigned and actor != "ana"):
+            return False
+        self.tasks[task_id].asks[topic] = ("answered", deadline, assigned, at)
+        return True
+
+    def inbox(self, now: float) -> list[str]:
+        """The open asks not past their deadline, oldest first (then by task id)."""
+        found = [
+            (at, task_id)
+            for task_id, task in self.tasks.items()
+            for status, deadline, _, at in task.asks.values()
+            if status == "open" and (deadline is None or now < deadline)
+        ]
+        return [task_id for _, task_id in sorted(found)]
 
     def submit(self, task_id: str, owner: str | None) -> None:
         self.tasks[task_id] = ModelTask(owner=owner)
@@ -108,7 +193,7 @@ class Model:
 
     def end(self, task_id: str, outcome: str) -> None:
         task = self.tasks[task_id]
-        task.topic = task.until = None
+        task.topic = task.until = task.asking = None
         if self.children(task_id):
             task.status, task.outcome, task.restarts = "completing", outcome, 0
             if outcome != "completed":
@@ -125,10 +210,13 @@ class Model:
 
     def reserve(self, task_id: str, now: float) -> None:
         task = self.tasks[task_id]
-        if task.topic is not None and not task.marked:  # 21 (22: a mark beats a message)
-            unread = any(topic == task.topic for _, topic in task.mailbox)
-            assert unread or (task.until is not None and now >= task.until)
-        task.topic = task.until = None
+        due = task.until is not None and now >= task.until
+        if task.asking is not None and not task.marked:  # an ask's wait: its answer (30)
+            assert task.asks[task.asking][0] != "open" or due
+            self.close_asks(task_id, "timeout")
+        elif task.topic is not None and not task.marked:  # 21 (22: a mark beats a message)
+            assert any(topic == task.topic for _, topic in task.mailbox) or due
+        task.topic = task.until = task.asking = None
         task.reads = []  # a new invocation: it has read nothing yet
         if task.marked and task.restarts >= RESTART_LIMIT:
             self.end(task_id, "faulted")  # rule 12
@@ -158,6 +246,7 @@ class Model:
         if self.live(task_id):
             if not task.marked:  # a second request is no new mark: restarts stay
                 task.marked, task.restarts = True, 0
+                self.close_asks(task_id, "abort")
             self.cascade(task_id)
 
     def retry(self, task_id: str) -> None:
@@ -220,6 +309,11 @@ class Model:
                 len(m.mailbox),
                 m.topic,
                 m.priority,
+                tuple(sorted((topic, a[0]) for topic, a in m.asks.items())),
+                {
+                    name: (len(chunks), name in m.closed or m.status in ("completing", "terminal"))
+                    for name, chunks in sorted(m.streams.items())
+                },
             )
             for t, m in self.tasks.items()
         }
@@ -273,8 +367,55 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
 
     @rule(slot=task_slots())
     def reserve(self, slot: int) -> None:
+        self._reserve(slot)
+
+    @rule(back=st.integers(0, 3))
+    def reserve_flow(self, back: int) -> None:
+        """Reserve one of the latest kind ``c`` tasks (rules 33, 34), whatever its slot."""
+        slots = [n for n, t in enumerate(self.harness.ids) if self.model.tasks[t].kind == "c"]
+        if slots:
+            self._reserve(slots[-1 - back % len(slots)])
+
+    def _reserve(self, slot: int) -> None:
+        task_id, now = self.harness.task(slot), self.harness.clock.now
+        task = self.model.tasks.get(task_id)
+        held = self.model.held(task_id, now) if task is not None else None
         if self.do(Command("reserve", (slot,))):
-            self.model.reserve(self.harness.task(slot), self.harness.clock.now)
+            assert held is None, (task_id, held)  # 33, 34: never past a limit or a rate
+            mode = "abort" if task is not None and task.marked else "run"
+            self.model.reserve(task_id, now)
+            if task is not None and task.status == "running":
+                task.mode, task.started = mode, True
+                if task.kind == "c" and mode == "run":  # 34: a start takes a token
+                    self.model.bucket = (self.model.tokens(now) - 1, now)
+        else:
+            refusal = self.harness.refused[-1][1]
+            if getattr(refusal, "rule", None) in (33, 34):
+                assert held == ("limited" if refusal.rule == 33 else "rate_limited"), refusal  # type: ignore[attr-defined]
+
+    @rule(tenant=st.integers(0, 1))
+    def submit_flow(self, tenant: int) -> None:
+        if self.do(Command("submit_flow", (tenant,))):
+            task_id = self.harness.ids[-1]
+            self.model.submit(task_id, None)
+            self.model.tasks[task_id].kind = "c"
+            self.model.tasks[task_id].tenant = f"t{tenant}"
+
+    @rule(key=st.integers(0, 1), wait=st.sampled_from([1, 30]), n=st.integers(0, 9))
+    def submit_debounced(self, key: int, wait: int, n: int) -> None:
+        now, known = self.harness.clock.now, len(self.harness.ids)
+        into = self.model.collapses_into(f"d{key}", now)
+        assert self.do(Command("submit_debounced", (key, wait, n)))
+        if into is not None:  # 35: the same task, ready wait s after this submit
+            assert len(self.harness.ids) == known
+            self.model.tasks[into].window_until = now + wait * 1000
+            return
+        task_id = self.harness.ids[-1]
+        assert len(self.harness.ids) == known + 1
+        self.model.submit(task_id, None)
+        task = self.model.tasks[task_id]
+        task.kind, task.status, task.window_until = "c", "sleeping", now + wait * 1000
+        self.model.windows[f"d{key}"] = task_id
 
     @rule(slot=task_slots(), phase=phases())
     def checkpoint(self, slot: int, phase: str) -> None:
@@ -326,6 +467,63 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
             task.topic = topic
             task.until = None if timeout is None else self.harness.clock.now + timeout * 1000
 
+    @rule(
+        slot=task_slots(),
+        topic=topics(),
+        timeout=st.none() | st.integers(0, 5),
+        assigned=st.booleans(),
+    )
+    def ask(self, slot: int, topic: str, timeout: int | None, assigned: bool) -> None:
+        if self.do(Command("ask", (slot, topic, timeout, assigned))):
+            task_id = self.harness.task(slot)
+            self.model.decided(task_id)
+            self.model.ask(task_id, topic, timeout, assigned, self.harness.clock.now)
+
+    @rule(slot=task_slots(), topic=topics(), actor=st.sampled_from(["ana", "bob"]))
+    def answer(self, slot: int, topic: str, actor: str) -> None:
+        accepted = self.do(Command("answer", (slot, topic, 1, actor)))
+        now = self.harness.clock.now
+        assert accepted == self.model.answer(self.harness.task(slot), topic, actor, now)
+
+    @rule(slot=task_slots(), topic=topics(), assigned=st.booleans())
+    def reserve_and_ask(self, slot: int, topic: str, assigned: bool) -> None:
+        """A phase that asks at once: asks are open more often than rule by rule."""
+        self.reserve(slot)
+        self.ask(slot, topic, None, assigned)
+
+    @rule(actor=st.sampled_from(["ana", "bob"]))
+    def answer_the_oldest_open_ask(self, actor: str) -> None:
+        listed = self.harness.scheduler.inbox(limit=1)
+        if listed:
+            slot = self.harness.ids.index(listed[0].task_id)
+            self.answer(slot, listed[0].topic, actor)
+
+    @rule(slot=task_slots(), stream=st.sampled_from(["out", "log"]), value=st.integers(0, 9))
+    def emit(self, slot: int, stream: str, value: int) -> None:
+        task = self.model.tasks.get(self.harness.task(slot))
+        accepted = self.do(Command("emit", (slot, stream, value)))
+        if accepted:
+            assert task is not None and stream not in task.closed  # rule 28
+            task.streams.setdefault(stream, []).append(value)
+            chunks = list(
+                self.harness.scheduler.read_stream(
+                    task_id := self.harness.task(slot), stream, follow=False
+                )
+            )
+            assert chunks == list(enumerate(task.streams[stream]))  # rule 29: dense, in order
+            after = len(chunks) - 2
+            assert (
+                list(self.harness.scheduler.read_stream(task_id, stream, after, False))
+                == chunks[after + 1 :]
+            )
+
+    @rule(slot=task_slots(), stream=st.sampled_from(["out", "log"]))
+    def close_stream(self, slot: int, stream: str) -> None:
+        if self.do(Command("close_stream", (slot, stream))):
+            task = self.model.tasks[self.harness.task(slot)]
+            task.streams.setdefault(stream, [])
+            task.closed.add(stream)
+
     @rule(slot=task_slots(), topic=topics())
     def read(self, slot: int, topic: str) -> None:
         if self.do(Command("read", (slot, topic))):
@@ -347,6 +545,8 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
         accepted = self.do(Command("fork", (slot, None)))
         if accepted:
             self.model.fork(self.harness.ids[-1], source)
+            forked, of = self.model.tasks[self.harness.ids[-1]], self.model.tasks[source]
+            forked.kind, forked.tenant = of.kind, of.tenant  # its memos: the same keys
         else:
             assert not self.model.fork("never", source)  # the model refuses it too
 
@@ -408,10 +608,17 @@ class ReplayEqualsProjectionsEqualsModel(RuleBasedStateMachine):
                 len(s.mailbox),
                 s.message_topic,
                 s.priority,
+                tuple(sorted((a.topic, a.status) for a in s.asks)),
+                {name: (n["chunks"], n["closed"]) for name, n in sorted(summaries(s).items())},
             )
             for t, s in state.tasks.items()
         }
         assert replayed == self.model.view()
+        now = self.harness.clock.now
+        listed = self.harness.scheduler.inbox(limit=1_000)
+        assert [a.task_id for a in listed] == self.model.inbox(now)
+        open_asks = self.harness.scheduler.world.indexes.get("open_asks")
+        assert state.world.indexes.get("open_asks") == open_asks
         keys = {
             k.removeprefix("key:"): v.task_id
             for k, v in state.world.streams.items()

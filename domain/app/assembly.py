@@ -1,6 +1,8 @@
 """The command groups a :class:`~.scheduler.Scheduler` is made of, in the order their
 methods resolve: the decision cycle first, then each group of ``commands/``,
-``dispatch/``, ``service/`` and this room. A new group is added here, once."""
+``dispatch/``, ``service/`` and this room. A new group is added here, once.
+``FlowCommands`` comes before ``PhaseCommands``: its ``runnable`` narrows theirs to
+what limits and rates let start (rules 33, 34)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,15 @@ from ..commands.submitting import SubmitCommands
 from ..commands.task_commands import TaskCommands
 from ..commands.turn_commands import TurnCommands
 from ..dispatch.run_commands import RunCommands
+from ..invoking.awaitable_commands import AwaitableCommands
+from ..invoking.loop_commit import LoopCommit
+from ..service.asks import AskCommands
+from ..service.flow import FlowCommands
 from ..service.keys import KeyCommands
 from ..service.messages import MessageCommands
 from ..service.results import ResultCommands
 from ..service.schedules import ScheduleCommands
+from ..service.streams import StreamCommands
 from .fleet import FleetCommands
 from .phases import PhaseCommands
 
@@ -24,10 +31,13 @@ from .phases import PhaseCommands
 class CommandGroups(
     DecisionCycle,
     GroupCommit,
+    LoopCommit,
     KeyCommands,
     SubmitCommands,
     TaskCommands,
+    AwaitableCommands,
     ForkCommands,
+    FlowCommands,
     PhaseCommands,
     BatchCommands,
     TurnCommands,
@@ -37,6 +47,8 @@ class CommandGroups(
     MessageCommands,
     ResultCommands,
     ScheduleCommands,
+    AskCommands,
+    StreamCommands,
 ):
     """Every command group of a scheduler, mixed in one base; the state they share is
     the scheduler's (each group declares what it reads of it)."""

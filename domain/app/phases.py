@@ -11,10 +11,13 @@ import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..commands.task_commands import _message
-from ..errors import ConflictError, LeaseLost, PhaseTimeout, Refused, RuleViolation
+from ..errors import ConflictError, Refused
+from ..invoking.phase_calls import AwaitableRunner, run_awaitable
+from ..invoking.phase_steps import MAX_PHASE_STEPS as MAX_PHASE_STEPS
+from ..invoking.phase_steps import PhaseSteps, drive
 from ..service.retries import RetryCommands
 from ..tasks import decide
 from ..tasks.definitions import Registry
@@ -22,14 +25,9 @@ from ..tasks.events import Mode, OutcomeStatus
 from ..tasks.invocation import Invocation
 from ..tasks.live_index import live_by_priority, priority_of
 from ..tasks.state import TaskState
-from ..telemetry import live as telemetry
 from ..world import Draft, World
-from .phase_calls import AwaitableRunner, call_handler, run_awaitable
 
 T = TypeVar("T")
-MAX_PHASE_STEPS = 10_000
-"""A run invocation that commits this many checkpoints in one pass is faulted
-(reason ``step_limit``): a phase that never moves on would otherwise spin."""
 
 
 @dataclass
@@ -76,8 +74,9 @@ class Started:
     caller raises it once it started the invocations in ``modes``."""
 
 
-class PhaseCommands(RetryCommands):
-    """:meth:`run_pass` and :meth:`run_until_idle` (a failed phase: :mod:`..service.retries`)."""
+class PhaseCommands(PhaseSteps, RetryCommands):
+    """:meth:`run_pass` and :meth:`run_until_idle` (an invocation's steps:
+    :mod:`..invoking.phase_steps`; a failed phase: :mod:`..service.retries`)."""
 
     world: World
     registry: Registry
@@ -90,25 +89,18 @@ class PhaseCommands(RetryCommands):
     _drained: set[str]
 
     if TYPE_CHECKING:
-
-        def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
-
-        def _context(self) -> decide.Context: ...
-
-        def _readiness(self, draft: Draft, ctx: decide.Context, task: TaskState) -> str: ...
-
-        def _is_running(self, task_id: str) -> bool: ...
-
-        def refresh(self) -> int: ...
-
         worker: str
         peers: frozenset[str]
         _lock: threading.RLock
 
+        def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        def _context(self) -> decide.Context: ...
+        def _readiness(self, draft: Draft, ctx: decide.Context, task: TaskState) -> str: ...
+        def _is_running(self, task_id: str) -> bool: ...
+        def refresh(self) -> int: ...
         def _heartbeat_if_due(self) -> None: ...
         def _lock_lost(self) -> bool: ...
         def _fenced(self) -> bool: ...
-
         def reserve(self, task_id: str) -> Mode | None: ...
         def _reserve_all(self, task_ids: Sequence[str]) -> list[Mode | BaseException | None]: ...
 
@@ -232,11 +224,18 @@ class PhaseCommands(RetryCommands):
         report: PassReport,
         run_awaitable: AwaitableRunner = run_awaitable,
     ) -> None:
-        """Run the invocation :meth:`start_invocation` started, to its end: its phases
-        (or abort handler) until the task stops running here, the scheduler closes or
-        drains, or a phase faults it. Safe to run in a thread of its own, one thread
-        an invocation; ``run_awaitable`` runs what an ``async`` handler returns."""
-        self._run(task_id, mode, report, run_awaitable)
+        """Run the invocation :meth:`start_invocation` started, to its end, in this
+        thread: its phases (or abort handler) until the task stops running here, the
+        scheduler closes or drains, or a phase faults it (:mod:`..invoking.phase_steps`); safe to
+        run in a thread of its own, one thread an invocation. ``run_awaitable`` runs
+        what an ``async`` handler returns (a worker runs an ``async`` invocation on its
+        event loop instead: :mod:`..invoking.loop_invocations`)."""
+        invocation = self._invocations[task_id]
+        try:
+            steps = self._steps(invocation, mode, report)
+            drive(steps, partial(self._perform, invocation, run_awaitable))
+        finally:
+            self._end_invocation(invocation)
         if not self._task_now(task_id).live:
             report.ended.append(task_id)
 
@@ -273,126 +272,6 @@ class PhaseCommands(RetryCommands):
             if not report.progressed:
                 break
         return reports
-
-    def _run(self, task_id: str, mode: Mode, report: PassReport, run: AwaitableRunner) -> None:
-        invocation = self._invocations[task_id]
-        task = self._task_now(task_id)
-        definition = self.registry.get(task.kind)
-        try:
-            if mode == "abort":
-                self._run_abort(invocation, definition, report, run)
-            else:
-                self._run_phases(invocation, definition, report, run)
-        finally:
-            invocation.ended = True
-            with self._lock:
-                if self._invocations.get(task_id) is invocation:
-                    del self._invocations[task_id]
-
-    def _run_phases(
-        self, invocation: Invocation, definition: Any, report: PassReport, run: AwaitableRunner
-    ) -> None:
-        task_id = invocation.task_id
-        noticed = definition
-        for _ in range(MAX_PHASE_STEPS):
-            task = self._task_now(task_id)
-            # 1. Not running here, or no longer this invocation's: its own decision ended
-            # it (a wait or sleep), and the task may run again already, reserved anew
-            # here or by another worker; 2. closing (or draining: a worker that stops
-            # starts no further phase; its close returns the task), 3. abort-marked.
-            ended = invocation.ended or not self._is_running(task_id)
-            if ended or self.closing or task.abort_requested:
-                return
-            if self.draining:
-                with self._lock:
-                    self._drained.add(task_id)  # the close that follows returns it
-                return
-            # An invocation keeps the definition it started with; a registry change
-            # meanwhile is reported once per definition it changed to (pi-durable).
-            current = self.registry.get(task.kind)
-            if current is not definition and current is not noticed:
-                noticed = current
-                why = "missing_definition" if current is None else "replaced_definition"
-                report.outdated[task_id] = why
-            assert task.checkpoint is not None
-            handler = definition.phases.get(task.checkpoint.phase) if definition else None
-            if handler is None:
-                self._fault(
-                    task_id,
-                    f"no phase {task.checkpoint.phase!r} in {task.kind}",
-                    "unknown_phase",
-                    report,
-                )
-                return
-            before = task.events
-            limit = self._phase_limit(invocation, definition, report)
-            try:
-                with telemetry.phase_context(self, task_id):
-                    result = call_handler(handler, invocation, run, *limit)
-                if isinstance(result, str):
-                    invocation.checkpoint(result)
-            except RuleViolation as refusal:
-                if refusal.task_id == task_id and (
-                    refusal.rule in (1, 2, 3, 24) or isinstance(refusal, LeaseLost)
-                ):
-                    return  # the invocation has ended (or was taken); nothing to record
-                self._phase_failed(invocation, definition, str(refusal), "threw", report)
-                return
-            except Exception as error:  # retried under its policy, else its task faults
-                cause = "timeout" if isinstance(error, PhaseTimeout) else "threw"
-                self._phase_failed(invocation, definition, _message(error), cause, report)
-                return
-            after = self._task_now(task_id)
-            if after.status == "running" and after.events == before and not after.abort_requested:
-                self._fault(
-                    task_id,
-                    f"phase {task.checkpoint.phase!r} returned without a decision",
-                    "no_decision",
-                    report,
-                )
-                return
-        self._fault(
-            task_id, f"more than {MAX_PHASE_STEPS} checkpoints in one pass", "step_limit", report
-        )
-
-    def _run_abort(
-        self, invocation: Invocation, definition: Any, report: PassReport, run: AwaitableRunner
-    ) -> None:
-        task_id = invocation.task_id
-        task = self._task_now(task_id)
-        if definition is None or definition.abort is None:
-            self.finish(task_id, "aborted", reason=task.abort_reason or "abort_requested")
-            return
-        try:
-            with telemetry.phase_context(self, task_id):
-                call_handler(definition.abort, invocation, run)
-        except RuleViolation as refusal:
-            ended = refusal.rule in (1, 2) or isinstance(refusal, LeaseLost)
-            if not (refusal.task_id == task_id and ended):
-                self._fault(task_id, str(refusal), "threw", report)
-            return
-        except Exception as error:
-            self._fault(task_id, _message(error), "threw", report)
-            return
-        if self._is_running(task_id) and not self.closing:
-            self._fault(
-                task_id,
-                f"abort handler of task {task_id} returned without a terminal outcome",
-                "no_outcome",
-                report,
-            )
-
-    def _fault(self, task_id: str, message: str, reason: str, report: PassReport) -> None:
-        # A fenced worker records nothing for a task a peer may have taken (rule 9).
-        if self._is_running(task_id) and not self.closing and not self._fenced():
-            try:
-                self._decide(decide.fault, task_id, message, reason)
-            except RuleViolation as refusal:
-                if refusal.rule != 3:  # an abort mark came first: no fault, the handler runs
-                    raise
-            else:
-                report.faulted[task_id] = reason
-        self._invocations.pop(task_id, None)
 
 
 def _rank(worker: str, task_id: str) -> bytes:

@@ -279,9 +279,11 @@ class Scheduler(CommandGroups):
     def wake(self) -> dict[str, Any]:
         """Rule 15: ``{"active": bool, "at": ms | None}``.
 
-        ``active`` while some task can run now or is running; ``at`` is the earliest
-        sleep (or message wait's deadline) not yet due. Answered from the log as it
-        stands: what other writers appended is folded in first, as for :meth:`task`.
+        ``active`` while some task can run now or is running (a task a limit or a rate
+        holds back cannot, rules 33-34); ``at`` is the earliest sleep (or message wait's
+        deadline, or the next token of a rate that holds a task back) not yet due.
+        Answered from the log as it stands: what other writers appended is folded in
+        first, as for :meth:`task`.
         """
         with self._lock:  # the world may be folded from a heartbeat thread
             self._catch_up()
@@ -297,6 +299,10 @@ class Scheduler(CommandGroups):
                     at = task.until if at is None else min(at, task.until)  # rules 8, 21
                 elif state in ("ready", "running"):
                     active = True
+                elif state == "rate_limited":  # rule 34: held back until its next token
+                    token = self._next_token(draft, task)
+                    if token is not None:
+                        at = token if at is None else min(at, token)
         return {"active": active, "at": at}
 
     def seal(self) -> Seal:

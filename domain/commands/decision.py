@@ -186,6 +186,8 @@ class DecisionCycle:
                     group.before[event.task_id] = world.get(event.task_id)
                     if event.task_id in order:
                         group.order[event.task_id] = order[event.task_id]
+                elif not type(event).task_stream:
+                    group.keep_stream(world, event.stream_id())
         else:
             telemetry.committed(self, events, versions)  # never raises
         if batch is None:

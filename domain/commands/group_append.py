@@ -11,7 +11,7 @@ streams, folded again from the store.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 from ..tasks.live_index import LIVE_ORDER, TASK_SEQ
@@ -38,6 +38,14 @@ class Group(Batch):
         self.before: dict[str, TaskState | None] = {}
         """Each task's state before the group first wrote it (telemetry sees the events
         once appended; a refused group is put back from them)."""
+        self.streams_before: dict[str, tuple[Any, int]] = {}
+        """Each other stream's state and version before the group first wrote it."""
+
+    def keep_stream(self, world: World, stream_id: str) -> None:
+        """Note a non-task stream's state before the group's first event of it."""
+        if stream_id not in self.streams_before:
+            kept = (world.streams.get(stream_id), world.stream_versions.get(stream_id, 0))
+            self.streams_before[stream_id] = kept
 
 
 class GroupAppend:
@@ -121,14 +129,22 @@ class GroupAppend:
         when that cannot be done task by task: the group holds events of other
         streams, or an index of task streams is not restorable."""
         events = group.events
-        if not all(type(event).task_stream for event in events):
+        # Of other streams, only those whose state is all a fold keeps of them (no index
+        # follows them: ``undoable``, the flow keys' streams) are put back in place.
+        if not all(type(e).task_stream or getattr(e, "undoable", False) for e in events):
             return False
         if not all(indexer in RESTORABLE for indexer in INDEXERS):
             return False
         world = self._world
-        last = {event.task_id: event for event in events}
+        last = {event.task_id: event for event in events if type(event).task_stream}
         for task_id, event in last.items():
             world.restore_task(task_id, group.before[task_id], event)
+        for stream_id, (state, version) in group.streams_before.items():
+            if state is None:
+                world.streams.pop(stream_id, None)
+                world.stream_versions.pop(stream_id, None)
+            else:
+                world.streams[stream_id], world.stream_versions[stream_id] = state, version
         world.folded -= len(events)  # folded into the world, never into the store
         # A task the group ended is live again under its own submission number, and
         # the numbers the group gave out are given again: as a fold of the store has them.

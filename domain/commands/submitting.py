@@ -11,13 +11,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import ConflictError, InvalidArgument, TaskIdTaken
+from ..errors import ConflictError, InvalidArgument, InvalidFlowPolicy, TaskIdTaken
 from ..tasks import decide
 from ..tasks.definitions import Registry
+from ..tasks.flow import Debounce, flow_for
 from ..telemetry import live as telemetry
 from ..world import World
 
 T = TypeVar("T")
+DEBOUNCE_ATTEMPTS = 5
+"""How often a debounced submission that lost its key's window to another writer's
+append is decided again (each time on the log that holds the winner's)."""
 
 
 class SubmitCommands:
@@ -34,9 +38,16 @@ class SubmitCommands:
             self, task_id: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
         ) -> None: ...
 
+        async def _invocation_decision_async(
+            self, task_id: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+        ) -> None: ...
+
         def _keyed_submission(
             self, task_id: str, key: str | None, decide: Callable[[], None]
         ) -> str: ...
+
+        def _key_winner(self, key: str, error: Exception) -> str: ...
+        def task_of_key(self, key: str) -> str | None: ...
 
     def submit(
         self,
@@ -55,6 +66,7 @@ class SubmitCommands:
         reason: str | None = None,
         key: str | None = None,
         priority: int = 0,
+        debounce: Debounce | None = None,
     ) -> str:
         """Create a ``pending`` task; returns its id.
 
@@ -70,8 +82,15 @@ class SubmitCommands:
         task, every later one (from any process on the store) returns that task's id and
         records nothing, whatever its other arguments. ``priority``: an int from -1000 to
         1000 (rule 19), default 0; a worker whose slots are scarce starts higher
-        priorities first, then in submission order.
+        priorities first, then in submission order. ``debounce``: a
+        :class:`~..tasks.flow.Debounce` (rule 35): submits of ``kind`` with its key within
+        its ``wait_s`` of each other are one task, ready ``wait_s`` after the last of
+        them with its memos; each returns that task's id. The definition's ``limit`` and
+        ``rate`` keys are computed here from ``memos`` and recorded (rule 36 refuses a key
+        function that fails, appending nothing).
         """
+        if debounce is not None and (key is not None or owner is not None):
+            raise InvalidFlowPolicy("debounce= is a host's own submission: no key=, no owner=")
         task_id, submission = self._submission(
             kind,
             version=version,
@@ -88,11 +107,32 @@ class SubmitCommands:
             priority=priority,
         )
 
+        if debounce is not None:
+            return self._debounced_submission(task_id, debounce, submission)
+
         def decided() -> None:
             with claiming(self.world, task_id):
                 self._decide_grouped(decide.submit, owner_id=owner, **submission)
 
         return self._keyed_submission(task_id, key, decided)
+
+    def _debounced_submission(
+        self, task_id: str, debounce: Debounce, submission: dict[str, Any]
+    ) -> str:
+        """A submission under ``debounce`` (rule 35): the task it collapsed into, or the
+        new one. A race for the key's window another writer won (its append came first:
+        a :class:`~..errors.ConflictError`) is decided again on the log that holds it."""
+        for attempt in range(DEBOUNCE_ATTEMPTS):
+            try:
+                with claiming(self.world, task_id):
+                    chosen: str = self._decide_grouped(
+                        decide.submit_debounced, debounce=debounce, **submission
+                    )
+                    return chosen
+            except ConflictError:
+                if attempt == DEBOUNCE_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def submit_owned(self, owner: str, kind: str, **options: Any) -> str:
         """Submit a task that ``owner`` owns, as ``owner``'s invocation running here
@@ -108,6 +148,21 @@ class SubmitCommands:
                 self._invocation_decision(owner, decide.submit_owned, **submission)
 
         return self._keyed_submission(task_id, submission["key"], decided)
+
+    async def submit_owned_async(self, owner: str, kind: str, **options: Any) -> str:
+        """:meth:`submit_owned`, its decision queued for the group commit and awaited
+        (:mod:`..invoking.loop_commit`). With ``key=``, the key's task is read after it, a moment
+        under the lock."""
+        task_id, submission = self._submission(kind, **options)
+        key = submission["key"]
+        try:
+            with claiming(self.world, task_id):
+                await self._invocation_decision_async(owner, decide.submit_owned, **submission)
+        except (ConflictError, TaskIdTaken) as error:
+            if key is None:
+                raise
+            return self._key_winner(key, error)
+        return task_id if key is None else (self.task_of_key(key) or task_id)
 
     def _submission(
         self,
@@ -139,6 +194,10 @@ class SubmitCommands:
                 )
             phase = next(iter(definition.phases))
         task_id = self._new_id(id)
+        flow = None
+        if definition is not None and (memos is None or isinstance(memos, Mapping)):
+            # 36. The keys of its definition's limit and rate, from its memos, recorded.
+            flow = flow_for(kind, definition.limit, definition.rate, memos, task_id)
         if trace is None:  # submitted while a span is current: keep its carrier
             trace = telemetry.current_carrier()
         return task_id, {
@@ -155,6 +214,7 @@ class SubmitCommands:
             "why": reason,
             "key": key,
             "priority": priority,
+            "flow": flow,
         }
 
     def _new_id(self, id: str | None) -> str:

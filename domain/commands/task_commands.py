@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..errors import InvalidArgument, LeaseLost, PhaseFenced, Refused, RuleViolation
 from ..frozen import thawed
 from ..tasks import decide
 from ..tasks.definitions import Registry, TaskDefinition, definition_fit
 from ..tasks.events import Mode, OutcomeStatus, Policy
-from ..tasks.invocation import _MISSING, RUNNING_PHASE, Invocation
+from ..tasks.invocation import _MISSING, RUNNING_PHASE, Invocation, TaskDecider
 from ..tasks.restart_limit import change_restart_limit, check_restart_limit, restart_limit_of
 from ..tasks.state import Outcome, TaskState
+from ..tasks.stream_buffer import recording_streams
 from ..tasks.validation import json_value, shown
 from ..world import Draft, World
 from .batch import UNRECORDED, OpenBatch
@@ -64,7 +65,21 @@ class TaskCommands:
             attempt: int | None = None,
         ) -> None: ...
 
+        def ask(  # the approval inbox's (..service.asks)
+            self,
+            task_id: str,
+            topic: str,
+            request: Any = None,
+            phase: str | None = None,
+            timeout_s: float | None = None,
+            assignees: Sequence[str] | None = None,
+            attempt: int | None = None,
+        ) -> None: ...
+
         def task(self, task_id: str) -> TaskState: ...
+
+        def stream_waiting(self, invocation: Invocation) -> None: ...  # service/streams.py
+        def flush_streams(self, task_id: str) -> None: ...
 
         def outcome(self, task_id: str) -> Outcome | None: ...  # service/results.py
 
@@ -123,7 +138,9 @@ class TaskCommands:
     def _reserved(self, task_id: str, mode: Mode | None) -> None:
         """A reservation was recorded: its invocation, under the lock that recorded it."""
         if mode is not None:
-            invocation = Invocation(self, task_id, mode, resumed=task_id in self._resumed)
+            # The assembled Scheduler is the decider (its awaitable forms included).
+            decider = cast("TaskDecider", self)
+            invocation = Invocation(decider, task_id, mode, resumed=task_id in self._resumed)
             self._invocations[task_id] = invocation
             self._resumed.discard(task_id)
             batch = self._batch
@@ -299,33 +316,55 @@ class TaskCommands:
     def _invocation_decision(
         self, task_id: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
     ) -> None:
+        """Decide ``fn`` for the running task's invocation (awaited: :mod:`..invoking`)."""
+        self._not_timed_out(task_id)
+        try:
+            decided, reads, invocation = self._invocation_call(task_id, fn)
+            with recording_streams(invocation, decided) as decided:
+                self._decide_grouped(decided, task_id, *args, **kwargs)
+            _marked_read(invocation, reads)
+        except RuleViolation as refusal:
+            self._refused_invocation(task_id, refusal)
+            raise
+        self._ended_unless_running(task_id)
+
+    def _not_timed_out(self, task_id: str) -> None:
         phase = RUNNING_PHASE.get()
         # 24. A phase past its timeout was retried or ended without it: fenced for good.
         if phase is not None and phase.timed_out is not None and phase.task_id == task_id:
             raise PhaseFenced(task_id, phase.timed_out.phase, phase.timed_out.timeout_s)
-        try:
-            if self._fenced():  # peers may have taken its tasks: decide nothing for them
-                raise LeaseLost(task_id, self.worker, None)
-            invocation = self._invocations.get(task_id) if isinstance(task_id, str) else None
-            reads = list(invocation.unmarked_reads) if invocation is not None else []
-            # 21. What the invocation read is marked read with this decision, in its append.
-            self._decide_grouped(
-                decide.reading(reads, fn) if reads else fn, task_id, *args, **kwargs
-            )
-            if reads and invocation is not None:
-                del invocation.unmarked_reads[: len(reads)]
-        except RuleViolation as refusal:
-            # Rules 1 to 3, and fencing (a fleet's rule 9), end the invocation that decided.
-            if refusal.rule in (1, 2, 3) or isinstance(refusal, LeaseLost):
-                ended = self._invocations.pop(task_id, None)
-                if ended is not None:
-                    ended.ended = True
-                    ended.lost = isinstance(refusal, LeaseLost)
-            raise
+
+    def _invocation_call(
+        self, task_id: str, fn: Callable[..., Any]
+    ) -> tuple[Callable[..., Any], list[int], Invocation | None]:
+        """What an invocation's decision takes: ``fn``, marking what it read (rule 21);
+        the reads; the invocation. Raises :class:`LeaseLost` once this worker is fenced."""
+        if self._fenced():  # peers may have taken its tasks: decide nothing for them
+            raise LeaseLost(task_id, self.worker, None)
+        invocation = self._invocations.get(task_id) if isinstance(task_id, str) else None
+        reads = list(invocation.unmarked_reads) if invocation is not None else []
+        # 21. What the invocation read is marked read with this decision, in its append.
+        return (decide.reading(reads, fn) if reads else fn), reads, invocation
+
+    def _refused_invocation(self, task_id: str, refusal: RuleViolation) -> None:
+        # Rules 1 to 3, and fencing (a fleet's rule 9), end the invocation that decided.
+        if refusal.rule in (1, 2, 3) or isinstance(refusal, LeaseLost):
+            ended = self._invocations.pop(task_id, None)
+            if ended is not None:
+                ended.ended = True
+                ended.lost = isinstance(refusal, LeaseLost)
+
+    def _ended_unless_running(self, task_id: str) -> None:
         if not self._is_running(task_id):
             ended = self._invocations.pop(task_id, None)
             if ended is not None:
                 ended.ended = True
+
+
+def _marked_read(invocation: Invocation | None, reads: list[int]) -> None:
+    """The decision that marked ``reads`` read was recorded."""
+    if reads and invocation is not None:
+        del invocation.unmarked_reads[: len(reads)]
 
 
 def _task_id(task_id: object) -> str:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..runs.ledger import Ledger
+from ..tasks.ask_inbox import implied_open_asks
+from ..tasks.flow_events import FLOW_COUNTS, FLOW_RUNNING, limit_group
 from ..tasks.state import LIVE_STATUSES, TaskState
 from ..turns.state import TaskPassRetry, WakeupState
 from ..world import World
@@ -46,6 +48,9 @@ INDEX_TYPES: dict[str, Any] = {
     "live_schedules": dict[str, float],
     "live_priority": dict[str, int],
     "cron_schedules": dict[str, float],
+    "open_asks": dict[str, float],
+    "flow_running": dict[str, str],
+    "flow_counts": dict[str, int],
 }
 """The declared type of each index a fold registers (``tests/test_snapshot_trust.py``
 holds this table to the indexes a fold of the reference log makes)."""
@@ -135,6 +140,17 @@ def _index_problem(world: World) -> str | None:
     raised: dict[str, int] = indexes.get("live_priority", {})
     if raised != {t: world.tasks[t].priority for t in world.live if world.tasks[t].priority}:
         return "its live_priority index is not its live tasks' priorities"
+    if indexes.get("open_asks", {}) != implied_open_asks(world):
+        return "its open_asks index is not its live tasks' open asks"
+    running: dict[str, str] = indexes.get(FLOW_RUNNING, {})
+    implied = {t: g for t in world.live if (g := limit_group(world.tasks[t])) is not None}
+    if running != implied:
+        return "its flow_running index is not its tasks running under limit keys"
+    counts: dict[str, int] = {}
+    for group in running.values():
+        counts[group] = counts.get(group, 0) + 1
+    if indexes.get(FLOW_COUNTS, {}) != counts:
+        return "its flow_counts index does not count its flow_running tasks"
     ledger = indexes.get("ledger")
     if isinstance(ledger, Ledger) and not set(ledger.live) <= set(ledger.runs):
         return "its ledger's live runs are not among its runs"

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..store.store import Store
 
 TABLE = "tasktrail_snapshots"
-FORMAT = 6
+FORMAT = 7
 """The body's format; a snapshot of another format is ignored (folded past).
 
 Bumped whenever the fold makes something else of the same events, not only when the
@@ -42,7 +42,11 @@ digests recorded per format). 2: each object's values in its class's field order
 body carries the chain heads of the streams it holds and its own digest (issue 30:
 checked before a snapshot is trusted, :mod:`.envelope`); the world inside is format 4's;
 6: a task's ``priority`` folded from its submission's (rule 19; a format-5 snapshot would
-hold 0 for a submission an import recorded with another), and the keys' streams.
+hold 0 for a submission an import recorded with another), and the keys' streams;
+7: a task's asks (``TaskState.asks``, rules 30-32) and the ``open_asks`` index; a task's
+   output streams (``TaskState.streams``, rules 28 and 29); a task's flow-control keys
+   (``TaskState.flow``, rules 33-36), the limit, rate and debounce keys' streams and the
+   ``flow_running`` and ``flow_counts`` indexes.
 """
 
 

@@ -47,11 +47,15 @@ class KeyCommands:
             return task_id
         try:
             decide()
-        except (ConflictError, TaskIdTaken):
-            # Refused whole by the store, the world refreshed: another writer's
-            # submission with this key came first (or one of this id, and no key: raise).
-            holder = self.task_of_key(key)
-            if holder is None:
-                raise
-            return holder
+        except (ConflictError, TaskIdTaken) as error:
+            return self._key_winner(key, error)
         return self.task_of_key(key) or task_id
+
+    def _key_winner(self, key: str, error: Exception) -> str:
+        """A keyed submission refused whole by the store (``error``), the world
+        refreshed: the task of another writer's submission with the key, which came
+        first; ``error`` is raised when there is none (one of this id, and no key)."""
+        holder = self.task_of_key(key)
+        if holder is None:
+            raise error
+        return holder

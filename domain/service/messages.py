@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConflictError
 from ..tasks import decide
-from ..tasks.invocation import DECISION_ATTEMPTS
+from ..tasks.deciding import DECISION_ATTEMPTS
 
 if TYPE_CHECKING:
     from ..tasks.state import TaskState
@@ -38,6 +38,10 @@ class MessageCommands:
     if TYPE_CHECKING:
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+
+        async def _decide_grouped_async(
+            self, fn: Callable[..., T], *args: Any, **kwargs: Any
+        ) -> T: ...
 
         def _invocation_decision(
             self, task_id: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
@@ -71,6 +75,29 @@ class MessageCommands:
                 seq: int = self._decide(decide.send, task_id, topic, value, actor=actor, why=reason)
                 break
             except ConflictError:  # the task's own invocation (elsewhere) appended first
+                if attempt == DECISION_ATTEMPTS - 1:
+                    raise
+        self._news()
+        return seq
+
+    async def send_async(
+        self,
+        task_id: str,
+        topic: str,
+        value: Any,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> int:
+        """:meth:`send` from a coroutine: the decision is queued for the group commit
+        and awaited (:mod:`..invoking.loop_commit`), the event loop goes on meanwhile."""
+        for attempt in range(DECISION_ATTEMPTS):
+            try:
+                seq: int = await self._decide_grouped_async(
+                    decide.send, task_id, topic, value, actor=actor, why=reason
+                )
+                break
+            except ConflictError:
                 if attempt == DECISION_ATTEMPTS - 1:
                     raise
         self._news()

@@ -49,6 +49,7 @@ class RetryCommands:
         def _is_running(self, task_id: str) -> bool: ...
         def _fenced(self) -> bool: ...
         def _fault(self, task_id: str, message: str, reason: str, report: Any) -> None: ...
+        def _record_streams_of(self, task_id: str) -> None: ...
 
     @property
     def retry_random(self) -> random.Random:
@@ -111,6 +112,7 @@ class RetryCommands:
         task_id = invocation.task_id
         if invocation.timed_out is not None and cause == "threw":
             return  # fenced: its timeout was recorded, what it did later is not (rule 24)
+        self._record_streams_of(task_id)  # what the phase emitted before it failed
         task = self.world.get(task_id)
         phase = task.checkpoint.phase if task is not None and task.checkpoint else None
         retry = definition.retry_for(phase) if definition is not None and phase else None

@@ -314,14 +314,17 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
             )
             return [(r[0], r[1], r[2], r[3], bytes(r[4])) for r in curs.fetchall()]
 
-    def select_stream_rows(self, stream_id: str) -> list[tuple[int, int, str, bytes]]:
-        """One stream's rows, by version: ``(position, version, topic, state)``."""
+    def select_stream_rows(
+        self, stream_id: str, after: int = 0
+    ) -> list[tuple[int, int, str, bytes]]:
+        """One stream's rows after version ``after``, by version: ``(position, version,
+        topic, state)``."""
         # One statement in autocommit: one round trip (no BEGIN, no ROLLBACK).
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(
                 f"SELECT notification_id, originator_version, topic, state FROM {self._table} "
-                "WHERE originator_id = %s ORDER BY originator_version",
-                (stream_id,),
+                "WHERE originator_id = %s AND originator_version > %s ORDER BY originator_version",
+                (stream_id, after),
                 prepare=True,
             )
             return [

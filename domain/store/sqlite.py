@@ -248,12 +248,15 @@ class _BulkSQLiteApplicationRecorder(SQLiteApplicationRecorder):
     def depended_statement(self) -> str:
         return depended_sql(self.events_table_name, "?")
 
-    def select_stream_rows(self, stream_id: str) -> list[tuple[int, int, str, bytes]]:
-        """One stream's rows, by version: ``(position, version, topic, state)``."""
+    def select_stream_rows(
+        self, stream_id: str, after: int = 0
+    ) -> list[tuple[int, int, str, bytes]]:
+        """One stream's rows after version ``after``, by version: ``(position, version,
+        topic, state)``."""
         rows: list[tuple[int, int, str, bytes]] = self._select(
             f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
-            "WHERE originator_id = ? ORDER BY originator_version",
-            (stream_id,),
+            "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version",
+            (stream_id, after),
         )
         return rows
 

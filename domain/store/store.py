@@ -341,15 +341,15 @@ class Store:
         """Every event of one stream (a task's, by its id), oldest first."""
         return [recorded.event for recorded in self.stream_records(stream_id)]
 
-    def stream_records(self, stream_id: str) -> list[Recorded]:
-        """Every event of one stream, oldest first, with its position in the log and
-        its version in the stream, as stored (a removed event leaves a gap)."""
+    def stream_records(self, stream_id: str, after: int = 0) -> list[Recorded]:
+        """Every event of one stream after its version ``after``, oldest first, with its
+        position and version, as stored (a removed event leaves a gap)."""
         if not isinstance(stream_id, str) or not encodable(stream_id):
             return []  # not UTF-8: no store could have recorded such an id
         if "\x00" in stream_id and self.kind == "postgresql":
             return []  # PostgreSQL text cannot hold NUL: no such stream was recorded
         try:
-            rows = getattr(self.app.recorder, "select_stream_rows")(stream_id)  # noqa: B009
+            rows = getattr(self.app.recorder, "select_stream_rows")(stream_id, after)  # noqa: B009
         except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
             raise StoreError(f"cannot read store {self.location}: {self._why(error)}") from None
         records = []

@@ -5,12 +5,15 @@ The application hands these pure functions to its ``_decide``: each takes a
 command produces into the draft, or raises a refusal naming the rule and the
 task, which appends nothing. Nothing is defined here: each rule lives in the
 module of its part of a task's life (:mod:`.starting`, :mod:`.running`,
-:mod:`.ending`, :mod:`.restarts`, :mod:`.messages`, :mod:`.readiness`, :mod:`.forking`).
+:mod:`.ending`, :mod:`.restarts`, :mod:`.messages`, :mod:`.asks`, :mod:`.readiness`,
+:mod:`.forking`, :mod:`.debounce`).
 """
 
 from __future__ import annotations
 
+from .asks import answer, ask
 from .context import Context
+from .debounce import submit_debounced
 from .ending import abort, fault, finish
 from .forking import fork
 from .guards import held_elsewhere
@@ -20,13 +23,19 @@ from .restarts import recover, retry, stop
 from .retrying import retry_phase
 from .running import checkpoint, memo, sleep, wait
 from .starting import reserve, submit, submit_owned
+from .streams import emitting
+from .streams import flush as flush_streams
 
 __all__ = [
     "Context",
     "abort",
+    "answer",
+    "ask",
     "checkpoint",
+    "emitting",
     "fault",
     "finish",
+    "flush_streams",
     "fork",
     "held_elsewhere",
     "memo",
@@ -40,6 +49,7 @@ __all__ = [
     "sleep",
     "stop",
     "submit",
+    "submit_debounced",
     "submit_owned",
     "wait",
     "wait_message",

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .flow import Limit, Rate, check_flow_policies
 from .retry import Retry, check_policies, check_timeout
 from .state import TaskState
 
@@ -41,6 +42,11 @@ class TaskDefinition:
     raised or overran again (rules 23-24); ``phase_timeouts`` and ``phase_retries``
     override them for the phases they name (``None`` there: none for that phase).
     Neither by default: a phase that raises faults its task, as it always did.
+
+    ``limit`` and ``rate`` hold its tasks back from a phase per key (rules 33, 34): at
+    most ``Limit.max_running`` running at once with the same key, across every worker on
+    the store; phase starts per key within ``Rate``'s token bucket. Each task's keys are
+    computed from its memos when it is submitted and recorded (rule 36 checks both).
     """
 
     kind: str
@@ -52,6 +58,8 @@ class TaskDefinition:
     retry: Retry | None = None
     phase_timeouts: Mapping[str, float | None] = field(default_factory=dict)
     phase_retries: Mapping[str, Retry | None] = field(default_factory=dict)
+    limit: Limit | None = None
+    rate: Rate | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or not self.kind:
@@ -63,6 +71,7 @@ class TaskDefinition:
                 raise ValueError(f"TaskDefinition {self.kind}: phase names must be non-empty")
         check_timeout(self.timeout_s, f"TaskDefinition {self.kind}: timeout_s")
         check_policies(self.kind, self.phases, self.retry, self.phase_timeouts, self.phase_retries)
+        check_flow_policies(self.kind, self.limit, self.rate)
 
     def timeout_for(self, phase: str) -> float | None:
         """How long a run of ``phase`` may take, in seconds (``None``: no bound)."""

@@ -63,6 +63,8 @@ def field_text(name: str, value: Any) -> str:
 def waiting_for_message(task: TaskState) -> str:
     """What a task waiting for a message waits for, in words (rule 21)."""
     deadline = "" if task.until is None else f" until {format_at(task.until)}"
+    if any(ask.waiting and ask.topic == task.message_topic for ask in task.asks):
+        return f"an answer to its ask on {task.message_topic!r}{deadline}"  # rules 30-32
     return f"a message on {task.message_topic!r}{deadline}"
 
 
@@ -73,6 +75,9 @@ def describe(event: TaskEvent) -> str:
         if name in _QUIET_FIELDS or value in (None, (), False, {}):
             continue
         if name == "task_id":
+            continue
+        if name == "values" and isinstance(value, list):  # a stream's chunks: counted
+            parts.append(f"chunks={len(value)}")
             continue
         parts.append(f"{name}={field_text(name, value)}")
     rule = f"  [rule {event.rule}]" if event.rule is not None else ""

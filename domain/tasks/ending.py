@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from ..world import Draft
+from .asks import close_asks
 from .context import Context
 from .definitions import Registry, definition_fit
 from .events import AbortMarked, OutcomeHeld, OutcomeStatus, TaskEnded
@@ -66,6 +67,7 @@ def cascade(draft: Draft, ctx: Context, owner_id: str, visited: set[str] | None 
         #    completed, gives every live descendant an abort mark.
         if current.live and not current.request_marked:
             draft.emit(AbortMarked(task_id=child_id, at=ctx.now, rule=6, by=owner_id))
+            close_asks(draft, ctx, child_id)  # 22. the mark beats an answer (.asks)
         stack.extend(reversed(draft.live_children(child_id)))
 
 
@@ -185,6 +187,7 @@ def abort(
     changed = False
     if not task.request_marked:
         draft.emit(AbortMarked(task_id=task_id, at=ctx.now, **act))
+        close_asks(draft, ctx, task_id)  # 22. the mark beats an answer (.asks)
         changed = True
     before = len(draft.events)
     cascade(draft, ctx, task_id)

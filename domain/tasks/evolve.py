@@ -8,6 +8,7 @@ that cannot follow the state it is applied to raises :class:`InvalidTransition`.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -31,7 +32,7 @@ from .events import (
     TaskSubmitted,
     WaitStarted,
 )
-from .state import Checkpoint, Outcome, TaskState
+from .state import AskState, Checkpoint, Outcome, TaskState
 
 
 class InvalidTransition(ValueError):
@@ -183,6 +184,8 @@ def _reserved(state: TaskState, event: TaskReserved) -> TaskState:
     started = state.started_version if state.started_version is not None else state.events + 1
     if state.message_topic is not None:  # a message wait is over (tasks/messages.py)
         state = _replace(state, message_topic=None)
+        if state.asks:  # and so is the wait for an ask's answer (tasks/asks.py)
+            state = _replace(state, asks=tuple(_resumed(ask) for ask in state.asks))
     return _to_running(
         state,
         event,
@@ -194,6 +197,10 @@ def _reserved(state: TaskState, event: TaskReserved) -> TaskState:
         until=None,
         started_version=started,
     )
+
+
+def _resumed(ask: AskState) -> AskState:
+    return ask if not ask.waiting else dataclasses.replace(ask, waiting=False)
 
 
 @evolves(TaskMigrated)

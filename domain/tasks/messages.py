@@ -177,23 +177,8 @@ def wait_message(
     #     must reach an outcome, and a message could hold it forever.
     if task.mode == "abort":
         raise RuleViolation(21, "an abort handler cannot wait for a message", task_id=task_id)
-    until: float | None = None
-    if timeout_s is not None:
-        seconds = finite_number(timeout_s)
-        # 21. A timeout is a finite number of seconds >= 0.
-        if seconds is None or seconds < 0:
-            raise RuleViolation(
-                21,
-                f"timeout_s must be a finite number of seconds >= 0, not {timeout_s!r}",
-                task_id=task_id,
-            )
-        until = time_ms(ctx.now + seconds * 1000.0, "the message wait's deadline", task_id)
-    resume = phase if phase is not None else (task.checkpoint.phase if task.checkpoint else None)
-    resume = phase_name(resume, "phase", task_id)
-    if attempt is not None and (
-        isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0
-    ):
-        raise InvalidArgument(f"attempt must be an int >= 0, not {attempt!r}", task_id=task_id)
+    until = wait_deadline(ctx, timeout_s, task_id)
+    resume = resume_phase(task, phase, attempt)
     return draft.emit(
         MessageWaitStarted(
             task_id=task_id,
@@ -206,6 +191,34 @@ def wait_message(
     )
 
 
+def wait_deadline(ctx: Context, timeout_s: float | None, task_id: str) -> float | None:
+    """The deadline (scheduler clock, ms) of a wait for a message (or an answer) that
+    gives up after ``timeout_s`` seconds; ``None`` for no timeout."""
+    if timeout_s is None:
+        return None
+    seconds = finite_number(timeout_s)
+    # 21. A timeout is a finite number of seconds >= 0.
+    if seconds is None or seconds < 0:
+        raise RuleViolation(
+            21,
+            f"timeout_s must be a finite number of seconds >= 0, not {timeout_s!r}",
+            task_id=task_id,
+        )
+    return time_ms(ctx.now + seconds * 1000.0, "the message wait's deadline", task_id)
+
+
+def resume_phase(task: TaskState, phase: str | None, attempt: int | None) -> str:
+    """The checkpoint a wait resumes at: ``phase``, else the task's current one; the
+    ``attempt`` checked (``None`` or an int >= 0)."""
+    resume = phase if phase is not None else (task.checkpoint.phase if task.checkpoint else None)
+    resume = phase_name(resume, "phase", task.id)
+    if attempt is not None and (
+        isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0
+    ):
+        raise InvalidArgument(f"attempt must be an int >= 0, not {attempt!r}", task_id=task.id)
+    return resume
+
+
 def message_wait_over(task: TaskState, now: float) -> bool:
     """Rule 21: whether a task waiting for a message may be reserved again: a message on
     its topic is unread, or its deadline passed. ``True`` for a task that waits for no
@@ -215,6 +228,9 @@ def message_wait_over(task: TaskState, now: float) -> bool:
         return True
     if task.until is not None and now >= task.until:
         return True
+    for ask in task.asks:  # an ask's wait ends with its answer, not a message (.asks)
+        if ask.waiting and ask.topic == topic:
+            return ask.status != "open"
     return any(m.topic == topic for m in task.mailbox)
 
 
@@ -251,6 +267,8 @@ __all__ = [
     "message_wait_over",
     "next_unread",
     "reading",
+    "resume_phase",
     "send",
+    "wait_deadline",
     "wait_message",
 ]

@@ -15,13 +15,15 @@ from .context import Context
 from .definitions import Registry, definition_fit, parked
 from .ending import cancelling_ancestor
 from .guards import held_elsewhere
+from .limits import held_back, keys_of
 from .messages import message_wait_over
 from .state import TaskState
 from .waits import wait_satisfied
 
 Readiness = str
 """``ready``, ``running``, ``held``, ``waiting``, ``message`` (waiting for a message,
-rule 21), ``sleeping``, ``owned_work``, ``cascade`` or a blocked reason (rule 13)."""
+rule 21), ``sleeping``, ``owned_work``, ``cascade``, a blocked reason (rule 13), or
+held back: ``limited`` (rule 33) or ``rate_limited`` (rule 34)."""
 
 
 def readiness(
@@ -66,4 +68,8 @@ def readiness(
     if parked(task, ctx.restart_limit):
         return "restart_limit"
     fit = definition_fit(task, registry.get(task.kind), failed_migrations)
-    return fit if fit not in ("same", "migrate") else "ready"
+    if fit not in ("same", "migrate"):
+        return fit
+    # 33, 34. Otherwise ready, but held back by its limit or its rate.
+    held = held_back(draft, task, keys_of(task, registry), ctx.now)
+    return held.reason if held is not None else "ready"

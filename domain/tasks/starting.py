@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import InvalidArgument, Refused, RuleViolation, TaskIdTaken
+from ..errors import InvalidArgument, InvalidFlowPolicy, Refused, RuleViolation, TaskIdTaken
 from ..world import Draft
+from .asks import close_asks, close_timed_out_ask
 from .context import Context
 from .definitions import Registry, definition_fit, parked
 from .describe import waiting_for_message
@@ -26,9 +27,10 @@ from .ending import cancelling_ancestor, end
 from .events import AbortMarked, Mode, TaskEvent, TaskMigrated, TaskReserved, TaskSubmitted
 from .guards import held_elsewhere, invocation_decision, not_closing
 from .keys import KeyClaimed, check_key, key_holder
+from .limits import keys_event, recorded_keys, take_flow
 from .messages import message_wait_over
 from .restart_limit import limit_deciding
-from .state import Outcome, TaskState
+from .state import Flow, Outcome, TaskState
 from .validation import act_fields, json_value, phase_name, require_task
 from .waits import wait_satisfied
 
@@ -57,13 +59,15 @@ def submit(
     origin: TaskEvent | None = None,
     key: str | None = None,
     priority: int = 0,
+    flow: Flow | None = None,
 ) -> TaskState:
     """Create a task, ``pending`` at the checkpoint ``phase`` (and ``attempt``) with
     ``memos`` (its input: names to JSON values), submitted by ``actor`` because ``why``.
 
     ``origin``: an event of the new task to record right after its submission (a fork's
     :class:`~.forking.TaskForked`), before any rule reacts to the new task. ``key``: an
-    idempotency key (rule 18); ``priority``: the order among ready tasks (rule 19).
+    idempotency key (rule 18); ``priority``: the order among ready tasks (rule 19);
+    ``flow``: the keys its definition's limit and rate gave it (rules 33, 34), recorded.
     Returns the new task; for a key that names a task already, that task, recording
     nothing (whatever the other arguments).
     """
@@ -113,7 +117,7 @@ def submit(
         isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0
     ):
         raise InvalidArgument(f"attempt must be an int >= 0, not {attempt!r}", task_id=task_id)
-    given = _memos(memos, task_id)
+    given = checked_memos(memos, task_id)
     if owner_id is not None:
         owner = require_task(draft, owner_id)
         # 4. Terminal is absorbing: a terminal task owns no new work.
@@ -143,6 +147,8 @@ def submit(
     )
     if origin is not None:
         state = draft.emit(origin)
+    if flow is not None:
+        state = draft.emit(keys_event(task_id, ctx.now, flow))
     if key is not None:
         # Version 1 of the key's stream: of two writers that decided on the same new key,
         # the store's version check lets one in (domain/service/keys.py reads the winner).
@@ -181,7 +187,7 @@ def submit_owned(draft: Draft, ctx: Context, owner_id: str, **submission: Any) -
     return submit(draft, ctx, owner_id=owner_id, **submission)
 
 
-def _memos(memos: object, task_id: str) -> dict[str, Any] | None:
+def checked_memos(memos: object, task_id: str) -> dict[str, Any] | None:
     """A submission's memos as the log will read them back, checked as ``memo`` checks
     each; ``None`` for none."""
     if memos is None:
@@ -233,6 +239,8 @@ def reserve(
         cancelling = cancelling_ancestor(draft, task_id)
         if cancelling is not None:
             task = draft.emit(AbortMarked(task_id=task_id, at=ctx.now, rule=6, by=cancelling.id))
+            close_asks(draft, ctx, task_id)  # 22. the mark beats an answer (.asks)
+            task = require_task(draft, task_id)
     # 22. An abort mark beats a message, as it ends a wait or a sleep (rules 3, 8): the
     #     mode is the mark's, whatever arrived in the same instant, which stays unread.
     if task.abort_requested:
@@ -261,6 +269,18 @@ def reserve(
     fit = definition_fit(task, registry.get(task.kind), failed_migrations)
     if fit not in ("same", "migrate"):
         raise RuleViolation(13, f"blocked: {fit}", task_id=task_id)
+    close_timed_out_ask(draft, ctx, task)  # 21. resumed past its deadline: no answer
+    try:
+        # 36. Keys its submitter did not record (it did not know the definition's limit
+        #     or rate) are recorded now, from its memos; a key function failing faults it.
+        flow = recorded_keys(draft, ctx.now, task, registry)
+    except InvalidFlowPolicy as refusal:
+        faulted = Outcome("faulted", str(refusal), None, "flow_key")
+        end(draft, ctx, require_task(draft, task_id), faulted, rule=36)
+        return None
+    # 33, 34. Held back while its limit key's slots are taken or its rate key's bucket
+    #         is empty; else the reservation takes a slot and a token, on their streams.
+    take_flow(draft, ctx.now, task, flow)
     if fit == "migrate":
         _migrate(draft, ctx, task, registry, migrated_phase)
     draft.emit(TaskReserved(task_id=task_id, at=ctx.now, mode="run", worker=ctx.worker))

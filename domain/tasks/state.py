@@ -67,6 +67,86 @@ class Message:
     at: float
 
 
+AskStatus = Literal["open", "answered", "timeout", "abort"]
+
+
+@dataclass(frozen=True, slots=True)
+class AskState:
+    """A task's latest ask on one topic (rules 30 to 32, :mod:`.asks`): what it asked
+    (``request``, read-only as a memo's) and of whom (``assignees``; none: anyone), when
+    (``asked_at``) and until when (``deadline``, ``None`` for none, on the scheduler
+    clock); ``status`` ``open`` until it is answered (``value``, by ``actor`` because
+    ``why``, at ``closed_at``) or closed by its deadline (``timeout``) or an abort mark
+    (``abort``). ``waiting``: the task waits for it (from the ask until its next
+    reservation)."""
+
+    topic: str
+    request: Any
+    assignees: tuple[str, ...]
+    asked_at: float
+    deadline: float | None = None
+    status: AskStatus = "open"
+    waiting: bool = True
+    value: Any = None
+    actor: str | None = None
+    why: str | None = None
+    closed_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ask as plain JSON-ready data, leaving out what is unset."""
+        out: dict[str, Any] = {
+            "topic": self.topic,
+            "request": thawed(self.request),
+            "assignees": list(self.assignees),
+            "asked_at": self.asked_at,
+            "status": self.status,
+        }
+        if self.deadline is not None:
+            out["deadline"] = self.deadline
+        if self.status == "answered":
+            out.update(value=thawed(self.value), actor=self.actor, reason=self.why)
+        if self.closed_at is not None:
+            out["closed_at"] = self.closed_at
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class StreamState:
+    """One named stream of a task's output (rules 28 and 29): how many chunks it holds
+    (the next chunk's offset), their size as JSON, how many events recorded them, and
+    whether ``close_stream`` closed it. The chunks' values are on their events only: a
+    reader reads them from the log (``Scheduler.read_stream``), never from a state. A
+    task whose outcome is decided has every stream closed (:func:`.streams.closed`)."""
+
+    chunks: int = 0
+    bytes: int = 0
+    events: int = 0
+    closed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    """A task's flow control, as recorded when its keys were computed (rules 33, 34):
+    its limit's key and how many of its kind with that key may run at once, its rate's
+    key and token bucket (``per_s`` tokens a second, ``burst`` at most). ``None`` in a
+    key: that policy does not hold the task back (its key function answered ``None``)."""
+
+    limit_key: str | None = None
+    max_running: int | None = None
+    rate_key: str | None = None
+    per_s: float | None = None
+    burst: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The keys and their policies as plain data, leaving out a policy without a key."""
+        out: dict[str, Any] = {}
+        if self.limit_key is not None:
+            out["limit"] = {"key": self.limit_key, "max_running": self.max_running}
+        if self.rate_key is not None:
+            out["rate"] = {"key": self.rate_key, "per_s": self.per_s, "burst": self.burst}
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class TaskState:
     """Everything known of one task after the events so far.
@@ -122,6 +202,14 @@ class TaskState:
     """The messages sent to the task and not read yet, oldest first (rules 20, 21)."""
     messages_sent: int = 0
     """How many messages were ever sent to the task (the next one's number less one)."""
+    asks: tuple[AskState, ...] = ()
+    """The task's latest ask on each topic it asked on, oldest first (rules 30-32)."""
+    streams: Mapping[str, StreamState] = EMPTY
+    """The task's output streams by name (rules 28 and 29), each summarized."""
+    flow: Flow | None = None
+    """Its limit and rate keys with their policies (rules 33, 34), recorded at submit
+    (or, submitted where its definition was not known, at its first reservation);
+    ``None`` while none were recorded."""
 
     @property
     def live(self) -> bool:
@@ -193,6 +281,16 @@ class TaskState:
                 {"seq": m.seq, "topic": m.topic, "value": thawed(m.value), "at": m.at}
                 for m in self.mailbox
             ]
+        if self.asks:
+            out["asks"] = [ask.to_dict() for ask in self.asks]
+        if self.streams:
+            decided = self.outcome is not None
+            out["streams"] = {
+                name: {"chunks": s.chunks, "bytes": s.bytes, "closed": s.closed or decided}
+                for name, s in self.streams.items()
+            }
+        if self.flow is not None and self.flow.to_dict():
+            out["flow"] = self.flow.to_dict()
         out["events"] = self.events
         return out
 
@@ -222,4 +320,42 @@ class KeyState:
 
     key: str
     task_id: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class LimitState:
+    """A limit key's stream (rule 33, :mod:`.flow_events`): how many reservations it
+    counted, and the last one's task, time and running count (itself included)."""
+
+    kind: str
+    key: str
+    taken: int
+    task_id: str
+    at: float
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
+class RateState:
+    """A rate key's token bucket (rule 34): ``tokens`` left at ``at`` (the last
+    reservation's time, its token taken), filling at ``per_s`` a second up to ``burst``."""
+
+    kind: str
+    key: str
+    tokens: float
+    at: float
+    per_s: float
+    burst: int
+    taken: int
+
+
+@dataclass(frozen=True, slots=True)
+class DebounceWindow:
+    """A debounce key's stream (rule 35): the task its latest window opened."""
+
+    kind: str
+    key: str
+    task_id: str
+    opened: int
     at: float

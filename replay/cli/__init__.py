@@ -44,7 +44,7 @@ from .common import (
     EXIT_UNCHECKED,
     warn,
 )
-from .service import result_command, send_command
+from .service import ask_commands, result_command, send_command, stream_command
 from .service import schedules as schedule_commands
 
 EPILOG = """\
@@ -53,6 +53,7 @@ examples:
   tasktrail demo --db /tmp/t.db --tasks 500
   tasktrail tasks tasktrail-demo.db --status terminal
   tasktrail result trail.db TASK --wait 30 --json   a task's outcome and result
+  tasktrail stream trail.db TASK --after 41 --follow   its output, from offset 42 on
   tasktrail tasks tasktrail-demo.db --outcome aborted --since 2026-01-05 --limit 20
   tasktrail runs tasktrail-demo.db --day 2026-01-05   the run ledger (--live: in flight)
   tasktrail workers trail.db              each worker: live or not, tasks it holds
@@ -76,6 +77,8 @@ examples:
   tasktrail fork trail.db fragile-0001 --at 300 --actor alice
   tasktrail schedule trail.db nightly report --phase start --cron '0 2 * * *' --tz Europe/Paris
   tasktrail schedules trail.db            the live schedules and their next ticks
+  tasktrail inbox trail.db --assignee ana   the open asks ana may answer
+  tasktrail answer trail.db TASK approval '{"ok": true}' --actor ana --reason "read it"
 
 A STORE is a SQLite file path (or a file: URI, mode=ro or immutable=1 to read
 only) or a postgresql:// URL; a SOURCE may also be a .jsonl export. Commands that
@@ -108,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands.add_history(commands)
     tasks_command.add_tasks(commands)
     result_command.add_result(commands)
+    stream_command.add_stream(commands)
     runs_command.add_runs(commands)
     schedule_commands.add_schedules(commands)
     workers_command.add_workers(commands)
@@ -129,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     act_commands.add_retry(commands)
     act_commands.add_fork(commands)
     send_command.add_send(commands)
+    ask_commands.add_inbox(commands)
+    ask_commands.add_answer(commands)
     schedule_commands.add_schedule(commands)
     schedule_commands.add_unschedule(commands)
     for command in commands.choices.values():
@@ -193,6 +199,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "history": store_commands.do_history,
         "tasks": tasks_command.do_tasks,
         "result": result_command.do_result,
+        "stream": stream_command.do_stream,
         "runs": runs_command.do_runs,
         "workers": workers_command.do_workers,
         "project": store_commands.do_project,
@@ -213,6 +220,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "retry": act_commands.do_retry,
         "fork": act_commands.do_fork,
         "send": send_command.do_send,
+        "inbox": ask_commands.do_inbox,
+        "answer": ask_commands.do_answer,
         "schedules": schedule_commands.do_schedules,
         "schedule": schedule_commands.do_schedule,
         "unschedule": schedule_commands.do_unschedule,

@@ -100,7 +100,9 @@ def add_explain(commands: Any) -> None:
         description=(
             "Every event that made a task's state, with the command or rule behind it. "
             "Reads only that task's streams and its owner tree, never the whole log; "
-            "--until stops at a position or a time within them."
+            "--until stops at a position or a time within them. A live task with flow "
+            "keys (rules 33, 34) is also said to be held back, if it is, as of now: "
+            "that reads the store's live work (its latest snapshot and the tail)."
         ),
     )
     explain.add_argument("source", help=SOURCE_HELP)
@@ -231,6 +233,7 @@ def do_verify(args: argparse.Namespace) -> int:
 
 def do_explain(args: argparse.Namespace) -> int:
     from tasktrail.replay import story
+    from tasktrail.replay.explain import held_now
 
     task_id = task_id_argument(args.task)
     # The task's tree, read stream by stream: the cost follows the task, not the log.
@@ -242,4 +245,11 @@ def do_explain(args: argparse.Namespace) -> int:
     say(f"{task_id}: {len(steps)} events")
     for step in steps:
         say(f"  {step}")
+    keyed = any(step.event_type == "FlowKeysRecorded" for step in steps)
+    if args.until is None and keyed and steps[-1].status_after != "terminal":
+        # Rules 33, 34: computed now, never recorded, from the store's live work (its
+        # latest snapshot and the tail): only for a live task with flow keys.
+        held = held_now(args.source, task_id)
+        if held is not None:
+            say(f"  now held back, {held}")
     return EXIT_OK

@@ -27,7 +27,7 @@ from tasktrail.domain.store.files import (
     sqlite_tables,
 )
 from tasktrail.domain.tasks.describe import describe, format_at
-from tasktrail.domain.tasks.events import event_payload
+from tasktrail.domain.tasks.streams import ChunksEmitted
 from tasktrail.projections.projector import POSITIONS
 
 from .common import (
@@ -44,6 +44,7 @@ from .common import (
     task_id_argument,
     warn,
 )
+from .service.stream_command import ChunkRuns, shown_payload
 
 
 def add_demo(commands: Any) -> None:
@@ -147,9 +148,12 @@ def do_history(args: argparse.Namespace) -> int:
         raise UnknownTask(task_id)
     gaps = 0
     expected = 1
+    runs = ChunkRuns()  # a stream's chunks as runs and totals, not a line each
     for recorded in records:
         event = recorded.event
         version = recorded.originator_version
+        for line in [] if args.json else runs.take(recorded):
+            say(line)
         if version != expected:
             # Never hidden: an event removed from the store leaves its version out.
             gaps += 1
@@ -168,11 +172,14 @@ def do_history(args: argparse.Namespace) -> int:
                     "position": recorded.position,
                     "version": version,
                     "type": type(event).__name__,
-                    **event_payload(event),
+                    **shown_payload(event),
                 }
             )
-        else:
+        elif not isinstance(event, ChunksEmitted):
             say(f"{recorded.position:>8}  {version:>4}  {format_at(event.at)}  {describe(event)}")
+    if not args.json:
+        for line in runs.lines() + runs.summary():
+            say(line)
     return EXIT_PROBLEMS if gaps else EXIT_OK
 
 

@@ -10,6 +10,7 @@ the whole log, folded from position 0. The store is only read.
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime
 from typing import Any
@@ -27,7 +28,11 @@ HEADER = f"{'TASK':<36} {'KIND':<12} {'STATUS':<10} PHASE / OUTCOME"
 DESCRIPTION = """\
 List the tasks of a store, in submission order, one a line under a header:
 id, kind, status, and the phase a live task is at (or the outcome it holds),
-then its priority where it is not 0 (rule 19; JSON: "priority").
+then its priority where it is not 0 (rule 19; JSON: "priority"), a live
+task's flow-control keys (limit=KEY rate=KEY; JSON: "flow"), and what holds a
+pending task back now: its limit key's slots all taken (limited, rule 33) or
+its rate key's bucket empty (rate_limited, rule 34), with the key (JSON:
+"held_back").
 By default the live tasks (every task not ended), read from the store's latest
 snapshot and the events after it, so the cost follows the live work. --all,
 --status terminal and --outcome fold the whole log from position 0 (snapshots
@@ -123,6 +128,7 @@ def add_tasks(commands: Any) -> None:
 def do_tasks(args: argparse.Namespace) -> int:
     from tasktrail.domain.history import restore
     from tasktrail.domain.tasks.definitions import parked_now
+    from tasktrail.domain.tasks.limits import held_back_now
     from tasktrail.domain.tasks.restart_limit import restart_limit_of
 
     if args.since is not None and args.until is not None and args.since > args.until:
@@ -136,6 +142,7 @@ def do_tasks(args: argparse.Namespace) -> int:
         report_start(restored.snapshot, restored.problems, restored.position)
         world = restored.world
         limit = restart_limit_of(world)  # the one the log recorded, as the workers decide
+        now = time.time() * 1000.0  # a rate's bucket fills on the clock: as of now
         for task in _matching(world.tasks.values(), args, ended):
             if args.limit is not None and shown >= args.limit:
                 more += 1
@@ -144,14 +151,26 @@ def do_tasks(args: argparse.Namespace) -> int:
                 say(HEADER)
             shown += 1
             parked = parked_now(task, limit)
+            held = held_back_now(world, task, now, limit) if task.flow is not None else None
             if args.json:
-                emit({**task.to_dict(), "blocked": "restart_limit"} if parked else task.to_dict())
+                row = task.to_dict()
+                if parked:
+                    row["blocked"] = "restart_limit"
+                if held is not None:
+                    row["held_back"] = held.to_dict()
+                emit(row)
             else:
                 outcome = task.outcome.status if task.outcome else ""
                 phase = task.checkpoint.phase if task.checkpoint else ""
                 where = f"{phase} parked (restart_limit {limit})" if parked else outcome or phase
                 if task.priority:  # rule 19: shown where it is not the normal 0
                     where = f"{where} priority {task.priority}"
+                if task.flow is not None and task.live:  # rules 33, 34: its recorded keys
+                    keys = task.flow.to_dict()
+                    named = " ".join(f"{name}={policy['key']}" for name, policy in keys.items())
+                    where = f"{where} {named}" if named else where
+                if held is not None:  # computed, as of now
+                    where = f"{where} {_held(held)}"
                 say(f"{task.id:<36} {task.kind:<12} {task.status:<10} {where.strip()}")
     if more:
         note = f"{more} more matched (raise --limit to see them)"
@@ -162,6 +181,13 @@ def do_tasks(args: argparse.Namespace) -> int:
     elif shown == 0 and not args.json:
         say(_nothing(args, ended))
     return EXIT_OK
+
+
+def _held(held: Any) -> str:
+    """A held-back reason on a task's line: ``limited acme (3/3)``, ``rate_limited gpt``."""
+    if held.reason == "limited":
+        return f"{held.reason} {held.key} ({held.running}/{held.max_running} running)"
+    return f"{held.reason} {held.key} (next token {format_at(held.next_at)})"
 
 
 def _matching(

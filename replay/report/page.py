@@ -17,6 +17,7 @@ from typing import Any
 
 from tasktrail.domain import TaskState
 from tasktrail.domain.tasks.describe import format_at
+from tasktrail.domain.tasks.streams import summaries
 
 from .assets import CSS, SCRIPT
 from .draw import legend, text, timeline_html
@@ -171,6 +172,10 @@ def _tree_row(
             result += f' <span class="why">{text(why)}</span>'
         if outcome.result is not None:  # what the task answered, shortened
             result += f' <span class="result">{text(_answer(outcome))}</span>'
+    for name, stream in summaries(task).items():  # its streams summed, never each chunk
+        shown = f"{name}: {stream['chunks']} chunks, {stream['bytes']} B"
+        shown += "" if stream["closed"] else ", open"
+        result += f' <span class="stream">{text(shown)}</span>'
     blocked = data.blocked.get(task.id, "")
     mark = ""
     if task.abort_requested:

@@ -78,8 +78,9 @@ def stay_bar(task: TaskState, event: Any, position: int, is_parked: bool) -> Bar
         bar.state = task.mode or ""
         if task.worker:
             bar.details.append(("worker", task.worker))
-    elif status == "waiting" and task.message_topic is not None:  # rule 21
-        bar.label = f"waits for a message on {task.message_topic}"
+    elif status == "waiting" and task.message_topic is not None:  # rule 21 (30-32: an ask)
+        asked = any(a.waiting and a.topic == task.message_topic for a in task.asks)
+        bar.label = f"waits for {'an answer' if asked else 'a message'} on {task.message_topic}"
         bar.planned_end = task.until
         bar.details.append(("topic", task.message_topic))
     elif status == "waiting":

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,22 @@ class Child:
 
     process: subprocess.Popen[bytes]
     stderr: Path
+    signalled_at: float | None = None
+    """The wall time (``time.time()``) of the last SIGTERM :func:`exit_after_signals` sent."""
 
     def output(self) -> str:
         return self.stderr.read_text(errors="replace")[-3000:]
+
+    def closed_after_signal(self) -> float:
+        """Seconds from the last SIGTERM to the worker's own "closed" log line: its stop,
+        as the worker decided it, apart from the interpreter's exit after it (which a
+        starved machine stretches and :func:`exit_after_signals` bounds)."""
+        assert self.signalled_at is not None, "no signal was sent"
+        for line in self.stderr.read_text(errors="replace").splitlines():
+            if " closed: " in line and "tasktrail.worker" in line:
+                stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+                return stamp.timestamp() - self.signalled_at
+        raise AssertionError(f"no close line in the worker's log:\n{self.output()}")
 
 
 class Processes:
@@ -199,6 +213,7 @@ def exit_after_signals(
         assert process.poll() is None, f"exited before the signal:\n{child.output()}"
         process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
+        child.signalled_at = time.time()
     then()
     try:
         code = process.wait(timeout=limit_s + 10)

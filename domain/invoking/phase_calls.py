@@ -7,10 +7,13 @@ awaitable is run depends on who runs the invocation:
 - :meth:`~.scheduler.Scheduler.run_pass` (tests, simple hosts) runs it to its end on an
   event loop of the calling thread's own (:func:`run_awaitable`): the pass waits for
   it, as it waits for a sync phase.
-- A :class:`~.worker.Worker` runs it on the worker's event loop, while the thread that
-  drives the invocation waits (:class:`~.invocations.Invocations`), so async phases of
-  many invocations wait together on one loop and sync phases run in threads: neither
-  blocks the other.
+- A :class:`~.worker.Worker` drives an invocation whose handler is an ``async def``
+  (:func:`is_async_handler`) by a coroutine on the worker's event loop, with no thread
+  of its own (:mod:`.loop_invocations`): the handler's coroutine runs there as a task
+  (:func:`phase_coroutine`), so async phases of many invocations wait together on one
+  loop, and sync phases run in threads of a bounded pool: neither blocks the other. A
+  plain function that returns an awaitable runs in such a thread, which waits while the
+  loop runs the awaitable.
 
 An async phase that is cancelled (the worker's stop, past its grace) is handled as a
 sync phase that raised: :class:`PhaseCancelled`. One past its ``timeout_s`` is cancelled
@@ -73,6 +76,25 @@ def call_handler(
         return run(_bounded(result, deadline - time.monotonic(), limit))
     finally:
         RUNNING_PHASE.reset(token)
+
+
+def is_async_handler(handler: Callable[[Any], Any]) -> bool:
+    """Whether calling ``handler`` makes a coroutine and runs none of its code: an
+    ``async def`` function, a partial of one, or an object whose ``__call__`` is one."""
+    call = type(handler).__call__ if not inspect.isroutine(handler) else None
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
+
+
+def phase_coroutine(
+    handler: Callable[[Any], Any], invocation: Any, limit: PhaseTimeout | None
+) -> Coroutine[Any, Any, Any]:
+    """The coroutine an ``async def`` handler's phase runs as, cancelled at its timeout
+    (``limit`` raised then). Call it where :data:`RUNNING_PHASE` is ``invocation``: the
+    task made of it keeps that context."""
+    coroutine = as_coroutine(handler(invocation))
+    if limit is None:
+        return coroutine
+    return _bounded(coroutine, limit.timeout_s, limit)
 
 
 async def _bounded(awaitable: Awaitable[Any], seconds: float, limit: PhaseTimeout) -> Any:

@@ -1,0 +1,163 @@
+"""Decisions an event loop hands to the group commit, and awaits (issue 43).
+
+A decision taken from a coroutine (``await inv.checkpoint_async(...)``, the next phase
+an ``async`` phase returns) must not hold the loop while it waits for the scheduler's
+lock and the store's commit: every other coroutine on the loop would wait with it.
+:meth:`LoopCommit._decide_grouped_async` queues it for the group commit
+(:mod:`..commands.group_commit`) exactly as a thread's decision is queued, and awaits a future;
+the loop goes on. One thread a scheduler, the committer (:class:`LoopCommitter`,
+started on first use, ended after :data:`IDLE_S` without work), takes the lock for the
+decisions handed to it and leads a group if no other thread's leader took them first;
+then it settles each one's future on its loop (one ``call_soon_threadsafe`` a loop and
+a round). So any number of coroutines wait on one thread, and what they decide joins
+the groups the threads' decisions form: one transaction for all that queued meanwhile.
+
+The loop's part is a list append and a notify. A decision inside the task's own
+``with scheduler.batch():`` is decided into the batch at once, as a thread's is (no
+store is touched). A cancelled await does not take a decision back: it is taken, and
+recorded if the rules allow it, as a thread's would be once queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..commands.group_commit import Call, DecisionQueue, QueuedDecision
+
+if TYPE_CHECKING:
+    from ..commands.batch import OpenBatch
+
+T = TypeVar("T")
+IDLE_S = 10.0
+"""How long the committer waits for work before its thread ends (a new one starts with
+the next decision handed to it)."""
+
+_Handed = tuple[QueuedDecision, "asyncio.Future[None]", asyncio.AbstractEventLoop]
+_CREATING = threading.Lock()
+
+
+class LoopCommitter:
+    """The thread that leads group commits for decisions queued from event loops."""
+
+    def __init__(self, lock: Any, queue: DecisionQueue, lead: Callable[[], None], name: str):
+        self._lock = lock
+        self._queue = queue
+        # Weakly: a scheduler dropped without close is not kept alive by its committer.
+        self._lead = weakref.WeakMethod(lead)
+        self.name = name
+        self._ready = threading.Condition(threading.Lock())
+        self._handed: list[_Handed] = []
+        self._running = False
+        self._unsettled = 0
+
+    @property
+    def unsettled(self) -> int:
+        """How many decisions handed over are not settled yet."""
+        with self._ready:
+            return self._unsettled
+
+    def hand(self, queued: QueuedDecision, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """Queue ``queued`` for the next leader; the future is settled on ``loop`` once
+        it was decided (its outcome is ``queued``'s)."""
+        future: asyncio.Future[None] = loop.create_future()
+        self._queue.put([queued])
+        with self._ready:
+            self._handed.append((queued, future, loop))
+            self._unsettled += 1
+            if self._running:
+                self._ready.notify()
+            else:
+                self._running = True
+                threading.Thread(target=self._commit, name=self.name, daemon=True).start()
+        return future
+
+    def _commit(self) -> None:
+        while True:
+            with self._ready:
+                while not self._handed:
+                    if not self._ready.wait(IDLE_S) and not self._handed:
+                        self._running = False
+                        return
+                handed, self._handed = self._handed, []
+            try:
+                with self._lock:
+                    # Another thread's leader may have taken them (queued as theirs are).
+                    lead = self._lead()
+                    if lead is None:  # its scheduler is gone: no one can take them
+                        raise RuntimeError("the scheduler was dropped; open the store again")
+                    if not all(queued.done for queued, _, _ in handed):
+                        lead()
+            except BaseException as error:  # the store away, say: as the leader's callers see
+                for queued, _, _ in handed:
+                    if not queued.done:
+                        queued.error, queued.done = error, True
+            left = _settle(handed)
+            with self._ready:
+                self._unsettled -= len(handed) - len(left)
+                if left:  # not taken by any leader yet (none should be): the next round's
+                    self._handed[:0] = left
+
+
+def _settle(handed: list[_Handed]) -> list[_Handed]:
+    """Let each coroutine whose decision was settled go on, one call a loop; returns
+    those not settled."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    left = []
+    for queued, future, loop in handed:
+        if queued.done:
+            by_loop.setdefault(loop, []).append(future)
+        else:
+            left.append((queued, future, loop))
+    for loop, futures in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # its loop is closed: no one awaits them
+            loop.call_soon_threadsafe(_wake, futures)
+    return left
+
+
+def _wake(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        if not future.done():  # a cancelled await left it cancelled
+            future.set_result(None)
+
+
+class LoopCommit:
+    """:meth:`_decide_grouped_async`, mixed into :class:`~..app.scheduler.Scheduler`."""
+
+    worker: str
+    _lock: Any
+    _decision_queue: DecisionQueue
+    _loop_committer: LoopCommitter | None = None
+
+    if TYPE_CHECKING:
+
+        def _lead(self) -> None: ...
+        def _decide_grouped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        @property
+        def _batch(self) -> OpenBatch | None: ...
+
+    async def _decide_grouped_async(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """:meth:`~..commands.group_commit.GroupCommit._decide_grouped` from a coroutine: queued
+        for the group commit and awaited (see the module docstring); returns once the
+        decision is recorded, or raises what it raised."""
+        if self._batch is not None:
+            return self._decide_grouped(fn, *args, **kwargs)  # into this task's batch
+        queued = QueuedDecision(Call(fn, args, kwargs))
+        await self._committer().hand(queued, asyncio.get_running_loop())
+        result: T = queued.outcome()
+        return result
+
+    def _committer(self) -> LoopCommitter:
+        committer = self._loop_committer
+        if committer is None:
+            with _CREATING:
+                committer = self._loop_committer
+                if committer is None:
+                    name = f"tasktrail-commit-{self.worker}"
+                    committer = LoopCommitter(self._lock, self._decision_queue, self._lead, name)
+                    self._loop_committer = committer
+        return committer
