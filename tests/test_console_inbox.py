@@ -1,7 +1,6 @@
 """The console's inbox (issue 46 on issue 44's asks): an ask answered from the inbox page
 in Chromium, recorded as the token's actor; an actor who is not an assignee refused
-(rule 31) with nothing appended. Skipped until ``Scheduler.inbox`` lands; then it fails
-until replay/console/inbox.py is wired (its docstring says how)."""
+(rule 31) with nothing appended."""
 
 from __future__ import annotations
 
@@ -16,10 +15,6 @@ from helpers.console_server import ALICE, BOB, as_process, head, token_file
 
 from tasktrail.domain import Registry, Scheduler, TaskDefinition
 from tasktrail.replay import replay
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(Scheduler, "inbox"), reason="asks land with issue 44 (Scheduler.inbox)"
-)
 
 
 def _ask(inv: Any) -> None:

@@ -1,22 +1,18 @@
-"""A streaming task's output on its console page (issue 46 on issue 44's streams).
-Skipped until ``inv.emit`` lands; replay/console/streams.py's docstring says how the
-coordinator wires it into the page and the API."""
+"""A streaming task's output on its console page and in the API (issue 46 on issue 44's
+streams): shown as text, closed at the task's end (rule 29), chunks after an offset."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import pytest
+import httpx
+from helpers.console_server import in_process
 
-from tasktrail.domain import Invocation, Registry, Scheduler, TaskDefinition
+from tasktrail.domain import Registry, Scheduler, TaskDefinition
 from tasktrail.replay.console.model.follow import Follower
+from tasktrail.replay.console.model.streams import outputs
 from tasktrail.replay.console.model.task_view import task_view
-from tasktrail.replay.console.streams import output_html, outputs
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(Invocation, "emit"), reason="streams land with issue 44 (inv.emit)"
-)
 
 
 def _talk(inv: Any) -> None:
@@ -38,6 +34,16 @@ def test_a_tasks_output_shows_on_its_page_as_text(tmp_path: Path) -> None:
         view = task_view(follower, task)
         (out,) = outputs(view.events).values()
         assert out.text() == "<b>hello</b> world" and out.closed
-        assert "&lt;b&gt;hello&lt;/b&gt; world" in output_html(view)
     finally:
         follower.close()
+    with in_process(location) as url, httpx.Client(base_url=url) as http:
+        page = http.get(f"/tasks/{task}").text
+        assert "&lt;b&gt;hello&lt;/b&gt; world" in page and "2 chunks, closed" in page
+        after = http.get(f"/api/tasks/{task}/stream", params={"after": 0}).json()
+        assert after == {
+            "task_id": task,
+            "stream": "out",
+            "closed": True,
+            "chunks": [{"offset": 1, "value": " world"}],
+        }
+        assert http.get("/api/tasks/nobody/stream").status_code == 404

@@ -15,16 +15,17 @@ from .common import EXIT_OK, STORE_HELP, say
 DESCRIPTION = """\
 Serve a live console of STORE: the task list (filters, search, pages), each
 task's page (the report's timeline of its tree, its history with the rule,
-actor and reason behind each event, memos, result, messages, children and
-owner), the workers, the run ledger and the schedules. Pages update within a
-second of an event appended by any process, without a reload. The store is
-only read, except for acts.
+actor and reason behind each event, memos, result, messages, streamed output,
+children and owner), the workers, the run ledger, the schedules and the inbox
+of open asks. Pages update within a second of an event appended by any
+process, without a reload. The store is only read, except for acts.
 
-Acts (abort, retry, fork, send, submit) appear only with --token-file, whose
-lines are ACTOR TOKEN: a request carries Authorization: Bearer TOKEN (or signs
-in at /login once); the actor recorded is the name the file gives the token.
-The console binds 127.0.0.1 unless --host says otherwise. SIGTERM stops it
-within a second. A JSON API lives under /api/ (docs/console.md).
+Acts (abort, retry, fork, send, submit, answer an ask) appear only with
+--token-file, whose lines are ACTOR TOKEN: a request carries Authorization:
+Bearer TOKEN (or signs in at /login once); the actor recorded is the name the
+file gives the token. The console binds 127.0.0.1 unless --host says
+otherwise. SIGTERM stops it within a second. A JSON API lives under /api/
+(docs/console.md).
 
 examples:
   tasktrail serve trail.db                                  http://127.0.0.1:8765/

@@ -26,7 +26,9 @@ from typing import Any
 from tasktrail.domain import InvalidArgument, Scheduler, UnknownTask
 from tasktrail.domain.tasks.validation import json_value
 
-TASK_ACTS = ("abort", "retry", "fork", "send")
+from . import inbox
+
+TASK_ACTS = ("abort", "retry", "fork", "send", "answer")
 """The acts on one task: ``POST /tasks/{id}/ACT`` and ``/api/tasks/{id}/ACT``."""
 _ONE_AT_A_TIME = threading.Lock()
 
@@ -65,6 +67,8 @@ def perform(
     if task_id is None or act not in TASK_ACTS:
         raise InvalidArgument(f"no act {act!r}: give one of {', '.join(TASK_ACTS)} or submit")
     with acting(location, actor) as scheduler:
+        if act == "answer":
+            return {**record, **inbox.answer(scheduler, task_id, fields, actor, typed)}
         if act == "send":
             topic = _text(fields, "topic")
             if topic is None:

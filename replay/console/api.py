@@ -29,6 +29,7 @@ from .acts import TASK_ACTS, perform
 from .model.fleet import RunQuery, runs, schedules, workers
 from .model.follow import Notice
 from .model.listing import TaskQuery, list_tasks
+from .model.streams import stream_chunks
 from .model.task_view import task_view
 from .web import Console, Denied, answer, body_fields, check_act, params, refusal, task_path
 
@@ -71,6 +72,8 @@ async def task(console: Console, request: Request) -> Response:
         if rest not in TASK_ACTS:
             return answer({"error": f"no act {rest!r}: one of {', '.join(TASK_ACTS)}"}, 404)
         return await _act(console, request, task_id, rest)
+    if rest == "stream":
+        return await _stream(console, request, task_id)
     if rest not in ("", "history"):
         return answer({"error": "no such path"}, 404)
     try:
@@ -80,6 +83,21 @@ async def task(console: Console, request: Request) -> Response:
     if rest == "history":
         return answer({"task_id": task_id, "position": view.position, "events": view.history()})
     return answer(view.to_dict())
+
+
+async def _stream(console: Console, request: Request, task_id: str) -> Response:
+    """``GET /api/tasks/{id}/stream?stream=out&after=N``: the chunks after offset N."""
+    name = request.query_params.get("stream", "out")
+    raw = request.query_params.get("after", "-1")
+    try:
+        after = int(raw)
+    except ValueError:
+        return answer({"error": f"after {raw!r}: an offset (a whole number)"}, 400)
+    try:
+        found = await console.read(lambda: stream_chunks(console.follower, task_id, name, after))
+    except UnknownTask:
+        return answer({"error": f"no task {task_id} in this store"}, 404)
+    return answer(found)
 
 
 async def workers_api(console: Console, request: Request) -> Response:

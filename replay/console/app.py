@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute, Route
 
 from tasktrail.domain.store.location import parse_location
 
-from . import api, pages
+from . import api, inbox, pages
 from .html.assets import CSS, SCRIPT
 from .model.follow import Follower
 from .tokens import Tokens
@@ -70,6 +70,8 @@ def create_app(console: Console) -> Starlette:
         Route("/api/runs", bound(api.runs_api)),
         Route("/api/schedules", bound(api.schedules_api)),
     ]
+
+    routes += inbox.routes(bound)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

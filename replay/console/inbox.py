@@ -1,20 +1,10 @@
-"""The inbox of open asks, and the answer act (issue 46 on issue 44's asks): NOT WIRED.
+"""The inbox of open asks (``/inbox``, ``/api/inbox``), and the answer act (issue 46 on
+issue 44's asks: ``inv.ask``, rules 30-32).
 
-Nothing imports this module yet: it is written against the Agent primitives' API
-(``Scheduler.inbox(topic=, assignee=, kind=)`` returning ``Ask`` records, the fold's
-pure ``inbox(world, now, ...)`` beside it, and ``Scheduler.answer(task_id, topic, value,
-actor=, reason=)``), which is not on main yet. Once it is, the coordinator wires it:
-
-1. ``app.py``, in ``create_app``: ``routes += inbox.routes(bound)`` (``/inbox``,
-   ``/api/inbox``);
-2. ``acts.py``: ``"answer"`` in ``TASK_ACTS`` and, in ``perform``, ``if act ==
-   "answer": return {**record, **inbox.answer(scheduler, task_id, fields, actor,
-   typed)}`` inside ``with acting(...)``;
-3. ``html/layout.py``: ``("/inbox", "Inbox")`` in ``NAV``;
-4. ``tests/test_console_inbox.py`` then runs (it is skipped while ``Scheduler`` has no
-   ``inbox``).
-
-The page lists the open asks oldest first (``?mine=1``: those the signed-in actor may
+The asks are the fold's own inbox (:func:`tasktrail.domain.tasks.ask_inbox.inbox`, what
+``Scheduler.inbox`` answers) over the follower's world; an answer is
+``Scheduler.answer(task_id, topic, value, actor=, reason=)``, through :mod:`.acts` as every
+act. The page lists the open asks oldest first (``?mine=1``: those the signed-in actor may
 answer), with what each asks, who may answer and until when; a signed-in actor
 approves (``true``), rejects (``false``) or answers with any JSON value, with a reason.
 The answer is ``Scheduler.answer`` as the token's actor: refused (409, rule 31) where
@@ -23,7 +13,6 @@ the actor is not an assignee, and (rule 32) once answered.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -33,6 +22,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from tasktrail.domain import InvalidArgument, Scheduler, system_clock
+from tasktrail.domain.tasks.ask_inbox import inbox
 
 from .html.layout import Viewer, page, task_href, task_link, text, value_text, when
 from .model.follow import Follower
@@ -48,8 +38,6 @@ def open_asks(
 ) -> list[dict[str, Any]]:
     """The open asks, oldest first, as ``Ask.to_dict()`` (the fold's own inbox over the
     follower's world; an ask past its deadline is not listed: rule 30)."""
-    # issue 44's module, looked up when asked (this module is not imported before then)
-    inbox = importlib.import_module("tasktrail.domain.tasks.ask_inbox").inbox
     with follower.lock:
         found = inbox(follower.world, system_clock(), topic=topic, assignee=assignee, limit=LIMIT)
         return [ask.to_dict() for ask in found]
@@ -74,7 +62,7 @@ def answer(
             except ValueError:
                 raise InvalidArgument(f"value: {value[:80]!r} is not JSON") from None
     reason = fields.get("reason") if isinstance(fields.get("reason"), str) else None
-    getattr(scheduler, "answer")(task_id, topic, value, actor=actor, reason=reason)  # noqa: B009
+    scheduler.answer(task_id, topic, value, actor=actor, reason=reason)
     said = f"answered {task_id}'s ask on {topic!r} by {actor}"
     return {"task_id": task_id, "topic": topic, "value": value, "recorded": True, "message": said}
 

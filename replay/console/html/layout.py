@@ -35,7 +35,13 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
-NAV = (("/", "Tasks"), ("/workers", "Workers"), ("/runs", "Runs"), ("/schedules", "Schedules"))
+NAV = (
+    ("/", "Tasks"),
+    ("/inbox", "Inbox"),
+    ("/workers", "Workers"),
+    ("/runs", "Runs"),
+    ("/schedules", "Schedules"),
+)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,12 @@ from tasktrail.domain import TaskState
 
 from ...report.draw import legend, timeline_html
 from ...report.scale import duration
+from ..model.streams import outputs
 from ..model.task_view import TREE_LIMIT, TaskView
 from .layout import Viewer, status_badge, task_href, task_link, text, value_text, when
+
+SHOWN_CHARS = 20_000
+"""The most of a stream's output a page shows (its end: the latest output)."""
 
 
 def task_body(view: TaskView, viewer: Viewer, notes: str) -> str:
@@ -34,6 +38,7 @@ def live_task(view: TaskView) -> str:
     return (
         f'<span hidden id="tree-ids" data-tree="{tree}"></span>'
         + _summary(view)
+        + _streams(view)
         + _memos(view.task)
         + _messages(view)
         + _timeline(view)
@@ -93,6 +98,26 @@ def _summary(view: TaskView) -> str:
     rows.append(("events", f"{task.events} (as of position {view.position:,})"))
     cells = "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in rows)
     return f'<section class="card"><dl class="facts">{cells}</dl></section>'
+
+
+def _streams(view: TaskView) -> str:
+    """The task's streams as its page shows them (nothing for a task that emitted none)."""
+    found = outputs(view.events)
+    if not found:
+        return ""
+    parts = []
+    for stream in found.values():
+        said = stream.text()
+        cut = ""
+        if len(said) > SHOWN_CHARS:
+            cut = f'<p class="note">The last {SHOWN_CHARS:,} characters of {len(said):,}.</p>'
+            said = said[-SHOWN_CHARS:]
+        state = "closed" if stream.closed else "open: more may come"
+        parts.append(
+            f'<h3>{text(stream.name)} <span class="muted">{len(stream.chunks):,} chunks, '
+            f'{state}</span></h3>{cut}<pre class="stream">{text(said, SHOWN_CHARS)}</pre>'
+        )
+    return f'<section class="card" id="streams"><h2>Output</h2>{"".join(parts)}</section>'
 
 
 def _memos(task: TaskState) -> str:
