@@ -42,7 +42,9 @@ def registry() -> Registry:
 def build(path: Path, tasks: int, *, log: bool = False) -> Path:
     """Build (or reuse, if one of this size and version is there) a SQLite store of
     ``tasks`` tasks at ``path``; returns its path."""
-    done = path.with_name(path.name + f".v{GENERATOR_VERSION}-{tasks}.done")
+    from tasktrail.domain.history.table import FORMAT  # a snapshot of an older one is no use
+
+    done = path.with_name(path.name + f".v{GENERATOR_VERSION}-{tasks}-f{FORMAT}.done")
     if path.exists() and done.exists():
         return path
     for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
