@@ -21,6 +21,7 @@ from pathlib import Path
 from tasktrail.domain import Store, StoreError, open_store
 from tasktrail.domain.store.chain import ChainCheck, ChainProblem, as_bytes
 from tasktrail.domain.store.files import refuse_store_input
+from tasktrail.domain.store.gaps import Gap, rows_and_gaps
 from tasktrail.domain.store.keys import (
     KEY_ID_KEY,
     KEYED_MAC_KEY,
@@ -113,7 +114,13 @@ def check_chain(
                 keyed_mac=store.marker.get(KEYED_MAC_KEY),
             )
             _lowered(check, store.chain_key, key_id)
-            for position, stream_id, version, topic, state in store.rows(until=until):
+            for item in rows_and_gaps(store, until=until):
+                if isinstance(item, Gap):  # events an archive took: their block, their span
+                    if seals is not None:
+                        seals.add_block(item)
+                    check.last_position = max(check.last_position, item.last)
+                    continue
+                position, stream_id, version, topic, state = item
                 problem = row_problem(stream_id, version, topic, state)
                 if problem is not None:  # the table edited by hand: say so, read on
                     check.problems.append(ChainProblem(position, str(stream_id), problem))

@@ -13,6 +13,7 @@ from ..commands.submitting import SubmitCommands
 from ..commands.task_commands import TaskCommands
 from ..commands.turn_commands import TurnCommands
 from ..dispatch.run_commands import RunCommands
+from ..retention.commands import RetentionCommands
 from ..service.keys import KeyCommands
 from ..service.messages import MessageCommands
 from ..service.results import ResultCommands
@@ -37,6 +38,7 @@ class CommandGroups(
     MessageCommands,
     ResultCommands,
     ScheduleCommands,
+    RetentionCommands,
 ):
     """Every command group of a scheduler, mixed in one base; the state they share is
     the scheduler's (each group declares what it reads of it)."""

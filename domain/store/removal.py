@@ -1,0 +1,173 @@
+"""A history act's one transaction (the Retention issue): the act's event appended and
+the rows it takes deleted (an archive, a prune) or rewritten (an erasure) together, so
+a crash leaves the store as it was or as the act left it, never between.
+
+The act's event is sealed into its stream's chain like any append (:mod:`.chain`);
+the transaction takes the writers' turn (SQLite: the store's write lock, then
+``BEGIN IMMEDIATE``; PostgreSQL: the EXCLUSIVE lock every append takes), inserts it
+(a second act decided on the same version of the history stream breaks its key:
+:class:`~..errors.ConflictError`, nothing done), deletes the positions in ranges and
+checks that exactly the rows counted went, and rewrites erased rows by position.
+``crash`` is called at each step (the kill tests' hook).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConflictError, StoreError
+from ..tasks.events import TaskEvent
+
+if TYPE_CHECKING:
+    from .store import Store
+
+Ranges = Sequence[tuple[int, int]]
+"""Positions as inclusive ``(first, last)`` ranges, in order."""
+
+
+def record_act(
+    store: Store,
+    events: Sequence[TaskEvent],
+    versions: Sequence[int],
+    *,
+    delete: Ranges = (),
+    count: int = 0,
+    rewrite: Sequence[tuple[int, bytes]] = (),
+    crash: Callable[[str], None] | None = None,
+) -> list[int]:
+    """Append ``events`` (as ``versions`` of their streams), delete the ``count`` rows of
+    the ``delete`` ranges and set the stored state of each ``rewrite`` position, in one
+    transaction; the positions of the events."""
+    rows = store._sealer.seal(events, versions, datetime.now(UTC))
+    params = [(r.originator_id, r.originator_version, r.topic, r.state) for r in rows]
+    recorder: Any = store.app.recorder
+    step = crash or (lambda _: None)
+    try:
+        if store.kind == "sqlite":
+            with store.turn():
+                positions = _sqlite(recorder, params, delete, count, rewrite, step)
+            recorder._head = None  # its own commit: the known head moved without a version
+        else:
+            positions = _postgres(recorder, params, delete, count, rewrite, step)
+    except (sqlite3.IntegrityError, _UniqueViolation()) as error:
+        raise ConflictError(sorted({str(r.originator_id) for r in rows}), str(error)) from None
+    except (sqlite3.Error, _PostgresError()) as error:
+        raise StoreError(f"cannot write to store {store.location}: {error}") from None
+    store._sealer.appended()
+    store.news.signal()
+    step("committed")
+    return positions
+
+
+def _sqlite(
+    recorder: Any,
+    params: list[tuple[Any, ...]],
+    delete: Ranges,
+    count: int,
+    rewrite: Sequence[tuple[int, bytes]],
+    step: Callable[[str], None],
+) -> list[int]:
+    table = recorder.events_table_name
+    datastore = recorder.datastore
+    with datastore._lock:
+        connection = datastore._connection or datastore._connect()
+        conn = connection._sqlite_conn
+        cursor = conn.cursor()
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+            try:
+                positions = []
+                for param in params:
+                    cursor.execute(recorder.insert_events_statement, param)
+                    positions.append(int(cursor.lastrowid))
+                step("appended")
+                gone = 0
+                for first, last in delete:
+                    cursor.execute(
+                        f"DELETE FROM {table} WHERE rowid BETWEEN ? AND ?", (first, last)
+                    )
+                    gone += cursor.rowcount
+                if gone != count:
+                    raise StoreError(f"{gone} rows to delete, {count} expected: nothing done")
+                for position, state in rewrite:
+                    cursor.execute(
+                        f"UPDATE {table} SET state = ? WHERE rowid = ?", (state, position)
+                    )
+                step("deleted")
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+        finally:
+            cursor.close()
+    return positions
+
+
+def _postgres(
+    recorder: Any,
+    params: list[tuple[Any, ...]],
+    delete: Ranges,
+    count: int,
+    rewrite: Sequence[tuple[int, bytes]],
+    step: Callable[[str], None],
+) -> list[int]:
+    table = recorder._table
+    with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
+        try:
+            curs.execute("BEGIN")
+            for statement in recorder.lock_table_statements:
+                curs.execute(statement)
+            if recorder.notify:
+                recorder._notify_channel(curs)
+            positions = []
+            for param in params:
+                curs.execute(
+                    f"INSERT INTO {table} (originator_id, originator_version, topic, state) "
+                    "VALUES (%s, %s, %s, %s) RETURNING notification_id",
+                    param,
+                )
+                positions.append(int(curs.fetchone()["notification_id"]))
+            step("appended")
+            gone = 0
+            for first, last in delete:
+                curs.execute(
+                    f"DELETE FROM {table} WHERE notification_id BETWEEN %s AND %s", (first, last)
+                )
+                gone += curs.rowcount
+            if gone != count:
+                raise StoreError(f"{gone} rows to delete, {count} expected: nothing done")
+            for position, state in rewrite:
+                curs.execute(
+                    f"UPDATE {table} SET state = %s WHERE notification_id = %s", (state, position)
+                )
+            step("deleted")
+            curs.execute("COMMIT")
+        except BaseException:
+            if conn.info.transaction_status != 0:  # not idle: end it before the pool has it
+                conn.execute("ROLLBACK")
+            raise
+    return positions
+
+
+def _UniqueViolation() -> type[BaseException]:
+    try:
+        import psycopg
+
+        return psycopg.errors.UniqueViolation
+    except ImportError:  # no PostgreSQL driver: no such error either
+        return sqlite3.IntegrityError
+
+
+def _PostgresError() -> type[BaseException]:
+    try:
+        import psycopg
+
+        return psycopg.Error
+    except ImportError:
+        return sqlite3.Error
+
+
+__all__ = ["Ranges", "record_act"]
