@@ -99,7 +99,8 @@ def test_a_damaged_segment_is_a_finding_naming_it(
     else:
         import zstandard
 
-        raw = zstandard.ZstdDecompressor().stream_reader(open(folder / first, "rb")).read()
+        with open(folder / first, "rb") as compressed:
+            raw = zstandard.ZstdDecompressor().stream_reader(compressed).read()
         raw = raw.replace(b"s3cret-memo", b"s3cret-m3mo", 1)
         (folder / first).write_bytes(zstandard.ZstdCompressor().compress(raw))
     result = cli(capsys, "verify", url, "--archive", str(folder), "--seals", str(archived["seals"]))

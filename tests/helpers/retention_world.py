@@ -35,7 +35,7 @@ def record(s: Scheduler, clock: ManualClock, trees: int = 12, *, secret: str = "
         s.memo(root, "note", {"address": f"{secret}-memo-{n}"})
         s.send(root, "hello", {"text": f"{secret}-message-{n}"})
         kids = []
-        for m in range(2):
+        for _ in range(2):
             kid = s.submit("job", owner=root, phase="start")
             s.reserve(kid)
             s.finish(kid, "failed", error={"message": "boom", "detail": f"{secret}-err-{n}"})
