@@ -218,6 +218,8 @@ class _Plan:
             if self.dry:
                 act.segment_bytes = self.writer.close_sink()
                 return act
+            if crash is not None:
+                crash("written")  # the segment whole, not yet fsynced nor in place
             path = self.writer.finish(seal)
             act.segment_bytes = path.stat().st_size
             if crash is not None:
