@@ -331,7 +331,7 @@ def replay(
     if archive is not None:
         from tasktrail.domain.retention.across import reading_archive
 
-        with reading_archive(archive):
+        with reading_archive(archive, source if isinstance(source, Store) else None):
             kept = replay(source, until, skip_invalid=skip_invalid, strict=strict, audit=audit)
             return kept.complete()
     stop = Until.parse(until)

@@ -160,3 +160,40 @@ def test_dry_run_says_what_would_move_and_writes_nothing(
     with open_store(store_url, read_only=True) as store:
         assert gaps_of(history_acts(store)) == []
         assert store.stream_records(trees.finished[0])
+
+
+def test_an_archive_of_a_keyed_store_verifies_under_its_key(
+    store_url: str, clock: ManualClock, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from helpers.retention_world import registry
+
+    from tasktrail.domain import Scheduler
+
+    key = b"k" * 32
+    s = Scheduler.open(store_url, clock=clock, registry=registry(), chain_key=key)
+    record(s, clock, trees=4)
+    seals = tmp_path / "seals.jsonl"
+    seals.write_text(s.seal().to_json() + "\n")
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    report = s.archive(before=clock(), to=folder)
+    s.close()
+    seal = read_segment(folder / report.acts[0].segment).seal
+    assert seal is not None and seal["mac"] and seal["key_id"]
+    from tasktrail.domain.retention.across import findings, reading_archive
+
+    with reading_archive(folder) as views:
+        assert verify(store_url, seals=seals, chain_key=key).ok
+        assert replay(store_url, snapshots=False).tasks
+    assert findings(views) == []
+    import zstandard
+
+    path = folder / report.acts[0].segment
+    with open(path, "rb") as compressed:
+        raw = zstandard.ZstdDecompressor().stream_reader(compressed).read()
+    forged = raw.replace(seal["mac"].encode(), b"0" * 64)  # a MAC made without the key
+    path.write_bytes(zstandard.ZstdCompressor().compress(forged))
+    keyfile = tmp_path / "chain.key"
+    keyfile.write_bytes(key)
+    ran = cli(capsys, "verify", store_url, "--archive", str(folder), "--key-file", str(keyfile))
+    assert ran.code == 1 and "MAC" in ran.err, ran.err

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.retention_world import opened, record
+
 from tasktrail.domain import ManualClock
 from tasktrail.domain.commands.sealing import take_seal
 from tasktrail.domain.retention.across import findings, reading_archive
@@ -37,7 +37,10 @@ def test_a_kill_at_each_step_of_an_archive_loses_nothing(
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
     done = subprocess.run(
         [sys.executable, str(HELPER), store_url, str(folder), str(clock()), step],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == -9, done.stderr  # killed where asked
     reopened = opened(store_url, clock)  # it opens (recovery, the writers' turn)

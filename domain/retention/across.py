@@ -185,12 +185,26 @@ def _differs(rows: list[Row], blocks: list[Gap]) -> tuple[int | None, str] | Non
 
 
 @contextlib.contextmanager
-def reading_archive(folder: str | os.PathLike[str] | None) -> Iterator[list[ArchiveView]]:
+def reading_archive(
+    folder: str | os.PathLike[str] | None, store: Store | None = None
+) -> Iterator[list[ArchiveView]]:
     """Within it, every store opened read-only reads across ``folder`` (``None``: as
-    usual); yields the views made, whose :attr:`ArchiveView.findings` say what failed."""
+    usual), and so does ``store`` if given (an open one); yields the views made, whose
+    :attr:`ArchiveView.findings` say what failed."""
     views: list[ArchiveView] = []
     if folder is None:
         yield views
+        return
+    if store is not None:
+        kept = store.archive
+        store.archive = ArchiveView(store, folder)
+        views.append(store.archive)
+        try:
+            with reading_archive(folder) as more:
+                yield views
+                views.extend(more)
+        finally:
+            store.archive = kept
         return
 
     def view(store: Store) -> ArchiveView:
