@@ -22,7 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..store.gaps import READ_ACROSS, REMOVING_TOPICS, Act, Gap, gaps_of, history_acts
+from ..store.erased import erased_leaf
+from ..store.gaps import (
+    READ_ACROSS,
+    REMOVING_TOPICS,
+    Act,
+    Gap,
+    erasures_of,
+    gaps_of,
+    history_acts,
+)
 from ..store.recorded import Recorded
 from ..store.store import Store
 from ..store.transcoder import Row, decode_event
@@ -51,7 +60,9 @@ class ArchiveView:
     def __init__(self, store: Store, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
         self.key = store.chain_key
-        self.acts: list[Act] = [a for a in history_acts(store) if a.topic in REMOVING_TOPICS]
+        acts = history_acts(store)
+        self.acts: list[Act] = [a for a in acts if a.topic in REMOVING_TOPICS]
+        self.erasures = erasures_of(acts)
         self.findings: list[Finding] = []
         self._good: dict[str, list[Row]] | None = None
 
@@ -106,7 +117,29 @@ class ArchiveView:
         if problem is not None:
             self._find(name, problem[0], problem[1])
             return None
+        for position, *_, state in read.rows:
+            named = self.erasures.get(position)
+            if named is not None and erased_leaf(bytes(state)) is None:
+                self._find(
+                    name,
+                    position,
+                    f"holds values the erasure act at position "
+                    f"{named[0]} erased since: a copy made before it; erase again "
+                    "with --archive to rewrite it",
+                )
+                break
         return read.rows
+
+    def rows_of(self, stream_id: str) -> dict[str, list[Row]]:
+        """A stream's archived rows, by the segment that holds them."""
+        found: dict[str, list[Row]] = {}
+        for act in self.acts:
+            name = act.payload.get("segment")
+            if stream_id in (act.payload.get("streams") or ()) and isinstance(name, str):
+                rows = [row for row in self._checked().get(name, ()) if row[1] == stream_id]
+                if rows:
+                    found.setdefault(name, []).extend(rows)
+        return found
 
     def _find(self, name: str, position: Any, message: str) -> None:
         self.findings.append(

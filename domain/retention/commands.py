@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .archiving import DEFAULT_BATCH, ArchiveReport, archive
+from .erasure import Erased, erase
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -52,6 +53,25 @@ class RetentionCommands:
         if not dry_run:
             self.refresh()
         return report
+
+    def erase(
+        self,
+        task_id: str,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        archive: str | Path | None = None,
+    ) -> Erased:
+        """Erase the values of the finished tree of ``task_id`` (memos, results,
+        messages, error details: every field of any JSON value) from the store's events,
+        keeping what the proofs need; a live tree is refused (rule 37, nothing appended).
+        Read models drop the values at their next catch-up. ``archive``: the archive
+        folder, for a tree archived there (its segments are written again, erased)."""
+        erased = erase(
+            self.store, task_id, actor=actor, why=reason, at=self.clock(), archive=archive
+        )
+        self.refresh()
+        return erased
 
 
 __all__ = ["RetentionCommands"]

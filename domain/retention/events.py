@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from ..store.gaps import HISTORY_STREAM
 from ..tasks.events import TaskEvent, register_event
 from ..tasks.evolve import evolves_stream
-from ..world import World, register_retirer
+from ..world import World, register_indexer, register_retirer
 
 ERASURE_STREAM_PREFIX = "erasure:"
 
@@ -132,3 +132,17 @@ def _retired(world: World, stream_id: str, state: Any) -> bool | None:
 
 
 register_retirer(_retired)
+
+
+def forget_erased(world: World, event: TaskEvent, previous: Any, state: Any) -> None:
+    """A world that reads ended tasks back from its store (a scheduler's, a projector's)
+    drops the erased tree's tasks it still holds, so the next read of one is the
+    erased one; a full fold (no loader) folded the erased events already."""
+    if isinstance(event, HistoryErased) and world.loader is not None:
+        for task_id in event.tasks:
+            task = world.tasks.get(task_id)
+            if task is not None and not task.live:
+                del world.tasks[task_id]
+
+
+register_indexer(forget_erased, task_streams=False, reacts_to=(HistoryErased,))

@@ -113,6 +113,17 @@ def gaps_of(acts: list[Act]) -> list[Gap]:
     return gaps
 
 
+def erasures_of(acts: list[Act]) -> dict[int, tuple[int, list[Any]]]:
+    """The rows every erasure act names, by position: the act's position, its entry."""
+    named: dict[int, tuple[int, list[Any]]] = {}
+    for act in acts:
+        if act.topic == ERASED_TOPIC:
+            for entry in act.payload.get("entries") or ():
+                if isinstance(entry, list) and entry and isinstance(entry[0], int):
+                    named.setdefault(entry[0], (act.position, entry))
+    return named
+
+
 def store_gaps(store: Store) -> list[Gap]:
     """The gaps a store's log holds now: none read across an archive for the segments
     it found whole (their rows are read in place instead)."""
@@ -159,6 +170,7 @@ __all__ = [
     "Act",
     "Gap",
     "add_to",
+    "erasures_of",
     "gaps_of",
     "history_acts",
     "rows_and_gaps",

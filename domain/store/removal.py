@@ -24,6 +24,7 @@ from ..tasks.events import TaskEvent
 if TYPE_CHECKING:
     from .store import Store
 
+SNAPSHOTS = "tasktrail_snapshots"  # history/table.py's (the store room does not import it)
 Ranges = Sequence[tuple[int, int]]
 """Positions as inclusive ``(first, last)`` ranges, in order."""
 
@@ -36,10 +37,12 @@ def record_act(
     delete: Ranges = (),
     count: int = 0,
     rewrite: Sequence[tuple[int, bytes]] = (),
+    snapshots: tuple[int, int] | None = None,
     crash: Callable[[str], None] | None = None,
 ) -> list[int]:
     """Append ``events`` (as ``versions`` of their streams), delete the ``count`` rows of
-    the ``delete`` ranges and set the stored state of each ``rewrite`` position, in one
+    the ``delete`` ranges, set the stored state of each ``rewrite`` position and drop the
+    snapshots at positions within ``snapshots`` (they may hold what was erased), in one
     transaction; the positions of the events."""
     rows = store._sealer.seal(events, versions, datetime.now(UTC))
     params = [(r.originator_id, r.originator_version, r.topic, r.state) for r in rows]
@@ -48,10 +51,10 @@ def record_act(
     try:
         if store.kind == "sqlite":
             with store.turn():
-                positions = _sqlite(recorder, params, delete, count, rewrite, step)
+                positions = _sqlite(recorder, params, delete, count, rewrite, snapshots, step)
             recorder._head = None  # its own commit: the known head moved without a version
         else:
-            positions = _postgres(recorder, params, delete, count, rewrite, step)
+            positions = _postgres(recorder, params, delete, count, rewrite, snapshots, step)
     except (sqlite3.IntegrityError, _UniqueViolation()) as error:
         raise ConflictError(sorted({str(r.originator_id) for r in rows}), str(error)) from None
     except (sqlite3.Error, _PostgresError()) as error:
@@ -68,6 +71,7 @@ def _sqlite(
     delete: Ranges,
     count: int,
     rewrite: Sequence[tuple[int, bytes]],
+    snapshots: tuple[int, int] | None,
     step: Callable[[str], None],
 ) -> list[int]:
     table = recorder.events_table_name
@@ -76,6 +80,8 @@ def _sqlite(
         connection = datastore._connection or datastore._connect()
         conn = connection._sqlite_conn
         cursor = conn.cursor()
+        if rewrite:  # erased values: their old bytes zeroed in the file, not left free
+            cursor.execute("PRAGMA secure_delete = ON")
         try:
             cursor.execute("BEGIN IMMEDIATE")
             try:
@@ -101,7 +107,11 @@ def _sqlite(
                 conn.rollback()
                 raise
             conn.commit()
+            if rewrite:  # and out of the WAL: its frames copied back, the file truncated
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
+            if rewrite:
+                cursor.execute("PRAGMA secure_delete = OFF")
             cursor.close()
     return positions
 
@@ -112,6 +122,7 @@ def _postgres(
     delete: Ranges,
     count: int,
     rewrite: Sequence[tuple[int, bytes]],
+    snapshots: tuple[int, int] | None,
     step: Callable[[str], None],
 ) -> list[int]:
     table = recorder._table
@@ -143,6 +154,11 @@ def _postgres(
                 curs.execute(
                     f"UPDATE {table} SET state = %s WHERE notification_id = %s", (state, position)
                 )
+            if snapshots is not None:
+                held = f'"{recorder.datastore.schema}".{SNAPSHOTS}'
+                curs.execute("SELECT to_regclass(%s) IS NOT NULL AS present", (held,))
+                if curs.fetchone()["present"]:
+                    curs.execute(f"DELETE FROM {held} WHERE position BETWEEN %s AND %s", snapshots)
             step("deleted")
             curs.execute("COMMIT")
         except BaseException:

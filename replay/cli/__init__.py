@@ -119,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_commands.add_verify(commands)
     seal_command.add_seal(commands)
     retention_commands.add_archive(commands)
+    retention_commands.add_erase(commands)
     io_commands.add_export(commands)
     io_commands.add_import(commands)
     replay_commands.add_explain(commands)
@@ -204,6 +205,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "verify": replay_commands.do_verify,
         "seal": seal_command.do_seal,
         "archive": retention_commands.do_archive,
+        "erase": retention_commands.do_erase,
         "export": io_commands.do_export,
         "import": io_commands.do_import,
         "explain": replay_commands.do_explain,

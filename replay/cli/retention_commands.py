@@ -170,11 +170,60 @@ def do_archive(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def add_erase(commands: Any) -> None:
+    erase = commands.add_parser(
+        "erase",
+        help="erase the values of a finished task tree, keeping its proofs",
+        description=(
+            "Take the values a person may ask to have forgotten (memos, results, messages, "
+            "error details: every field of any JSON value) out of the events of the "
+            "finished tree of TASK, in the store and, at their next catch-up, the read "
+            "models. Each event keeps its digest and its leaf in the log's tree: verify "
+            "proves the chain and every seal, and says the events are erased (by whom, "
+            "when, why). A live tree is refused (rule 37), nothing written."
+        ),
+    )
+    erase.add_argument("store", help=STORE_HELP)
+    erase.add_argument("task", help="a task of the tree (its root, or any task in it)")
+    erase.add_argument("--actor", help="who erases (default $TASKTRAIL_ACTOR, else user@host)")
+    erase.add_argument("--reason", help="why (a request's reference, say)")
+    erase.add_argument("--json", action="store_true", help="what was erased, as JSON")
+    erase.add_argument(
+        "--archive", type=Path, metavar="DIR", help="the archive folder, for an archived tree"
+    )
+    add_key_file(erase)
+
+
+def do_erase(args: argparse.Namespace) -> int:
+    from tasktrail.domain import open_store
+    from tasktrail.domain.retention.erasure import erase
+
+    from .act_commands import default_actor
+    from .common import task_id_argument
+
+    task_id = task_id_argument(args.task)
+    with open_store(args.store, chain_key=key_argument(args)) as store:
+        done = erase(
+            store,
+            task_id,
+            actor=args.actor or default_actor(),
+            why=args.reason,
+            archive=args.archive,
+        )
+    if args.json:
+        emit(done.__dict__)
+    else:
+        say(f"erased {done.events} events of the tree of {done.tree} ({len(done.tasks)} tasks)")
+    return EXIT_OK
+
+
 __all__ = [
     "READS_ACROSS",
     "add_archive",
     "add_archive_option",
+    "add_erase",
     "do_archive",
+    "do_erase",
     "parse_time",
     "run_across",
 ]

@@ -139,6 +139,7 @@ def streams_of(task_id: str, runs: list[str]) -> list[str]:
         cleanup_stream_id(task_id),
         f"{TASK_PASS_STREAM_PREFIX}{task_id}",
         schedule_stream_id(task_id),
+        f"erasure:{task_id}",  # its values erased (issue 45): by whom, when, why
         *runs,
     ]
 
