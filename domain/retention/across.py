@@ -24,7 +24,6 @@ from typing import Any
 
 from ..store.erased import erased_leaf
 from ..store.gaps import (
-    READ_ACROSS,
     REMOVING_TOPICS,
     Act,
     Gap,
@@ -32,6 +31,7 @@ from ..store.gaps import (
     gaps_of,
     history_acts,
 )
+from ..store.reading import READ_ACROSS
 from ..store.recorded import Recorded
 from ..store.store import Store
 from ..store.transcoder import Row, decode_event

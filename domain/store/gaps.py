@@ -19,8 +19,7 @@ as JSON (the store room does not import the retention room's classes).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,10 +37,6 @@ ARCHIVED_TOPIC = "tasktrail.HistoryArchived"
 PRUNED_TOPIC = "tasktrail.HistoryPruned"
 ERASED_TOPIC = "tasktrail.HistoryErased"
 REMOVING_TOPICS = (ARCHIVED_TOPIC, PRUNED_TOPIC)
-
-READ_ACROSS: ContextVar[Callable[[Store], Any] | None] = ContextVar("read_across", default=None)
-"""What ``open_store`` gives each read-only store it opens, to read it across an archive
-(set by :func:`tasktrail.domain.retention.across.reading_archive`)."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +161,6 @@ __all__ = [
     "ERASED_TOPIC",
     "HISTORY_STREAM",
     "PRUNED_TOPIC",
-    "READ_ACROSS",
     "Act",
     "Gap",
     "add_to",

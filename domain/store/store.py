@@ -36,13 +36,13 @@ from .chain import Digester, Sealer
 from .creation import creation_race
 from .files import existing_companions, remove_read_leftovers
 from .first_look import made_schema, open_problem, refuse_foreign_file
-from .gaps import READ_ACROSS
 from .guards import APPENDED_SINCE, STAMPED_LATER, depended_on, stamped_later_at
 from .keys import KEY_ID_KEY, ChainKey, keyed_after, resolve_key, settle_key
 from .location import NOTIFY_KEY, StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
 from .news import News, watch_for
 from .prefetch import Prefetched
+from .reading import READ_ACROSS
 from .recorded import Recorded
 from .sqlite import TunedSQLiteFactory
 from .transcoder import Row, decode_event, encodable, printable_id, record_checked, row_problem
