@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -46,10 +47,14 @@ def run_across(args: argparse.Namespace, handler: Callable[[argparse.Namespace],
     folder = getattr(args, "archive", None)
     if folder is not None and not Path(folder).is_dir():
         raise InvalidArgument(f"--archive {folder}: not a folder")
-    if folder is None:
-        _skipped_note(getattr(args, "store", None) or getattr(args, "source", None))
-    with reading_archive(folder) as views:
-        code = handler(args)
+    try:
+        with reading_archive(folder) as views:
+            code = handler(args)
+    except InvalidArgument:
+        raise  # refused before anything was read: no note
+    finally:
+        if folder is None and sys.exc_info()[0] is not InvalidArgument:
+            _skipped_note(getattr(args, "store", None) or getattr(args, "source", None))
     found = findings(views)
     for finding in found:
         warn(str(finding))
