@@ -4,15 +4,21 @@ made of (``app/assembly.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .archiving import DEFAULT_BATCH, ArchiveReport, archive
 from .erasure import Erased, erase
+from .policy import configure_retention, configure_seals
 
 if TYPE_CHECKING:
     from ..clock import Clock
+    from ..store.seals import Seal
     from ..store.store import Store
+
+
+T = TypeVar("T")
 
 
 class RetentionCommands:
@@ -23,6 +29,12 @@ class RetentionCommands:
         clock: Clock
 
         def refresh(self) -> int: ...
+
+        def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+
+    seal_sink: Callable[[Seal], None] | None = None
+    """The host's callable a worker's keeper hands each periodic seal (``configure_seals``
+    with a callable ``to``): this process's, not recorded."""
 
     def archive(
         self,
@@ -72,6 +84,44 @@ class RetentionCommands:
         )
         self.refresh()
         return erased
+
+    def configure_retention(
+        self,
+        *,
+        keep_days: float | None,
+        per_kind: dict[str, float] | None = None,
+        archive_to: str | Path | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Keep ``keep_days`` of finished history (a kind's own in ``per_kind``): every
+        worker takes the trees ended before then, in small acts beside its work, to
+        segments in ``archive_to`` or, with none, pruned with their proofs
+        (``HistoryPruned``); ``keep_days=None``: keep everything. Recorded (rule 38
+        refuses less than a minute), so every worker of the fleet keeps the same."""
+        folder = None if archive_to is None else str(Path(archive_to).resolve())
+        self._decide(configure_retention, keep_days, per_kind, folder, actor=actor, why=reason)
+
+    def configure_seals(
+        self,
+        *,
+        every_s: float | None = None,
+        every_events: int | None = None,
+        to: str | Path | Callable[[Seal], None] | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Seal the log every ``every_s`` seconds and/or ``every_events`` events: a worker
+        appends the seal line to the file ``to`` (fsynced), or hands it to ``to`` if a
+        callable (this process's: each worker's host gives its own). Recorded (rule 39
+        refuses less than a second or an event), so the window only seals catch stays
+        bounded on every worker."""
+        path = None
+        if callable(to):
+            self.seal_sink = to
+        elif to is not None:
+            path = str(Path(to).resolve())
+        self._decide(configure_seals, every_s, every_events, path, actor=actor, why=reason)
 
 
 __all__ = ["RetentionCommands"]

@@ -20,7 +20,7 @@ what makes a second submission of it refused, rule 27).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..runs.events import RunDone, RunEvent, RunFailed, RunOrphaned, RunSuperseded
@@ -156,10 +156,12 @@ class TreeScan:
                     units[self._find(latest)].live += 1  # the schedule's latest tick stays
         return units
 
-    def movable(self, before: float, kind: str | None = None) -> Iterator[Unit]:
+    def movable(
+        self, before: float, kind: str | None = None, keep: Callable[[Unit], float] | None = None
+    ) -> Iterator[Unit]:
         """The units that may leave, oldest end first: every task ended before
-        ``before``, no open run and none of the latest days, no latest tick, and (with
-        ``kind``) every root of that kind."""
+        ``before`` (less ``keep(unit)`` ms, a policy's), no open run and none of the
+        latest days, no latest tick, and (with ``kind``) every root of that kind."""
         chosen = [
             unit
             for unit in self.units().values()
@@ -167,11 +169,24 @@ class TreeScan:
             and not unit.live
             and not unit.open_runs
             and not unit.run_days
-            and unit.ended_at < before
+            and unit.ended_at < before - (keep(unit) if keep is not None else 0)
             and (kind is None or unit.kinds == {kind})
         ]
         chosen.sort(key=lambda unit: (unit.ended_at, min(unit.roots)))
         return iter(chosen)
+
+    def forget(self, units: Iterable[Unit]) -> None:
+        """Units an act took: out of the scan (their events left the log)."""
+        for unit in units:
+            for task_id in unit.tasks:
+                self._tasks.pop(task_id, None)
+                self._ended.pop(task_id, None)
+                self._roots.discard(task_id)
+            for stream_id in unit.streams:
+                self._stream_events.pop(stream_id, None)
+                self._stream_task.pop(stream_id, None)
+                self._runs.pop(stream_id, None)
+            self._links = {link for link in self._links if link[0] not in unit.streams}
 
     def unit_of(self, task_id: str) -> Unit | None:
         """The unit holding task ``task_id`` (``None``: no such task in the log)."""

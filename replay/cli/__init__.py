@@ -120,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     seal_command.add_seal(commands)
     retention_commands.add_archive(commands)
     retention_commands.add_erase(commands)
+    retention_commands.add_retention(commands)
     io_commands.add_export(commands)
     io_commands.add_import(commands)
     replay_commands.add_explain(commands)
@@ -206,6 +207,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "seal": seal_command.do_seal,
         "archive": retention_commands.do_archive,
         "erase": retention_commands.do_erase,
+        "retention": retention_commands.do_retention,
         "export": io_commands.do_export,
         "import": io_commands.do_import,
         "explain": replay_commands.do_explain,

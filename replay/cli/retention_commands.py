@@ -222,13 +222,77 @@ def do_erase(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def add_retention(commands: Any) -> None:
+    retention = commands.add_parser(
+        "retention",
+        help="the retention policy and seal cadence in force, and what they would free",
+        description=(
+            "Print the retention policy workers keep (Scheduler.configure_retention) and "
+            "the seal cadence (configure_seals), and what the policy would take now: the "
+            "trees, events and bytes a worker would archive or prune. Reads the store only."
+        ),
+    )
+    retention.add_argument("store", help=STORE_HELP)
+    retention.add_argument("--json", action="store_true", help="as JSON")
+
+
+def do_retention(args: argparse.Namespace) -> int:
+    from tasktrail.domain import open_store
+    from tasktrail.domain.retention.archiving import archive, scan
+    from tasktrail.domain.retention.keeper import setting
+    from tasktrail.domain.retention.policy import RETENTION_STREAM, SEALS_STREAM, keep_ms
+
+    with open_store(args.store, read_only=True) as store:
+        policy = setting(store, RETENTION_STREAM)
+        cadence = setting(store, SEALS_STREAM)
+        found: dict[str, Any] = {
+            "policy": dict(policy) if policy else None,
+            "seals": dict(cadence) if cadence else None,
+        }
+        if policy is not None and policy.get("keep_days"):
+            trees = scan(store)
+            now = store.latest_at  # as of the log's last event (the scheduler clock's)
+            units = list(trees.movable(now, keep=lambda u: keep_ms(policy, u.kinds)))
+            folder = policy.get("archive_to")
+            report = archive(store, before=now, to=folder, units=units, dry_run=True)
+            found["would_free"] = {k: v for k, v in report.to_dict().items() if k != "acts"}
+    if args.json:
+        emit(found)
+        return EXIT_OK
+    if policy is None or not policy.get("keep_days"):
+        say("retention: none (history is kept whole)")
+    else:
+        kinds = policy.get("per_kind") or {}
+        where = policy.get("archive_to") or "nowhere: pruned, proofs kept"
+        say(
+            f"retention: keep {policy['keep_days']} days"
+            + (f" ({', '.join(f'{k}: {v}' for k, v in kinds.items())})" if kinds else "")
+            + f", archived to {where}"
+        )
+        free = found["would_free"]
+        say(
+            f"  would take now: {free['trees']} trees, {free['events']} events, "
+            f"{free['stored_bytes']} bytes stored"
+        )
+    if cadence is None:
+        say("seals: none periodic")
+    else:
+        say(
+            f"seals: every {cadence.get('every_s')} s / {cadence.get('every_events')} events, "
+            f"to {cadence.get('to') or 'the host callable'}"
+        )
+    return EXIT_OK
+
+
 __all__ = [
     "READS_ACROSS",
     "add_archive",
     "add_archive_option",
     "add_erase",
+    "add_retention",
     "do_archive",
     "do_erase",
+    "do_retention",
     "parse_time",
     "run_across",
 ]

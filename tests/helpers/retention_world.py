@@ -21,6 +21,7 @@ class Trees:
 
     finished: list[str] = field(default_factory=list)
     children: dict[str, list[str]] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
     live: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
 
@@ -30,7 +31,9 @@ def record(s: Scheduler, clock: ManualClock, trees: int = 12, *, secret: str = "
     result, an error detail), a live tree, and a waiting task, interleaved in the log."""
     made = Trees()
     for n in range(trees):
-        root = s.submit("job", phase="start", memos={"who": f"{secret}-{n}"}, key=f"k-{n}")
+        key = f"k-{n}-{int(clock())}"
+        root = s.submit("job", phase="start", memos={"who": f"{secret}-{n}"}, key=key)
+        made.keys[root] = key
         s.reserve(root)
         s.memo(root, "note", {"address": f"{secret}-memo-{n}"})
         s.send(root, "hello", {"text": f"{secret}-message-{n}"})
