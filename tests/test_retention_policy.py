@@ -131,3 +131,17 @@ def test_the_retention_command_says_what_the_policy_would_free(
     said = orjson.loads(run(["retention", store_url, "--json"], capsys).out)
     assert said["policy"]["keep_days"] == 1.0 and said["would_free"]["trees"] == 0
     assert made.finished  # ended minutes ago, not a day: kept
+
+
+def test_a_worker_with_seal_to_appends_seals_every_second(sqlite_url: str, tmp_path: Path) -> None:
+    from helpers.worker_processes import processes, submit, wait_for
+
+    path = tmp_path / "seals.jsonl"
+    with processes(sqlite_url, tmp_path) as fleet:
+        child = fleet.worker("w1", phase_s=0.0, options=("--seal-to", str(path),
+                                                        "--seal-every", "1"))
+        submit(sqlite_url, "sync", 3)
+        wait_for(lambda: path.exists() and len(path.read_text().splitlines()) >= 1, 30, child)
+        submit(sqlite_url, "sync", 3)
+        wait_for(lambda: len(path.read_text().splitlines()) >= 2, 30, child)
+    assert verify(sqlite_url, seals=path).ok
