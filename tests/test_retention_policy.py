@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import run
 from helpers.retention_world import DAY, opened, record
+
 from tasktrail.domain import InMemoryExecutor, ManualClock, RuleViolation, open_store
 from tasktrail.domain.commands.sealing import take_seal
 from tasktrail.domain.retention.keeper import BATCH, Keeper
@@ -138,8 +138,9 @@ def test_a_worker_with_seal_to_appends_seals_every_second(sqlite_url: str, tmp_p
 
     path = tmp_path / "seals.jsonl"
     with processes(sqlite_url, tmp_path) as fleet:
-        child = fleet.worker("w1", phase_s=0.0, options=("--seal-to", str(path),
-                                                        "--seal-every", "1"))
+        child = fleet.worker(
+            "w1", phase_s=0.0, options=("--seal-to", str(path), "--seal-every", "1")
+        )
         submit(sqlite_url, "sync", 3)
         wait_for(lambda: path.exists() and len(path.read_text().splitlines()) >= 1, 30, child)
         submit(sqlite_url, "sync", 3)

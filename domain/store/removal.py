@@ -107,6 +107,8 @@ def _sqlite(
                 conn.rollback()
                 raise
             conn.commit()
+            if delete:
+                _give_back(cursor)
             if rewrite:  # and out of the WAL: its frames copied back, the file truncated
                 cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
@@ -114,6 +116,50 @@ def _sqlite(
                 cursor.execute("PRAGMA secure_delete = OFF")
             cursor.close()
     return positions
+
+
+VACUUM_PAGES = 4096
+"""Pages (16 MiB at 4 KiB) one incremental vacuum gives back, a transaction each."""
+
+
+def _give_back(cursor: Any) -> None:
+    """The pages an act freed, given back to the file system (a file made with
+    ``auto_vacuum = INCREMENTAL``, as every store since issue 45), a bounded step at a
+    time so no step holds the write lock long. A file made before: ``tasktrail archive
+    --vacuum`` converts it once (docs/scaling.md)."""
+    if cursor.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+        return
+    free = cursor.execute("PRAGMA freelist_count").fetchone()[0]
+    for _ in range(-(-free // VACUUM_PAGES)):
+        # As a script: stepped to its end (a plain execute frees one page a call), and
+        # one transaction a step, one fsync, not one a page.
+        cursor.executescript(f"BEGIN IMMEDIATE; PRAGMA incremental_vacuum({VACUUM_PAGES}); COMMIT;")
+
+
+def vacuum(store: Store) -> tuple[int, int]:
+    """Give a store's free pages back to the file system once: SQLite converts a file
+    made before issue 45 to ``auto_vacuum = INCREMENTAL`` (a ``VACUUM``: the whole file
+    rewritten, the writers' turn held throughout); PostgreSQL runs ``VACUUM`` on the
+    table (its space reused, not returned: docs/scaling.md). The file's bytes (or
+    the table's) before and after."""
+    recorder: Any = store.app.recorder
+    if store.kind != "sqlite":
+        table = recorder._table
+        size = f"SELECT pg_total_relation_size('{table}')"
+        with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(size + " AS bytes")
+            before = int(curs.fetchone()["bytes"])
+            curs.execute(f"VACUUM {table}")
+            curs.execute(size + " AS bytes")
+            return before, int(curs.fetchone()["bytes"])
+    datastore = recorder.datastore
+    with store.turn(), datastore._lock:
+        conn = (datastore._connection or datastore._connect())._sqlite_conn
+        pages = conn.execute("PRAGMA page_size").fetchone()[0]
+        before = conn.execute("PRAGMA page_count").fetchone()[0] * pages
+        conn.executescript("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return before, conn.execute("PRAGMA page_count").fetchone()[0] * pages
 
 
 def _postgres(
@@ -186,4 +232,4 @@ def _PostgresError() -> type[BaseException]:
         return sqlite3.Error
 
 
-__all__ = ["Ranges", "record_act"]
+__all__ = ["Ranges", "record_act", "vacuum"]

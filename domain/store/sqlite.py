@@ -74,6 +74,9 @@ class _TunedSQLitePool(SQLiteConnectionPool):
         except (sqlite3.Error, TypeError) as error:
             raise InterfaceError(error) from error
         if not self.read_only and not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+            # A new file gives back the pages an archive frees (issue 45: removal.py's
+            # incremental_vacuum); on a file with tables already this changes nothing.
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             mode = conn.execute("PRAGMA journal_mode;").fetchone()[0]
             if mode.lower() != "wal":
                 conn.execute("PRAGMA journal_mode=WAL;")

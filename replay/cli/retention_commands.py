@@ -112,6 +112,12 @@ def add_archive(commands: Any) -> None:
     archive.add_argument("--batch", type=int, default=100_000, metavar="N", help="events a segment")
     archive.add_argument("--actor", help="who archives (default $TASKTRAIL_ACTOR, else user@host)")
     archive.add_argument("--reason", help="why")
+    archive.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="then give the freed space back (SQLite: converts a file made before archives "
+        "existed to incremental vacuum, rewriting it once; PostgreSQL: VACUUM the table)",
+    )
     archive.add_argument("--json", action="store_true", help="the report as JSON")
     add_key_file(archive)
 
@@ -138,6 +144,7 @@ def parse_time(text: str, what: str) -> float:
 def do_archive(args: argparse.Namespace) -> int:
     from tasktrail.domain import open_store
     from tasktrail.domain.retention.archiving import archive
+    from tasktrail.domain.store.removal import vacuum
 
     from .act_commands import default_actor
 
@@ -158,9 +165,12 @@ def do_archive(args: argparse.Namespace) -> int:
             actor=args.actor or default_actor(),
             why=args.reason,
         )
+        sizes = vacuum(store) if args.vacuum and not args.dry_run else None
     if args.json:
-        emit(report.to_dict())
+        emit({**report.to_dict(), **({"vacuum": list(sizes)} if sizes else {})})
         return EXIT_OK
+    if sizes is not None:
+        say(f"vacuum: {sizes[0]} bytes before, {sizes[1]} after")
     verb = "would move" if args.dry_run else "moved"
     total = report.to_dict()
     say(
