@@ -208,8 +208,17 @@ def test_disk_is_given_back_after_an_archive(
     files = [Path(store_url), Path(f"{store_url}-wal")]
     stored = sum(f.stat().st_size for f in files if f.exists()) if "://" not in store_url else 0
     folder = tmp_path / "archive"
-    ran = cli(capsys, "archive", store_url, "--before", str(clock()), "--to", str(folder),
-              "--vacuum", "--json")
+    ran = cli(
+        capsys,
+        "archive",
+        store_url,
+        "--before",
+        str(clock()),
+        "--to",
+        str(folder),
+        "--vacuum",
+        "--json",
+    )
     assert ran.code == 0, ran.err
     import orjson
 

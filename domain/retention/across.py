@@ -64,19 +64,31 @@ class ArchiveView:
         self.acts: list[Act] = [a for a in acts if a.topic in REMOVING_TOPICS]
         self.erasures = erasures_of(acts)
         self.findings: list[Finding] = []
-        self._good: dict[str, list[Row]] | None = None
+        self._seen: dict[str, list[Row] | None] = {}
+        self._streams: list[set[str]] | None = None
 
     def _checked(self) -> dict[str, list[Row]]:
         """The rows of every segment that holds what its act took, by segment name."""
-        if self._good is None:
-            self._good = {}
-            for act in self.acts:
-                name = act.payload.get("segment")
-                if isinstance(name, str):
-                    rows = self._check(act, name)
-                    if rows is not None:
-                        self._good[name] = rows
-        return self._good
+        for act in self.acts:
+            self._segment(act)
+        return {name: rows for name, rows in self._seen.items() if rows is not None}
+
+    def _segment(self, act: Act) -> list[Row] | None:
+        """One act's segment, checked on first use (``None``: none good)."""
+        name = act.payload.get("segment")
+        if not isinstance(name, str):
+            return None
+        if name not in self._seen:
+            self._seen[name] = self._check(act, name)
+        return self._seen[name]
+
+    def _holding(self, stream_id: str) -> list[Act]:
+        """The acts whose segments hold a stream's events (their stream lists, as sets)."""
+        if self._streams is None:
+            self._streams = [set(act.payload.get("streams") or ()) for act in self.acts]
+        return [
+            act for act, held in zip(self.acts, self._streams, strict=True) if stream_id in held
+        ]
 
     def _check(self, act: Act, name: str) -> list[Row] | None:
         path = self.folder / name
@@ -133,12 +145,10 @@ class ArchiveView:
     def rows_of(self, stream_id: str) -> dict[str, list[Row]]:
         """A stream's archived rows, by the segment that holds them."""
         found: dict[str, list[Row]] = {}
-        for act in self.acts:
-            name = act.payload.get("segment")
-            if stream_id in (act.payload.get("streams") or ()) and isinstance(name, str):
-                rows = [row for row in self._checked().get(name, ()) if row[1] == stream_id]
-                if rows:
-                    found.setdefault(name, []).extend(rows)
+        for act in self._holding(stream_id):
+            rows = [row for row in self._segment(act) or () if row[1] == stream_id]
+            if rows:
+                found.setdefault(str(act.payload["segment"]), []).extend(rows)
         return found
 
     def _find(self, name: str, position: Any, message: str) -> None:
@@ -184,16 +194,11 @@ class ArchiveView:
     def stream(self, stream_id: str, records: list[Recorded]) -> list[Recorded]:
         """A stream's records with its archived events in place."""
         extra = []
-        for act in self.acts:
-            name = act.payload.get("segment")
-            if stream_id in (act.payload.get("streams") or ()) and isinstance(name, str):
-                for position, stream, version, topic, state in self._checked().get(name, ()):
-                    if stream == stream_id:
-                        extra.append(
-                            Recorded(
-                                position, decode_event(topic, stream, state, position), version
-                            )
-                        )
+        for act in self._holding(stream_id):
+            for position, stream, version, topic, state in self._segment(act) or ():
+                if stream == stream_id:
+                    event = decode_event(topic, stream, state, position)
+                    extra.append(Recorded(position, event, version))
         if not extra:
             return records
         return sorted([*records, *extra], key=lambda record: record.position)
