@@ -45,6 +45,9 @@ BATCH = 500
 """Events one retention act takes at most: its transaction is a few milliseconds."""
 PAUSE_S = 1.0
 """The keeper's step, at most (sooner while a retention pass has more to take)."""
+SHARE = 0.1
+"""The share of the interpreter a keeper takes at most while it reads or acts: the worker
+beside it keeps the rest (goal: at least 0.9x its throughput alone)."""
 RETENTION_EVERY_S = 60.0
 """How often a keeper looks for trees to take when the last look found none."""
 
@@ -73,6 +76,7 @@ class Keeper:
         self.next_look = 0.0
         self.acts = 0
         self.seals = 0
+        self._since = time.perf_counter()
 
     def _store(self) -> Store:
         if self.store is None:
@@ -95,8 +99,7 @@ class Keeper:
         return 0.0 if took else PAUSE_S
 
     def _retain(self, store: Store, policy: FrozenDict[str, Any]) -> bool:
-        for recorded in store.read(after=self.scan.position):
-            self.scan.add(recorded)
+        self.scan.read(store, pause=self._pause)
         now = self.scheduler.clock()
         units: list[Unit] = []
         size = 0
@@ -119,6 +122,7 @@ class Keeper:
             at=now,
             actor=f"retention:{self.scheduler.worker}",
             why="retention policy",
+            scanned=self.scan,
         )
         self.scan.forget(units)
         self.acts += 1
@@ -150,6 +154,13 @@ class Keeper:
                 out.flush()
                 os.fsync(out.fileno())
 
+    def _pause(self) -> None:
+        """Within a long read: give the worker's threads the interpreter (the keeper's
+        share of it stays about :data:`SHARE`)."""
+        busy = time.perf_counter() - self._since
+        time.sleep(busy * (1 - SHARE) / SHARE)
+        self._since = time.perf_counter()
+
     def close(self) -> None:
         """Close the keeper's own store."""
         if self.store is not None:
@@ -165,11 +176,15 @@ def keep(scheduler: Kept, stopped: threading.Event) -> threading.Thread:
         pause = PAUSE_S
         try:
             while not stopped.wait(pause):
+                keeper._since = time.perf_counter()
                 try:
                     pause = keeper.step()
                 except Exception as error:  # a step failed: the next tries again
                     log.warning("worker %s: retention or seals: %s", scheduler.worker, error)
                     pause = PAUSE_S
+                # Its share: what the step took since its last pause, waited out after it.
+                busy = time.perf_counter() - keeper._since
+                pause = max(pause, busy * (1 - SHARE) / SHARE)
         finally:
             keeper.close()
 

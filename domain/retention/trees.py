@@ -20,12 +20,17 @@ what makes a second submission of it refused, rule 27).
 from __future__ import annotations
 
 import dataclasses
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..runs.events import RunDone, RunEvent, RunFailed, RunOrphaned, RunSuperseded
 from ..schedules.events import ScheduleRemoved, ScheduleTicked, tick_task_id
+from ..store.gaps import Gap, rows_and_gaps
 from ..store.recorded import Recorded
+from ..store.store import Store
+from ..store.transcoder import decode_event
 from ..tasks.events import TaskEnded, TaskEvent, TaskSubmitted
 
 RECENT_RUN_DAYS = 3
@@ -68,6 +73,10 @@ class TreeScan:
         self._latest_tick: dict[str, float] = {}
         self._removed: set[str] = set()
         self.position = 0
+        self.leaves = 0
+        """Leaves of the full log's tree so far: rows read and events of gaps passed."""
+        self._positions = array("q")  # every row read, in order, and its leaf
+        self._leaf = array("q")
 
     def _find(self, node: str) -> str:
         parent = self._parent
@@ -82,6 +91,30 @@ class TreeScan:
         ra, rb = self._find(a), self._find(b)
         if ra != rb:
             self._parent[rb] = ra
+
+    def read(self, store: Store, pause: Callable[[], None] | None = None) -> None:
+        """Fold the log's rows after the last one read, counting each one's leaf in the
+        full log's tree (the gaps of acts in their place); ``pause`` every 1,000 rows
+        (a keeper's, to leave the interpreter to the worker's threads)."""
+        for item in rows_and_gaps(store, after=self.position):
+            if isinstance(item, Gap):
+                self.leaves += item.size
+                continue
+            position, stream_id, version, topic, state = item
+            event = decode_event(topic, stream_id, bytes(state), position)
+            self._positions.append(position)
+            self._leaf.append(self.leaves)
+            self.leaves += 1
+            self.add(Recorded(position, event, version))
+            if pause is not None and not position % 1000:
+                pause()
+
+    def leaf_of(self, position: int) -> int:
+        """The leaf of a row this scan read (by its position)."""
+        at = bisect_left(self._positions, position)
+        if at == len(self._positions) or self._positions[at] != position:
+            raise KeyError(f"position {position} was not read by this scan")
+        return self._leaf[at]
 
     def add(self, recorded: Recorded) -> None:
         """Fold one event of the log."""

@@ -109,7 +109,7 @@ def add_archive(commands: Any) -> None:
     archive.add_argument("--to", required=True, type=Path, metavar="DIR", help="the folder")
     archive.add_argument("--kind", metavar="K", help="only trees whose root is of this kind")
     archive.add_argument("--dry-run", action="store_true", help="say what would move, write none")
-    archive.add_argument("--batch", type=int, default=100_000, metavar="N", help="events a segment")
+    archive.add_argument("--batch", type=int, default=20_000, metavar="N", help="events a segment")
     archive.add_argument("--actor", help="who archives (default $TASKTRAIL_ACTOR, else user@host)")
     archive.add_argument("--reason", help="why")
     archive.add_argument(
