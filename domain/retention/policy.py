@@ -81,7 +81,7 @@ for _cls in (RetentionConfigured, SealsConfigured):
 @evolves_stream(RetentionConfigured, SealsConfigured)
 def _settings(state: Any, event: TaskEvent) -> FrozenDict[str, Any]:
     fields = {k: v for k, v in _fields(event).items() if k not in ("task_id", "at", "rule")}
-    return FrozenDict(fields)
+    return FrozenDict({k: FrozenDict(v) if isinstance(v, dict) else v for k, v in fields.items()})
 
 
 def _fields(event: TaskEvent) -> dict[str, Any]:
