@@ -77,6 +77,7 @@ class Keeper:
         self.acts = 0
         self.seals = 0
         self._since = time.perf_counter()
+        self._queue: list[Unit] = []  # units found movable, oldest last, not taken yet
 
     def _store(self) -> Store:
         if self.store is None:
@@ -99,13 +100,15 @@ class Keeper:
         return 0.0 if took else PAUSE_S
 
     def _retain(self, store: Store, policy: FrozenDict[str, Any]) -> bool:
-        self.scan.read(store, pause=self._pause)
         now = self.scheduler.clock()
+        if not self._queue:  # one look at every unit, then its acts a step each
+            self.scan.read(store, pause=self._pause)
+            keep = lambda unit: keep_ms(policy, unit.kinds)  # noqa: E731
+            self._queue = list(self.scan.movable(now, keep=keep))[::-1]
         units: list[Unit] = []
         size = 0
-        for unit in self.scan.movable(now, keep=lambda unit: keep_ms(policy, unit.kinds)):
-            if units and size + unit.events > BATCH:
-                break
+        while self._queue and (not units or size + self._queue[-1].events <= BATCH):
+            unit = self._queue.pop()
             units.append(unit)
             size += unit.events
         if not units:
@@ -113,6 +116,17 @@ class Keeper:
         folder = policy.get("archive_to")
         if folder is not None:
             os.makedirs(folder, exist_ok=True)
+        self.scan.read(store, pause=self._pause)  # what came since: an erasure, say
+        try:
+            self._act(store, units, folder, now)
+        except Exception:
+            self._queue = []  # looked at again, whole, at the next step
+            raise
+        self.scan.forget(units)
+        self.acts += 1
+        return True
+
+    def _act(self, store: Store, units: list[Unit], folder: str | None, now: float) -> None:
         archive(
             store,
             before=float("inf"),
@@ -124,9 +138,6 @@ class Keeper:
             why="retention policy",
             scanned=self.scan,
         )
-        self.scan.forget(units)
-        self.acts += 1
-        return True
 
     def _seal(self, store: Store, cadence: FrozenDict[str, Any]) -> None:
         head = store.head()
