@@ -135,7 +135,8 @@ def throughput(path: Path, tasks: int, retention: Path | None) -> tuple[float, i
     running = threading.Thread(target=worker.run, daemon=True)
     running.start()
     first = acts_of(path)
-    while retention is not None and acts_of(path) == first:
+    # Past its first look at every tree (and the pause after it): its acts come steadily.
+    while retention is not None and acts_of(path) < first + 2:
         time.sleep(0.05)
     started_acts = acts_of(path)
     started = time.perf_counter()
@@ -199,8 +200,13 @@ def run(folder: Path, events: int, live: int, tasks: int) -> dict[str, Any]:
     archived = sum(p.stat().st_size for p in segments.iterdir())
     read = history_across(store, segments, roots[len(roots) // 2])
     throughput(copies[0], max(tasks // 10, 100), None)  # warm: imports, caches, the file
-    alone, _ = throughput(copies[0], tasks, None)
-    beside, acts = throughput(copies[1], tasks, folder / "beside-archive")
+    # Alternated, twice each, the best of each: the machine's other load moves both alike.
+    runs: dict[str, list[tuple[float, int]]] = {"alone": [], "beside": []}
+    for _ in range(2):
+        runs["alone"].append(throughput(copies[0], tasks, None))
+        runs["beside"].append(throughput(copies[1], tasks, folder / "beside-archive"))
+    alone = max(rate for rate, _ in runs["alone"])
+    beside, acts = max(runs["beside"])
     return {
         "events": count,
         "build_s": round(built, 1),

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConflictError, InvalidArgument
-from ..store.gaps import history_acts
+from ..store.gaps import history_version
 from ..store.removal import record_act
 from ..store.seals import LogTree
 from ..store.store import Store
@@ -128,8 +128,7 @@ def archive(
     report = ArchiveReport(dry_run=dry_run)
     if not groups:
         return report
-    acts = history_acts(store)
-    version = acts[-1].version if acts else 0
+    version = history_version(store)
     plans = [_Plan(group, version + n + 1, folder, dry_run) for n, group in enumerate(groups)]
     recorder: Any = store.app.recorder
     for plan in plans:  # each act's rows, read by their streams (indexed), in log order

@@ -45,7 +45,7 @@ BATCH = 500
 """Events one retention act takes at most: its transaction is a few milliseconds."""
 PAUSE_S = 1.0
 """The keeper's step, at most (sooner while a retention pass has more to take)."""
-SHARE = 0.1
+SHARE = 0.05
 """The share of the interpreter a keeper takes at most while it reads or acts: the worker
 beside it keeps the rest (goal: at least 0.9x its throughput alone)."""
 RETENTION_EVERY_S = 60.0

@@ -81,6 +81,24 @@ def history_acts(store: Store) -> list[Act]:
     return acts
 
 
+def history_version(store: Store) -> int:
+    """How many acts the history stream holds (one indexed look, no act read)."""
+    recorder: Any = store.app.recorder
+    if store.kind == "sqlite":
+        found = recorder._select(
+            f"SELECT max(originator_version) FROM {recorder.events_table_name} "
+            "WHERE originator_id = ?",
+            (HISTORY_STREAM,),
+        )
+        return int(found[0][0] or 0)
+    with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
+        curs.execute(
+            f"SELECT max(originator_version) AS v FROM {recorder._table} WHERE originator_id = %s",
+            (HISTORY_STREAM,),
+        )
+        return int(curs.fetchone()["v"] or 0)
+
+
 def gaps_of(acts: list[Act]) -> list[Gap]:
     """The blocks every archive and prune act took, in log order."""
     gaps = []
@@ -167,6 +185,7 @@ __all__ = [
     "erasures_of",
     "gaps_of",
     "history_acts",
+    "history_version",
     "rows_and_gaps",
     "store_gaps",
 ]
