@@ -140,6 +140,8 @@ class Projector:
         if behind >= head:
             report.position = head
             return report
+        if behind > 0 and erased_since(self.store, behind):
+            return self.rebuild(progress=progress)  # rows of erased values: folded again
         if self.folded == 0 and behind > 0:
             self._resume(behind)
         batch: list[Recorded] = []
@@ -304,3 +306,11 @@ def default_out(location: str | os.PathLike[str]) -> Path:
 def is_legacy_out(out: Path) -> bool:
     """Whether :func:`default_out` chose a read-model file of the earlier name."""
     return out.name.endswith(LEGACY_SUFFIX)
+
+
+def erased_since(store: Store, position: int) -> bool:
+    """Whether an erasure act (issue 45) was recorded after ``position``: read models
+    folded before it hold the values it erased, and are folded again whole."""
+    from tasktrail.domain.store.gaps import ERASED_TOPIC, history_acts
+
+    return any(act.topic == ERASED_TOPIC and act.position > position for act in history_acts(store))

@@ -13,6 +13,7 @@ from tasktrail.domain import CorruptEvent, Store, open_store
 from tasktrail.domain.commands.sealing import seal_of
 from tasktrail.domain.store.chain import as_bytes, unseal
 from tasktrail.domain.store.files import atomic_output
+from tasktrail.domain.store.gaps import Gap, rows_and_gaps
 from tasktrail.domain.store.seals import LogTree
 from tasktrail.domain.store.transcoder import row_problem
 
@@ -34,19 +35,24 @@ def export(
         if isinstance(store, Store)
         else open_store(store, read_only=True, chain_key=chain_key)
     )
-    tree, last = LogTree(), b"{}"
+    tree, last, lines = LogTree(), b"{}", 0
     heads: dict[str, list[Any]] = {}
     try:
         with atomic_output(path) as out:
-            for position, originator_id, version, topic, state in opened.rows():
+            for item in rows_and_gaps(opened):
+                if isinstance(item, Gap):  # archived: its block keeps the seal whole
+                    tree.add_block(item.size, item.hash, item.first, item.last)
+                    continue
+                position, originator_id, version, topic, state = item
                 problem = row_problem(originator_id, version, topic, state)
                 if problem is not None:
                     raise CorruptEvent(position, problem)
                 out.write(_line(position, topic, originator_id, version, state))
+                lines += 1
                 last = as_bytes(state)
                 tree.add(position, originator_id, version, topic, last)
                 heads[originator_id] = [version, unseal(last)[1]]
-            trailer = {"heads": heads, "events": tree.count, "chained_after": opened.chained_after}
+            trailer = {"heads": heads, "events": lines, "chained_after": opened.chained_after}
             out.write(orjson.dumps(trailer) + b"\n")
             # Its last event's time and no snapshot: the seal is as byte-stable as the rest.
             sealed = seal_of(opened, tree, at=_time_of(last), snapshots=False)
@@ -54,7 +60,7 @@ def export(
     finally:
         if opened is not store:
             opened.close()
-    return tree.count
+    return lines
 
 
 def _time_of(state: bytes) -> datetime:

@@ -22,6 +22,7 @@ from pathlib import Path
 from tasktrail.domain import InvalidArgument, Store, StoreError, open_store
 from tasktrail.domain.history import SnapshotTable
 from tasktrail.domain.store.files import refuse_store_input
+from tasktrail.domain.store.gaps import Gap
 from tasktrail.domain.store.keys import resolve_key
 from tasktrail.domain.store.seals import LogTree, Seal, parse_seal
 
@@ -96,6 +97,9 @@ class SealCheck:
     problems: list[SealProblem] = field(default_factory=list)
     macs_unchecked: int = 0
     tree: LogTree = field(default_factory=LogTree)
+    unproven: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Seals (by line) with a peak that ends inside events now archived (their first
+    and last positions): proven only with ``--archive``."""
 
     def __post_init__(self) -> None:
         # count -> (seal, peak) whose range ends there; and whose range starts there.
@@ -132,6 +136,30 @@ class SealCheck:
         tree.add(position, stream_id, version, topic, state)
         for started in self._starts.pop(tree.count, ()):
             self._first[started] = position
+        self._closed()
+
+    def add_block(self, gap: Gap) -> None:
+        """Add the block of events an archive or prune act took (:mod:`~tasktrail.domain.
+        store.gaps`): a sealed peak that ends inside it is proven only read across the
+        archive (:attr:`unproven`), one that ends with it or holds it is checked as usual."""
+        tree, start = self.tree, self.tree.count
+        try:
+            tree.add_block(gap.size, gap.hash, gap.first, gap.last)
+        except ValueError as error:
+            self.problems.append(SealProblem(0, gap.first, f"the log does not line up: {error}"))
+            return
+        for count in [k for k in self._starts if start < k <= tree.count]:
+            for started in self._starts.pop(count):
+                self._first[started] = gap.first
+        for count in [k for k in self._ends if start < k < tree.count]:
+            for index, _ in self._ends.pop(count):
+                line = self.seals[index][0]
+                self.unproven.setdefault(line, (gap.first, gap.last))
+                self._failed.add(index)  # not failed: not checked further without the archive
+        self._closed()
+
+    def _closed(self) -> None:
+        tree = self.tree
         for index, peak in self._ends.pop(tree.count, ()):
             if index in self._failed:
                 continue

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from tasktrail.domain import Store, open_store
 from tasktrail.domain.history import FORMAT, SnapshotTable, snapshot_differs
 from tasktrail.domain.history.envelope import keyed_snapshot
+from tasktrail.domain.store.gaps import gaps_of, history_acts
 from tasktrail.domain.store.store import Recorded
 
 from .state import SchedulerState
@@ -39,6 +40,7 @@ class SnapshotWatch:
         self.unkeyed = 0
         """Snapshots of a keyed store left unchecked: no key was given."""
         self._store: Store | None = None
+        self._archived: int | None = None
 
     def __call__(self, records: Iterator[Recorded], state: SchedulerState) -> Iterator[Recorded]:
         # One read-only open of the store for the whole fold, not one per snapshot.
@@ -84,8 +86,16 @@ class SnapshotWatch:
             self.unkeyed += 1  # its digest is an HMAC under a key not given: unchecked
             return
         self.checked += 1
+        if self._archived is None:  # the first events any archive or prune act took
+            gaps = gaps_of(history_acts(self._store))
+            self._archived = min((gap.first for gap in gaps), default=0)
+        archived = 0 < self._archived < position  # counted apart, with the archive or not
         differs = snapshot_differs(
-            state.held.copy(to_compact=True), stored.body, self._store, position
+            state.held.copy(to_compact=True),
+            stored.body,
+            self._store,
+            position,
+            archived=archived,
         )
         if differs is not None:
             self.problems.append((position, differs))

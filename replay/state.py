@@ -310,27 +310,30 @@ def replay(
     audit: bool = True,
     snapshots: bool = True,
     watch: Callable[[Iterator[Recorded], SchedulerState], Iterator[Recorded]] | None = None,
+    archive: str | os.PathLike[str] | None = None,
 ) -> SchedulerState:
     """Fold a log into a :class:`SchedulerState`, as of ``until`` (a position or a time).
 
-    ``source`` is a SQLite path, a ``postgresql://`` URL, an open store, a
-    ``.jsonl`` export, or an iterable of records. The source is never written.
+    ``source``: a SQLite path, a URL, an open store, a ``.jsonl`` export, or records.
     ``skip_invalid=True`` leaves out what cannot be read (an export's lines, a store's
     events), each noted in ``skipped`` with where it was; ``strict=False`` goes on past
     an event that cannot be applied (one after a skipped event of its stream), noted in
-    ``problems``. ``audit=False`` leaves out the audit trail (one row per event: most of the
-    memory a big log takes, about 1 KB an event); every other table, and every
-    task's state, is the same. The cyclic garbage collector is paused while the
-    log is folded (the fold makes no cycles; see ``_collector_paused``).
+    ``problems``. ``audit=False`` leaves out the audit trail (a row per event: most of a
+    big log's memory, about 1 KB an event); every other table, and every task, is the
+    same. The cyclic garbage collector is paused while the log is folded.
 
-    A store replayed to a position (or its end) starts from the nearest snapshot at
-    or before it (:mod:`tasktrail.domain.history`) and folds the events after it:
-    the state holds the live work, and folds the whole log the first time every
-    task or a read-model table is asked for (:meth:`SchedulerState.complete`).
-    ``snapshots=False`` folds from position 0 (``verify`` always does);
-    ``watch(records, state)`` wraps the records of such a fold (``verify`` checks
-    each snapshot on the way).
+    A store replayed to a position (or its end) starts from the nearest snapshot at or
+    before it and folds the events after it: the state holds the live work, and folds
+    the whole log when every task or a table is asked for (:meth:`~SchedulerState.complete`).
+    ``snapshots=False`` folds from 0 (``verify`` does, with ``watch(records, state)``
+    wrapping its records). ``archive``: a store's archive folder (segments in place).
     """
+    if archive is not None:
+        from tasktrail.domain.retention.across import reading_archive
+
+        with reading_archive(archive, source if isinstance(source, Store) else None):
+            kept = replay(source, until, skip_invalid=skip_invalid, strict=strict, audit=audit)
+            return kept.complete()
     stop = Until.parse(until)
     a_store = isinstance(source, Store) or (
         isinstance(source, str | os.PathLike) and not is_jsonl(source)

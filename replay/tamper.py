@@ -21,6 +21,7 @@ from pathlib import Path
 from tasktrail.domain import Store, StoreError, open_store
 from tasktrail.domain.store.chain import ChainCheck, ChainProblem, as_bytes
 from tasktrail.domain.store.files import refuse_store_input
+from tasktrail.domain.store.gaps import Gap, erasures_of, history_acts, rows_and_gaps
 from tasktrail.domain.store.keys import (
     KEY_ID_KEY,
     KEYED_MAC_KEY,
@@ -47,6 +48,8 @@ class ChainReport:
     """Keyed events whose digest could not be checked: no key was given."""
     key_id: str | None = None
     """The key the store records (``None``: unkeyed)."""
+    erased: list[str] = field(default_factory=list)
+    """Each erasure act's events, said as erased (by whom, when, why), not as edits."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -111,9 +114,16 @@ def check_chain(
                 keyed_after=store.keyed_after,
                 key=store.chain_key,
                 keyed_mac=store.marker.get(KEYED_MAC_KEY),
+                erasures=erasures_of(history_acts(store)),  # held to them as each row comes
             )
             _lowered(check, store.chain_key, key_id)
-            for position, stream_id, version, topic, state in store.rows(until=until):
+            for item in rows_and_gaps(store, until=until):
+                if isinstance(item, Gap):  # events an archive took: their block, their span
+                    if seals is not None:
+                        seals.add_block(item)
+                    check.last_position = max(check.last_position, item.last)
+                    continue
+                position, stream_id, version, topic, state = item
                 problem = row_problem(stream_id, version, topic, state)
                 if problem is not None:  # the table edited by hand: say so, read on
                     check.problems.append(ChainProblem(position, str(stream_id), problem))
@@ -135,6 +145,7 @@ def check_chain(
     report.heads_checked = heads_checked
     report.unverified = check.unverified
     report.key_id = key_id
+    report.erased = check.erased
     return report
 
 

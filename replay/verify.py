@@ -338,6 +338,11 @@ def verify(
         text = f"snapshot at position {position}: {why}"
         violations.append(Violation("snapshots", None, text, (position,)))
     notes = outdated_note(watch.outdated) if chain is not None and watch is not None else []
+    notes += [f"erased, not edited: {said}" for said in (chain.erased if chain else [])]
+    notes += [
+        f"seal at line {line}: its events {first}-{last} are archived: proven only with --archive"
+        for line, (first, last) in (sealed.unproven if sealed else {}).items()
+    ]
     unchecked = unchecked_keys(chain, sealed)
     if watch is not None and watch.unkeyed:
         unchecked.append(

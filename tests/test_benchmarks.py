@@ -449,3 +449,16 @@ def test_the_flow_goals_judge_the_limit_and_the_ratio() -> None:
     results = {"sqlite": figures(3, 0.93), "postgresql": figures(4, 0.85)}
     verdicts = [verdict for _, _, verdict in flow.goals(results, sizes)]
     assert verdicts == ["**met**", "**met**", "**missed**", "**missed**"]
+
+
+def test_the_retention_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
+    """Issue 45's benchmark: archive, history across the archive, throughput beside."""
+    from benchmarks import retention
+
+    out = tmp_path / "retention.json"
+    argv = ["--events", "2000", "--live", "20", "--tasks", "200", "--dir", str(tmp_path)]
+    assert retention.main([*argv, "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert figures["store_bytes_after"] < figures["store_bytes_before"]
+    assert figures["segment_bytes"] > 0 and figures["history_archived_task_s"] > 0
+    assert figures["worker_tasks_per_s_alone"] > 0 and figures["retention_acts_during_run"] >= 0

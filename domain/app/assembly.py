@@ -17,6 +17,7 @@ from ..commands.turn_commands import TurnCommands
 from ..dispatch.run_commands import RunCommands
 from ..invoking.awaitable_commands import AwaitableCommands
 from ..invoking.loop_commit import LoopCommit
+from ..retention.commands import RetentionCommands
 from ..service.asks import AskCommands
 from ..service.flow import FlowCommands
 from ..service.keys import KeyCommands
@@ -49,6 +50,7 @@ class CommandGroups(
     ScheduleCommands,
     AskCommands,
     StreamCommands,
+    RetentionCommands,
 ):
     """Every command group of a scheduler, mixed in one base; the state they share is
     the scheduler's (each group declares what it reads of it)."""

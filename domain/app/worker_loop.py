@@ -34,6 +34,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, CorruptEvent, LogReplaced, StoreError
+from ..retention.keeper import keep
 
 if TYPE_CHECKING:
     from .invocations import Invocations
@@ -109,6 +110,7 @@ class WorkerLoop:
             target=self._beat, args=(closed,), name=f"heartbeat-{s.worker}", daemon=True
         )
         beating.start()
+        keeping = keep(s, closed)  # retention and periodic seals (issue 45), beside them
         failures = 0
         try:
             while not self._stop.is_set():
@@ -147,6 +149,7 @@ class WorkerLoop:
             def stop_beating() -> None:  # before the close: no renewal after its release
                 closed.set()
                 beating.join(timeout=1)
+                keeping.join(timeout=5)
 
             try:
                 self._wind_down(stop_beating)

@@ -9,7 +9,7 @@ from datetime import datetime
 from ..errors import CorruptEvent
 from ..history import SnapshotTable
 from ..history.sealed import seal_marker
-from ..store.chain import as_bytes
+from ..store.gaps import Gap, add_to, rows_and_gaps
 from ..store.seals import LogTree, Seal, make_seal
 from ..store.store import Store
 from ..store.transcoder import row_problem
@@ -19,11 +19,15 @@ def take_seal(store: Store, *, until: int | None = None, at: datetime | None = N
     """The seal of a store's log up to ``until`` (default: its head as it is now)."""
     head = store.head() if until is None else until
     tree = LogTree()
-    for position, stream_id, version, topic, state in store.rows(until=head):
-        problem = row_problem(stream_id, version, topic, state)
-        if problem is not None:  # a row no writer wrote: verify says more
-            raise CorruptEvent(position, f"{problem}; no seal taken")
-        tree.add(position, stream_id, version, topic, as_bytes(state))
+    for item in rows_and_gaps(store, until=head):  # what archives took: their blocks
+        if not isinstance(item, Gap):
+            problem = row_problem(item[1], item[2], item[3], item[4])
+            if problem is not None:  # a row no writer wrote: verify says more
+                raise CorruptEvent(item[0], f"{problem}; no seal taken")
+        try:
+            add_to(tree, item)
+        except ValueError as error:  # a block out of line: rows removed, verify says more
+            raise CorruptEvent(item.first if isinstance(item, Gap) else None, str(error)) from None
     return seal_of(store, tree, at=at)
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..store.chain import as_bytes
+from ..store.gaps import add_to, rows_and_gaps
 from ..store.keys import KEYED_MAC_KEY
 from ..store.seals import LogTree, Seal, make_seal, parse_seal
 from .codec import SnapshotUnreadable
@@ -54,10 +54,8 @@ def seal_upto(store: Store, position: int) -> Seal:
         if seal is not None and seal.position <= earlier:
             tree = LogTree.resume(seal)
             break
-    for row_position, stream_id, version, topic, state in store.rows(
-        after=tree.position, until=position
-    ):
-        tree.add(row_position, stream_id, version, topic, as_bytes(state))
+    for item in rows_and_gaps(store, after=tree.position, until=position):
+        add_to(tree, item)  # a row, or the block of events an archive took
     return make_seal(tree, seal_marker(store), key=store.chain_key)
 
 

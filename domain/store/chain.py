@@ -32,14 +32,18 @@ import hmac
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from eventsourcing.persistence import StoredEvent
 
 from ..tasks.events import TaskEvent
+from .erased import ErasureMatch, erased_leaf
 from .keys import keyed_mac
 from .transcoder import encode_event
 
 DIGEST_KEY = "digest"
+ERASED_TOPIC = "tasktrail.HistoryErased"
+"""The erasure act's topic (the retention room's ``HistoryErased``)."""
 HEAD_CACHE = 50_000
 """Streams whose last digest an appending store remembers (a miss reads one row)."""
 _HEAD = b',"digest":"'
@@ -216,8 +220,13 @@ class ChainCheck:
     last_position: int = 0
     unverified: int = 0
     """Keyed events whose digest could not be checked: no key was given."""
+    erasures: dict[int, tuple[int, list[Any]]] = field(default_factory=dict)
+    """The erased rows the log's erasure acts name (:mod:`.erased`), by position: the
+    act's position and its entry; given before the rows (a store's, read first) or
+    gathered as the acts come (an export's)."""
 
     def __post_init__(self) -> None:
+        self._erasure = ErasureMatch(self.erasures, self._problem)
         self._plain = Digester()
         self._keyed = Digester(self.key)
         self._vouched = self.key is None or self.keyed_after is None
@@ -278,6 +287,12 @@ class ChainCheck:
             else:
                 self.unchained += 1
             return
+        if topic == ERASED_TOPIC:
+            self._erasure.act(position, payload)
+        leaf = erased_leaf(state)
+        if leaf is not None or position in self.erasures:  # held to its erasure act
+            self._erasure.row(position, stream_id, found, leaf, state)
+            return
         keyed = self.keyed_after is not None and position > self.keyed_after
         if keyed and self.key is None:
             self.unverified += 1  # its place in the stream is checked, its digest cannot be
@@ -313,7 +328,11 @@ class ChainCheck:
             )
 
     def finish(self) -> None:
-        """Report the recorded heads the log never reached: their events are gone."""
+        """Report the recorded heads the log never reached: their events are gone; and
+        the rows marked erased that no erasure act names."""
+        self._erasure.finish()
+        self.chained += self._erasure.vouched
+        self._erasure.vouched = 0
         if not self._vouched:
             self._problem(
                 None,
@@ -333,6 +352,11 @@ class ChainCheck:
 
     def _problem(self, position: int | None, stream_id: str, message: str) -> None:
         self.problems.append(ChainProblem(position, stream_id, message))
+
+    @property
+    def erased(self) -> list[str]:
+        """What each erasure act took, in words (who, when, why, how many events)."""
+        return self._erasure.notes
 
     def head_list(self) -> dict[str, list[object]]:
         """The heads as JSON: stream -> [version, digest or null]."""

@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from ..errors import InvalidArgument
+from .erased import erased_leaf
 
 SEAL_VERSION = 1
 TREE = "rfc6962-sha256"
@@ -105,9 +106,21 @@ class LogTree:
         self.position = 0
 
     def add(self, position: int, stream_id: str, version: int, topic: str, state: bytes) -> None:
-        """Add the next event of the log."""
+        """Add the next event of the log (an erased one as the leaf it keeps, :mod:`.erased`)."""
+        leaf = erased_leaf(state) or leaf_hash(position, stream_id, version, topic, state)
+        self._push(leaf, 1, position, position)
+
+    def add_block(self, size: int, value: bytes, first: int, last: int) -> None:
+        """Add ``size`` events at once, as the hash of their perfect subtree (a block an
+        archive or prune act recorded, :mod:`.gaps`): the tree's count must be a multiple
+        of ``size``, a power of two, as the block was aligned in the full log."""
+        if size < 1 or size & (size - 1) or self.count % size:
+            raise ValueError(f"a block of {size} events cannot follow {self.count} events")
+        self._push(value, size, first, last)
+
+    def _push(self, node: bytes, size: int, first: int, last: int) -> None:
         sizes, hashes, firsts = self._sizes, self._hashes, self._firsts
-        node, size, first = leaf_hash(position, stream_id, version, topic, state), 1, position
+        added = size
         while sizes and sizes[-1] == size:
             sizes.pop()
             node = _sha256(_NODE + hashes.pop() + node).digest()
@@ -116,8 +129,8 @@ class LogTree:
         sizes.append(size)
         hashes.append(node)
         firsts.append(first)
-        self.count += 1
-        self.position = position
+        self.count += added
+        self.position = last
 
     @property
     def peak_hashes(self) -> list[bytes]:

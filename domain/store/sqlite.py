@@ -74,6 +74,11 @@ class _TunedSQLitePool(SQLiteConnectionPool):
         except (sqlite3.Error, TypeError) as error:
             raise InterfaceError(error) from error
         if not self.read_only and not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+            # A new file gives back the pages an archive frees (issue 45: removal.py's
+            # incremental_vacuum); a file with pages already is left exactly as it is.
+            with contextlib.suppress(sqlite3.DatabaseError):  # a damaged file: said later
+                if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+                    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             mode = conn.execute("PRAGMA journal_mode;").fetchone()[0]
             if mode.lower() != "wal":
                 conn.execute("PRAGMA journal_mode=WAL;")

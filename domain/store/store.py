@@ -3,18 +3,14 @@
 ``open_store("trail.db")`` opens (or creates) a SQLite file in WAL mode, the default;
 ``open_store("postgresql://user@host:5432/db")`` a PostgreSQL database: eventsourcing
 recorders, with tasktrail's orjson transcoder, stable topics and typed errors.
-Durability (SQLite): ``"full"`` (the default) syncs the WAL on every commit (survives a
-power cut); ``"normal"`` only at checkpoints (survives a crash of the process, not of
-the OS). PostgreSQL is always synchronous. ``read_only=True`` opens a store to read it
-and nothing else: no table is created, nothing is written, a SQLite file is left as it
-was (:mod:`.files`). Every open reads the format marker (:mod:`.meta`), refusing a
+Durability (SQLite): ``"full"`` (the default) syncs the WAL on every commit (a power
+cut), ``"normal"`` at checkpoints (a crash of the process). ``read_only=True`` creates
+and writes nothing (:mod:`.files`). Every open reads the format marker (:mod:`.meta`), refusing a
 newer one; a writer adds a missing one. Every append checks its events against the
 stored limits (:mod:`..tasks.fields`), seals each with its digest chained to the previous
 event of its stream (:mod:`.chain`), and, inside its transaction, checks that no event
 its decision depended on is stamped later (:meth:`Store.stamp` clamps the scheduler's
 clock to the latest time the store has read); then it tells the store's :mod:`.news`.
-Beside this facade: :mod:`.location`, :mod:`.files`, :mod:`.first_look`, :mod:`.meta`,
-:mod:`.chain`, :mod:`.keys` (keyed), :mod:`.transcoder`, :mod:`.sqlite`, :mod:`.postgres`.
 """
 
 from __future__ import annotations
@@ -46,6 +42,7 @@ from .location import NOTIFY_KEY, StoreLocation, parse_location, read_only_locat
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
 from .news import News, watch_for
 from .prefetch import Prefetched
+from .reading import READ_ACROSS
 from .recorded import Recorded
 from .sqlite import TunedSQLiteFactory
 from .transcoder import Row, decode_event, encodable, printable_id, record_checked, row_problem
@@ -83,8 +80,7 @@ class Store:
         self.read_only = location.read_only
         self.latest_at: float = float("-inf")
         """The latest decision time this store has read or appended (see :meth:`stamp`)."""
-        self.clamped = 0
-        """How many clock readings :meth:`stamp` moved forward to :attr:`latest_at`."""
+        self.clamped = 0  # how many clock readings stamp() moved forward to latest_at
         self._sealer = Sealer(self._previous_row)
         self._prefetched = Prefetched()
         path = None if self.read_only else location.path
@@ -136,15 +132,13 @@ class Store:
             self.format = store_format(marker, str(self.location))
         where, key = str(self.location), self.chain_key
         self.marker = settle_key(dict(marker or {}), key, self.read_only, where, meta.key)
-        self.chained_after = chained_after(marker)
-        """Every event after this position carries a digest (``None``: no marker)."""
+        self.chained_after = chained_after(marker)  # every event after it has a digest
         self.keyed_after = keyed_after(self.marker)  # digests after it keyed (None: unkeyed)
         self.key_id = self.marker.get(KEY_ID_KEY)
         self._sealer.digest = Digester(self.chain_key if self.key_id else None)
 
     def _why(self, error: BaseException) -> str:
-        """Why a read or write failed; when PostgreSQL's pool only says it timed out, with
-        the cause one direct connection gives (the server went away, refused us, ...)."""
+        """Why a read or write failed (PostgreSQL's pool's time-out: the cause, asked)."""
         text = describe(error)
         if self.location.kind == "postgresql" and "couldn't get a connection" in text:
             from .postgres import connection_problem
@@ -182,9 +176,7 @@ class Store:
         return self.marker.get(MADE_BY_KEY)
 
     def stamp(self, reading: float) -> float:
-        """The decision time for a clock ``reading``: never earlier than the latest time
-        this store has read (times never run backwards from what a decision read). A
-        reading behind it is moved up to it and counted in :attr:`clamped`."""
+        """The decision time for ``reading``: never before the latest time read (``clamped``)."""
         if reading < self.latest_at:
             self.clamped += 1
             return self.latest_at
@@ -280,7 +272,7 @@ class Store:
         skip: Callable[[CorruptEvent], None] | None = None,
         heads: bool = False,
     ) -> Iterator[Recorded]:
-        """Every event after position ``after`` (up to ``until``), in log order. A row that
+        """Every event after ``after`` (up to ``until``), in log order. A row that
         cannot be read raises :class:`CorruptEvent`; given ``skip``, it is handed the
         error instead and the row is left out (``replay(skip_invalid=True)``); ``heads``:
         keep each row's digest for this writer's chain (a scheduler's fold)."""
@@ -311,11 +303,16 @@ class Store:
             self.latest_at = max(self.latest_at, latest)
 
     def rows(self, after: int = 0, *, until: int | None = None) -> Iterator[Row]:
-        """The stored rows after position ``after`` (up to ``until``), in log order, as
-        ``(position, originator_id, originator_version, topic, state)``, undecoded."""
+        """The stored rows after ``after`` (up to ``until``), in log order, undecoded."""
         return chain.from_iterable(self._pages(after, until))
 
+    archive: Any = None  # reading across an archive: its segments' rows in place (.gaps)
+
     def _pages(self, after: int, until: int | None) -> Iterator[list[Row]]:
+        pages = self._own_pages(after, until)
+        return pages if self.archive is None else self.archive.merge(pages, after, until)
+
+    def _own_pages(self, after: int, until: int | None) -> Iterator[list[Row]]:
         kept = self._prefetched.take(after, until)
         if kept is not None:
             yield kept  # what the append brought back (store.prefetch)
@@ -342,8 +339,7 @@ class Store:
         return [recorded.event for recorded in self.stream_records(stream_id)]
 
     def stream_records(self, stream_id: str, after: int = 0) -> list[Recorded]:
-        """Every event of one stream after its version ``after``, oldest first, with its
-        position and version, as stored (a removed event leaves a gap)."""
+        """One stream's events after version ``after``, oldest first (a removed one: a gap)."""
         if not isinstance(stream_id, str) or not encodable(stream_id):
             return []  # not UTF-8: no store could have recorded such an id
         if "\x00" in stream_id and self.kind == "postgresql":
@@ -358,7 +354,8 @@ class Store:
                 raise CorruptEvent(position, problem)
             event = decode_event(topic, stream_id, state, position)
             records.append(Recorded(position, event, version))
-        return records
+        merged = records if self.archive is None else self.archive.stream(stream_id, records)
+        return [r for r in merged if r.originator_version > after]
 
     def aggregate(self, stream_id: str) -> Any:
         """The eventsourcing aggregate of one stream (a :class:`Task` for a task id)."""
@@ -394,7 +391,10 @@ def open_store(
     server connections a PostgreSQL store keeps (default 1, or the URL's ``pool_size``).
     """
     where = parse_location(location, pool_size=pool_size)
-    return Store(where, durability=durability, read_only=read_only, chain_key=chain_key)
+    store = Store(where, durability=durability, read_only=read_only, chain_key=chain_key)
+    if store.read_only and (across := READ_ACROSS.get()) is not None:
+        store.archive = across(store)  # under reading_archive(DIR): segments in place
+    return store
 
 
 __all__ = ["Durability", "Recorded", "Store", "open_store"]

@@ -133,6 +133,7 @@ def decode_payload(
         raise CorruptEvent(position, f"{topic} of task {originator_id}: payload is not an object")
     payload.pop("timestamp", None)
     payload.pop("digest", None)  # the chain's (.chain.DIGEST_KEY), checked by verify
+    payload.pop("erased", None)  # an erased row's leaf (.erased), checked by verify
     from_version = payload.pop("class_version", 1)
     if isinstance(from_version, bool) or not isinstance(from_version, int) or from_version < 1:
         raise CorruptEvent(

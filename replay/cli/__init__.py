@@ -26,6 +26,7 @@ from . import (
     io_commands,
     replay_commands,
     report_command,
+    retention_commands,
     runs_command,
     seal_command,
     serve_command,
@@ -65,6 +66,8 @@ examples:
   tasktrail replay tasktrail-demo.db --until 300
   tasktrail verify tasktrail-demo.db
   tasktrail seal tasktrail-demo.db >> seals.jsonl   keep the line elsewhere
+  tasktrail archive trail.db --before 90d --to archive/   finished trees to segments
+  tasktrail history trail.db fragile-0001 --archive archive/
   tasktrail verify tasktrail-demo.db --seals seals.jsonl --key-file chain.key
   tasktrail explain tasktrail-demo.db fragile-0001
   tasktrail export tasktrail-demo.db demo.jsonl && tasktrail replay demo.jsonl
@@ -121,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay_commands.add_diff(commands)
     replay_commands.add_verify(commands)
     seal_command.add_seal(commands)
+    retention_commands.add_archive(commands)
+    retention_commands.add_erase(commands)
+    retention_commands.add_retention(commands)
     io_commands.add_export(commands)
     io_commands.add_import(commands)
     replay_commands.add_explain(commands)
@@ -137,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask_commands.add_answer(commands)
     schedule_commands.add_schedule(commands)
     schedule_commands.add_unschedule(commands)
+    retention_commands.add_archive_option(commands)
     for command in commands.choices.values():
         # ``tasktrail verify --debug X`` as well as ``tasktrail --debug verify X``.
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
@@ -208,6 +215,9 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         "diff": replay_commands.do_diff,
         "verify": replay_commands.do_verify,
         "seal": seal_command.do_seal,
+        "archive": retention_commands.do_archive,
+        "erase": retention_commands.do_erase,
+        "retention": retention_commands.do_retention,
         "export": io_commands.do_export,
         "import": io_commands.do_import,
         "explain": replay_commands.do_explain,
@@ -229,7 +239,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     handler = handlers.get(args.command)
     if handler is None:
         parser.error(f"unknown command {args.command}")
-    return handler(args)
+    return retention_commands.run_across(args, handler)  # --archive DIR, where a read takes it
 
 
 __all__ = [

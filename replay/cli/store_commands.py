@@ -144,6 +144,8 @@ def do_history(args: argparse.Namespace) -> int:
     task_id = task_id_argument(args.task)
     with open_store(args.store, read_only=True) as store:
         records = store.stream_records(task_id)
+        # Its erasure, if any (issue 45): who erased its values, when, why.
+        erasures = store.stream_records(f"erasure:{task_id}") if records else []
     if not records:
         raise UnknownTask(task_id)
     gaps = 0
@@ -180,6 +182,14 @@ def do_history(args: argparse.Namespace) -> int:
     if not args.json:
         for line in runs.lines() + runs.summary():
             say(line)
+    for erased in erasures:
+        event = erased.event
+        if args.json:
+            emit(
+                {"position": erased.position, "type": type(event).__name__, **shown_payload(event)}
+            )
+        else:
+            say(f"{erased.position:>8}  {'':>4}  {format_at(event.at)}  {describe(event)}")
     return EXIT_PROBLEMS if gaps else EXIT_OK
 
 

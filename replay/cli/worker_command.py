@@ -110,6 +110,16 @@ def add_worker(commands: Any) -> None:
         help="at exit, append one JSON line of this worker's totals to FILE "
         "(events written, conflicts, ticks)",
     )
+    parser.add_argument(  # issue 45: configure_seals, recorded for the fleet
+        "--seal-to", type=Path, metavar="PATH", help="append a seal line to PATH periodically"
+    )
+    parser.add_argument(
+        "--seal-every",
+        type=float,
+        metavar="S",
+        default=60.0,
+        help="with --seal-to: seconds between two seals (default 60)",
+    )
 
 
 def load_setup(target: str) -> WorkerSetup:
@@ -169,6 +179,8 @@ def do_worker(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if setup.executor is not None:
         scheduler.configure_runs(executor=setup.executor, settings=setup.run_settings)
+    if args.seal_to is not None:
+        scheduler.configure_seals(every_s=args.seal_every, to=args.seal_to, reason="--seal-to")
     worker = Worker(
         scheduler,
         runtime=setup.runtime,

@@ -37,6 +37,7 @@ from ..state import SchedulerState, Until, fold
 from ..verify import VerifyReport, verify
 from .streams import Index, LogStreams, StoreStreams, Streams
 from .timeline import Timeline, TimelineBuilder
+from .tree import AcrossStreams
 from .tree import below as _below
 from .tree import read_tree as _read_tree
 
@@ -140,12 +141,12 @@ def gather(
     try:
         streams: Streams
         if isinstance(source, Store):
-            streams = StoreStreams(source)
+            streams = StoreStreams(source) if source.archive is None else AcrossStreams(source)
         elif is_jsonl(source):
             streams = LogStreams(source)
         else:
             opened = open_store(source, read_only=True)  # refuses what is not a store
-            streams = StoreStreams(opened)
+            streams = StoreStreams(opened) if opened.archive is None else AcrossStreams(opened)
         paged: Page | None = None
         if task_id is None:
             order = _tree_order(Index.of(streams.tasks()))

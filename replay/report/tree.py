@@ -46,16 +46,30 @@ def open_streams(source: str | os.PathLike[str] | Store) -> Iterator[Streams]:
     or URL (opened read-only here, closed on exit: a missing file is refused, not
     created)."""
     if isinstance(source, Store):
-        yield StoreStreams(source)
+        yield StoreStreams(source) if source.archive is None else AcrossStreams(source)
         return
     if is_jsonl(source):
         yield LogStreams(source)
         return
     store = open_store(source, read_only=True)
     try:
-        yield StoreStreams(store)
+        yield StoreStreams(store) if store.archive is None else AcrossStreams(store)
     finally:
         store.close()
+
+
+class AcrossStreams(LogStreams):
+    """A store read across its archive (``--archive``): its log walked, segments in
+    place, for each question (as an export's is)."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(str(store.location))
+        self.store = store
+
+    def _records(self) -> Iterator[Recorded]:
+        for recorded in self.store.read():
+            self._head = max(self._head, recorded.position)
+            yield recorded
 
 
 def owners_of(index: Index, task_id: str) -> list[str]:
@@ -125,6 +139,7 @@ def streams_of(task_id: str, runs: list[str]) -> list[str]:
         cleanup_stream_id(task_id),
         f"{TASK_PASS_STREAM_PREFIX}{task_id}",
         schedule_stream_id(task_id),
+        f"erasure:{task_id}",  # its values erased (issue 45): by whom, when, why
         *runs,
     ]
 

@@ -1,0 +1,147 @@
+"""Issue 45, item 7: erasure that keeps the proof, on both stores. An erased tree
+verifies (its events said erased, never edited), replays and exports with no erased
+value left in the store's file or its read models; a live tree is refused (rule 37)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers.cli import run
+from helpers.retention_world import opened, record
+
+from tasktrail.domain import ManualClock, RuleViolation, open_store
+from tasktrail.domain.commands.sealing import take_seal
+from tasktrail.domain.store.gaps import history_acts
+from tasktrail.replay import export, replay, verify
+
+SECRET = b"s3cret"
+
+
+def erased_world(url: str, clock: ManualClock, tmp_path: Path) -> dict[str, object]:
+    s = opened(url, clock)
+    trees = record(s, clock, trees=4)
+    seals = tmp_path / "seals.jsonl"
+    seals.write_text(take_seal(s.store).to_json() + "\n")
+    root = trees.finished[1]
+    done = s.erase(trees.children[root][0], actor="dpo", reason="request 42")
+    s.close()
+    return {"trees": trees, "root": root, "done": done, "seals": seals}
+
+
+def test_rule_37_a_live_tree_is_refused_and_nothing_appended(
+    store_url: str, clock: ManualClock
+) -> None:
+    s = opened(store_url, clock)
+    trees = record(s, clock, trees=2)
+    head = s.store.head()
+    for task in (trees.live[0], trees.waiting[0], trees.waiting[1]):
+        with pytest.raises(RuleViolation) as refused:
+            s.erase(task, actor="dpo", reason="too soon")
+        assert refused.value.rule == 37 and task in str(refused.value)
+    assert s.store.head() == head
+    s.close()
+
+
+def test_an_erased_tree_verifies_and_says_erased(
+    store_url: str, clock: ManualClock, tmp_path: Path
+) -> None:
+    made = erased_world(store_url, clock, tmp_path)
+    done, root = made["done"], made["root"]
+    assert done.tree == root and done.events >= 6
+    report = verify(store_url, seals=made["seals"])
+    assert report.ok, report.violations
+    assert any("erased, not edited" in note and "dpo" in note for note in report.notes)
+    state = replay(store_url, snapshots=False)
+    task = state.tasks[root]
+    assert task.status == "terminal" and task.outcome.result is None
+    assert not task.memos
+    kept = made["trees"].finished[0]  # another tree keeps its values
+    assert state.tasks[kept].outcome.result == {"answer": "s3cret-result-0"}
+
+
+def test_no_erased_value_is_left_in_the_store_file_exports_or_read_models(
+    sqlite_url: str, clock: ManualClock, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s = opened(sqlite_url, clock)
+    record(s, clock, trees=1, secret="f0rget")  # one tree only: every value of it goes
+    views = tmp_path / "views.db"
+    assert run(["project", sqlite_url, "--out", str(views)], capsys).code == 0
+    assert b"f0rget" in views.read_bytes()
+    root = replay(sqlite_url, snapshots=False)
+    tree = [t for t, task in root.tasks.items() if task.owner_id is None and not task.live]
+    s.erase(tree[0], actor="dpo", reason="request 7")
+    s.close()
+    files = [Path(sqlite_url), *Path(sqlite_url).parent.glob(Path(sqlite_url).name + "-*")]
+    assert all(b"f0rget" not in path.read_bytes() for path in files if path.exists())
+    out = tmp_path / "after.jsonl"
+    export(sqlite_url, out)
+    assert b"f0rget" not in out.read_bytes()
+    assert run(["project", sqlite_url, "--out", str(views)], capsys).code == 0
+    assert b"f0rget" not in views.read_bytes()
+    assert verify(out).ok
+
+
+def test_history_explain_and_the_audit_show_the_erasure(
+    store_url: str, clock: ManualClock, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    made = erased_world(store_url, clock, tmp_path)
+    root = made["root"]
+    shown = run(["history", store_url, root], capsys)
+    assert shown.code == 0 and "TaskErased" in shown.out and "dpo" in shown.out
+    told = run(["explain", store_url, root, "--json"], capsys)
+    assert told.code == 0 and "erase" in told.out
+    audit = replay(store_url, snapshots=False).audit
+    rows = [r for r in audit if r["event_type"] == "TaskErased" and r["task_id"] == root]
+    assert rows and rows[0]["actor"] == "dpo" and rows[0]["reason"] == "request 42"
+
+
+def test_an_erased_row_edited_afterwards_is_a_finding(
+    sqlite_url: str, clock: ManualClock, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    made = erased_world(sqlite_url, clock, tmp_path)
+    with open_store(sqlite_url, read_only=True) as store:
+        act = next(a for a in history_acts(store) if a.topic.endswith("HistoryErased"))
+    position = act.payload["entries"][0][0]
+    db = sqlite3.connect(sqlite_url)
+    state = db.execute("SELECT state FROM stored_events WHERE rowid = ?", (position,)).fetchone()[0]
+    db.execute(
+        "UPDATE stored_events SET state = ? WHERE rowid = ?",
+        (state.replace(b'"at":', b'"at":1', 1), position),
+    )
+    db.commit()
+    db.close()
+    report = verify(sqlite_url, seals=made["seals"])
+    assert not report.ok
+    assert any(position in v.positions for v in report.violations)
+
+
+def test_an_archive_made_before_an_erasure_holds_values_erased_since(
+    store_url: str, clock: ManualClock, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    import zstandard
+
+    s = opened(store_url, clock)
+    trees = record(s, clock, trees=3)
+    folder, backup = tmp_path / "archive", tmp_path / "backup"
+    folder.mkdir()
+    report = s.archive(before=clock(), to=folder)
+    shutil.copytree(folder, backup)  # a copy made before the erasure
+    s.erase(trees.finished[0], actor="dpo", reason="request 9", archive=folder)
+    s.close()
+    segment = report.acts[0].segment
+    for kept, secret in ((folder, False), (backup, True)):
+        with open(kept / segment, "rb") as compressed:
+            raw = zstandard.ZstdDecompressor().stream_reader(compressed).read()
+        assert (b"s3cret-result-0" in raw) is secret
+        assert b"s3cret-result-1" in raw  # the other trees keep theirs
+    good = run(["verify", store_url, "--archive", str(folder)], capsys)
+    assert good.code == 0, good.out + good.err
+    assert "erased, not edited" in good.out
+    old = run(["verify", store_url, "--archive", str(backup)], capsys)
+    assert old.code == 1 and segment in old.err and "erased since" in old.err
+    assert replay(store_url, archive=folder).tasks[trees.finished[0]].outcome.result is None
