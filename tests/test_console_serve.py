@@ -6,15 +6,23 @@ was."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import subprocess
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 from helpers.cli import folder_state, run
-from helpers.console_server import TIMEOUT_S, as_process, small_store, token_file
+from helpers.console_server import (
+    TIMEOUT_S,
+    as_process,
+    serve_command,
+    small_store,
+    token_file,
+)
 
 from tasktrail.replay.console.server import _opening
 from tasktrail.replay.console.tokens import Tokens
@@ -112,3 +120,29 @@ def test_serving_a_store_leaves_its_folder_as_it_was(tmp_path: Path) -> None:
         for path in ("/", f"/tasks/{known['tree']}", "/workers", "/runs", "/schedules"):
             assert http.get(path).status_code == 200
     assert folder_state(folder) == before
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)])
+def test_a_signal_as_it_starts_stops_it_with_that_signals_code(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    # The moment uvicorn takes the signals, or gives them back, must not matter: a
+    # signal at the first line (before the server runs) stops it with its own code, as
+    # one sent later does (SIGINT once came back 0 there, taken by asyncio's handler).
+    location = str(tmp_path / "trail.db")
+    small_store(location)
+    process = subprocess.Popen(
+        serve_command(location, "--port", "0"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    assert first.startswith("tasktrail console: http"), first
+    process.send_signal(sig)
+    try:
+        assert process.wait(TIMEOUT_S) == code, process.stdout.read()
+    finally:
+        process.kill()

@@ -102,25 +102,34 @@ def serve(
         timeout_graceful_shutdown=GRACE_S,  # type: ignore[arg-type]  # a float works
     )
     server = _Server(config, console)
-    for line in _opening(console, host, url_of(sock)):
-        tell(line)
-    _tell_when_ready(console, tell)
-    # uvicorn raises the signal that stopped it again once it has stopped: SIGTERM then
-    # comes here (a stop asked for, exit 0); SIGINT stays KeyboardInterrupt (130).
-    previous = signal.signal(signal.SIGTERM, _stopped)
+    # Our handlers from before uvicorn takes the signals (a signal then still stops it)
+    # to after it gives them back and raises again the one that stopped it: SIGTERM is a
+    # stop asked for (0), SIGINT an interruption (130), whatever the moment it came.
+    stops: list[int] = []
+
+    def stop(signum: int, frame: Any) -> None:
+        stops.append(signum)
+        server.handle_exit(signum, frame)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
+        for line in _opening(console, host, url_of(sock)):
+            tell(line)
+        _tell_when_ready(console, tell)
         server.run(sockets=[sock])
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         sock.close()
         if console.follower.started is False:
             console.follower.close()
     tell("tasktrail console: stopped")
+    code = 130 if signal.SIGINT in stops else 0
     if end_process:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)  # the store is closed and the streams ended: nothing is left to do
-    return 0
+        os._exit(code)  # the store is closed and the streams ended: nothing is left to do
+    return code
 
 
 class _Server:
@@ -136,10 +145,6 @@ class _Server:
                 console.follower.hang_up()
 
         return Server(config)
-
-
-def _stopped(signum: int, frame: Any) -> None:
-    """SIGTERM after uvicorn stopped: nothing more to do."""
 
 
 def _opening(console: Console, host: str, url: str) -> list[str]:
