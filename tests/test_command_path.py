@@ -4,6 +4,9 @@
   it last read to the end of the log (``data_version``): every read still returns
   exactly the rows a fresh ``SELECT`` returns, whoever appended them.
 * A controller pass's new stream (a random id) is not looked up in the store.
+* A world folded from position 0 and never compacted holds every stream of the log: a
+  new id costs no read (in a batch's view too); once compacted, what it dropped is read
+  back, and a world opened from a snapshot reads back what the snapshot left out.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition
+from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition, UnknownTask
 from tasktrail.domain.store.store import Store, open_store
 
 
@@ -93,6 +96,49 @@ def test_a_pass_does_not_look_its_new_stream_up(tmp_path: Path) -> None:
         ]
     finally:
         scheduler.close()
+
+
+def _spied(scheduler: Scheduler, looked: list[str]) -> None:
+    loader = scheduler.world.loader
+    assert loader is not None
+
+    def spy(stream_id: str, task_stream: bool, until: int | None) -> object:
+        looked.append(stream_id)
+        return loader(stream_id, task_stream, until)
+
+    scheduler.world.loader = spy  # type: ignore[assignment]
+
+
+def test_a_world_folded_from_the_start_reads_nothing_back_until_compacted(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "whole.db"
+    s = Scheduler.open(path, clock=ManualClock(0), registry=_registry())
+    looked: list[str] = []
+    try:
+        _spied(s, looked)
+        ended = s.submit("job", id="ended")
+        s.reserve(ended)
+        s.finish(ended, "completed")
+        s.submit("job", id="given", key="k1")
+        with s.batch():  # the batch's view is a copy of a whole world: whole too
+            s.submit("job", id="in-batch")
+        with pytest.raises(UnknownTask):
+            s.task("never-submitted")
+        assert looked == []
+        s.snapshot()  # compacts: the ended task is dropped from memory
+        assert "ended" not in s.world.tasks
+        assert s.task("ended").status == "terminal"  # read back
+        assert looked == ["ended"]
+    finally:
+        s.close()
+    reopened = Scheduler.open(path, clock=ManualClock(0), registry=_registry())
+    try:  # from the close's snapshot: what it left out is read back
+        assert reopened.task("ended").status == "terminal"
+        with pytest.raises(UnknownTask):
+            reopened.task("never-submitted")
+    finally:
+        reopened.close()
 
 
 def test_no_global_provider_is_what_opentelemetry_says(monkeypatch: pytest.MonkeyPatch) -> None:
