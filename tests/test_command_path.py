@@ -194,3 +194,42 @@ def test_every_demo_event_encodes_to_the_bytes_of_its_fields(tmp_path: Path) -> 
             encoded = encode_event(submitted, when)
             assert encoded == _checked_encode(submitted, when)
             assert orjson.loads(encoded).get("class_version") == (version if version > 1 else None)
+
+
+BAD_TEXT = ["a\x00b", "\ud800", "é" * 200, "x" * 300, "y" * 70_000, "ok", "é"]
+BAD_NUMBERS = [float("nan"), float("inf"), -float("inf"), 1.5, 2**64, -(2**64), True, None, "7"]
+
+
+def test_the_quick_limit_check_says_what_the_long_one_says(tmp_path: Path) -> None:
+    """An append checks every event with a generated check (:func:`.fields.fitting`)
+    before the long way: for every demo event, and each of its fields given a value at
+    or past a limit, ``event_problem`` says what the long way alone says."""
+    import dataclasses
+
+    from tasktrail.domain.demo.workload import run_demo
+    from tasktrail.domain.tasks import fields
+    from tasktrail.domain.tasks.events import _NUMBER_FIELDS, _TEXT_FIELDS, event_problem
+
+    path = tmp_path / "demo.db"
+    run_demo(path, 30, log=lambda line: None)
+    with open_store(path, read_only=True) as store:
+        events = [recorded.event for recorded in store.read()]
+    samples = {}
+    for event in events:
+        samples.setdefault(type(event), []).append(event)
+    checked = 0
+    for cls, found in samples.items():
+        variants = list(found[:5])
+        for name in _TEXT_FIELDS[cls]:
+            for bad in [*BAD_TEXT, ("ok", "a\x00"), ("é",), 3, {"k": "a\x00"}, {"k": "v"}]:
+                variants.append(dataclasses.replace(found[0], **{name: bad}))
+        for name, _, _ in _NUMBER_FIELDS[cls]:
+            for bad in BAD_NUMBERS:
+                variants.append(dataclasses.replace(found[0], **{name: bad}))
+        for variant in variants:
+            quick = event_problem(variant)
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setitem(fields._FITS, cls, lambda event: False)  # the long way only
+                assert quick == event_problem(variant), (cls.__name__, variant)
+            checked += 1
+    assert len(samples) > 10 and checked > 500
