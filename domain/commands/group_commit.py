@@ -85,6 +85,8 @@ class GroupCommit(GroupAppend):
     def _decide_grouped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """:meth:`~.decision.DecisionCycle._decide`, in a group with the decisions other
         threads queued meanwhile (see the module docstring); returns once recorded."""
+        if self._batch is not None:  # this context's batch: decided into it, here
+            return self._decide(fn, *args, **kwargs)
         (queued,) = self._decide_all([Call(fn, args, kwargs)])
         result: T = queued.outcome()
         return result
