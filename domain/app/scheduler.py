@@ -290,8 +290,9 @@ class Scheduler(CommandGroups):
             draft = Draft(world)
             active = bool(self._invocations)
             at: float | None = None
+            held = world.tasks  # a live task is never dropped from memory
             for task_id in world.live:
-                task = world.get(task_id)
+                task = held.get(task_id) or world.get(task_id)
                 assert task is not None
                 if active and task.until is None:
                     # No deadline, nothing for ``at``: once active, its readiness
