@@ -20,6 +20,8 @@ from dbos import DBOS, DBOSClient, EnqueueOptions, WorkflowHandle, WorkflowHandl
 from . import concurrency_dbos
 
 WORKFLOW = "echo1"
+WORKFLOWS = {1: WORKFLOW, 3: "echo3"}
+"""The workflow of a round trip of 1 or 3 steps (``--phases``)."""
 
 
 @DBOS.workflow(name=WORKFLOW)
@@ -27,18 +29,36 @@ def _echo(n: int) -> int:
     return n + 1
 
 
-def _options() -> EnqueueOptions:
+@DBOS.step(name="noop_step")
+def _noop_step() -> None:
+    return None
+
+
+@DBOS.workflow(name="echo3")
+def _echo3(n: int) -> int:
+    # Three steps, as tasktrail's echo3 is three phases (each checkpointed).
+    _noop_step()
+    _noop_step()
+    return _plus_one(n)
+
+
+@DBOS.step(name="plus_one_step")
+def _plus_one(n: int) -> int:
+    return n + 1
+
+
+def _options(workflow: str = WORKFLOW) -> EnqueueOptions:
     return {
         "queue_name": concurrency_dbos.QUEUE,
-        "workflow_name": WORKFLOW,
+        "workflow_name": workflow,
         "app_version": "bench",
     }
 
 
-def round_trip(client: DBOSClient, n: int, poll_s: float) -> float:
+def round_trip(client: DBOSClient, n: int, poll_s: float, workflow: str = WORKFLOW) -> float:
     """Enqueue one workflow, wait for its result; the seconds it took."""
     started = time.perf_counter()
-    handle: WorkflowHandle[int] = client.enqueue(_options(), n)
+    handle: WorkflowHandle[int] = client.enqueue(_options(workflow), n)
     result = handle.get_result(polling_interval_sec=poll_s)
     elapsed = time.perf_counter() - started
     if result != n + 1:
@@ -46,10 +66,12 @@ def round_trip(client: DBOSClient, n: int, poll_s: float) -> float:
     return elapsed
 
 
-async def round_trip_async(client: DBOSClient, n: int, poll_s: float) -> float:
+async def round_trip_async(
+    client: DBOSClient, n: int, poll_s: float, workflow: str = WORKFLOW
+) -> float:
     """:func:`round_trip` on an event loop (``enqueue_async``, the async handle)."""
     started = time.perf_counter()
-    handle: WorkflowHandleAsync[int] = await client.enqueue_async(_options(), n)
+    handle: WorkflowHandleAsync[int] = await client.enqueue_async(_options(workflow), n)
     result = await handle.get_result(polling_interval_sec=poll_s)
     elapsed = time.perf_counter() - started
     if result != n + 1:

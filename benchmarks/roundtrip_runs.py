@@ -33,23 +33,39 @@ from .fleet import ROOT, Stores, _wait_for_leases
 SLOTS = 32
 """Phases (workflows) one worker runs at once: room for every concurrent caller."""
 KIND = "echo1"
+KINDS = {1: "echo1", 3: "echo3"}
+"""The task kind of a round trip of 1 or 3 phases (``--phases``)."""
 
 
 def _echo(inv: Any) -> None:
     inv.finish("completed", result=inv.memo("n") + 1)
 
 
-registry = Registry([TaskDefinition(KIND, 1, {"start": _echo})])
-"""What the tasktrail worker runs: one trivial phase that returns its input plus one."""
+def _to(phase: str) -> Any:
+    def step(inv: Any) -> str:
+        return phase  # a no-op phase: the next one's name, its checkpoint
+
+    return step
+
+
+registry = Registry(
+    [
+        TaskDefinition(KIND, 1, {"start": _echo}),
+        TaskDefinition("echo3", 1, {"one": _to("two"), "two": _to("three"), "three": _echo}),
+    ]
+)
+"""What the tasktrail worker runs: one trivial phase that returns its input plus one
+(``echo1``), or two no-op phases before it (``echo3``: three phases, three checkpoints)."""
 
 
 @dataclass(frozen=True)
 class Sizes:
-    """How many round trips a round times."""
+    """How many round trips a round times, of tasks of how many phases."""
 
     serial: int
     callers: int
     per_caller: int
+    phases: int = 1
 
 
 @dataclass
@@ -105,15 +121,16 @@ def _tasktrail(stores: Stores, store: str, sizes: Sizes, env: dict[str, str]) ->
         _wait_for_leases(location, 1)
         s = Scheduler.open(location, registry=registry, worker="caller")
         try:
+            kind = KINDS[sizes.phases]
 
             def one(n: int) -> float:
                 started = time.perf_counter()
-                outcome = s.result(s.submit(KIND, memos={"n": n}), timeout=60)
+                outcome = s.result(s.submit(kind, memos={"n": n}), timeout=60)
                 return _checked(started, outcome, n)
 
             async def one_async(n: int) -> float:
                 started = time.perf_counter()
-                task_id = await asyncio.to_thread(s.submit, KIND, memos={"n": n})
+                task_id = await asyncio.to_thread(s.submit, kind, memos={"n": n})
                 outcome = await s.result_async(task_id, timeout=60)
                 return _checked(started, outcome, n)
 
@@ -156,10 +173,11 @@ def _dbos(stores: Stores, store: str, sizes: Sizes, env: dict[str, str], poll_s:
             raise RuntimeError(f"DBOS on {store}: the executor did not start")
         client = concurrency_dbos.client(url, schema)
         try:
+            workflow = roundtrip_dbos.WORKFLOWS[sizes.phases]
             return _timed(
                 sizes,
-                lambda n: roundtrip_dbos.round_trip(client, n, poll_s),
-                lambda n: roundtrip_dbos.round_trip_async(client, n, poll_s),
+                lambda n: roundtrip_dbos.round_trip(client, n, poll_s, workflow),
+                lambda n: roundtrip_dbos.round_trip_async(client, n, poll_s, workflow),
             )
         finally:
             client.destroy()

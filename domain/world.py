@@ -67,12 +67,16 @@ class World:
         """Non-task streams the loader found empty (not read again until one is created)."""
         self.unknown: set[str] = set()
         """Task ids the loader found in no store (a new id: one read, not one per look)."""
+        self.whole = False
+        """Whether it holds every stream of the log up to its position (folded from
+        position 0, never compacted): then the loader is never asked, since what it
+        could read back this world holds (a store's new ids cost no read)."""
 
     def get(self, task_id: str) -> TaskState | None:
         """The task's current state, or ``None`` for an id no event created (that this
         world has folded): a dropped, ended task is read back from the store."""
         state = self.tasks.get(task_id)
-        if state is not None or self.loader is None or task_id in self.unknown:
+        if state is not None or self.loader is None or self.whole or task_id in self.unknown:
             return state
         loaded = self.loader(task_id, True, None)
         if loaded is None:
@@ -94,6 +98,7 @@ class World:
         if (
             state is not None
             or self.loader is None
+            or self.whole
             or stream_id in self.stream_versions
             or stream_id in self.absent
         ):
@@ -121,6 +126,7 @@ class World:
         else:
             other.indexes = {k: _index_copy(v) for k, v in self.indexes.items()}
         other.counts, other.folded = dict(self.counts), self.folded
+        other.whole = self.whole
         return other
 
     def retired(self, stream_id: str, state: Any) -> bool:
@@ -136,6 +142,7 @@ class World:
         awaits or is owned by, and every retired stream; each compactor trims its
         index. Deterministic: a full fold compacted equals a scheduler's world
         compacted at the same position."""
+        self.whole = False  # what it drops, the loader reads back
         keep = set(self.waiters) | set(self.live_children)
         for task_id in self.live:
             owner = self.tasks[task_id].owner_id

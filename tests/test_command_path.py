@@ -4,6 +4,9 @@
   it last read to the end of the log (``data_version``): every read still returns
   exactly the rows a fresh ``SELECT`` returns, whoever appended them.
 * A controller pass's new stream (a random id) is not looked up in the store.
+* A world folded from position 0 and never compacted holds every stream of the log: a
+  new id costs no read (in a batch's view too); once compacted, what it dropped is read
+  back, and a world opened from a snapshot reads back what the snapshot left out.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition
+from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition, UnknownTask
 from tasktrail.domain.store.store import Store, open_store
 
 
@@ -95,6 +98,49 @@ def test_a_pass_does_not_look_its_new_stream_up(tmp_path: Path) -> None:
         scheduler.close()
 
 
+def _spied(scheduler: Scheduler, looked: list[str]) -> None:
+    loader = scheduler.world.loader
+    assert loader is not None
+
+    def spy(stream_id: str, task_stream: bool, until: int | None) -> object:
+        looked.append(stream_id)
+        return loader(stream_id, task_stream, until)
+
+    scheduler.world.loader = spy  # type: ignore[assignment]
+
+
+def test_a_world_folded_from_the_start_reads_nothing_back_until_compacted(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "whole.db"
+    s = Scheduler.open(path, clock=ManualClock(0), registry=_registry())
+    looked: list[str] = []
+    try:
+        _spied(s, looked)
+        ended = s.submit("job", id="ended")
+        s.reserve(ended)
+        s.finish(ended, "completed")
+        s.submit("job", id="given", key="k1")
+        with s.batch():  # the batch's view is a copy of a whole world: whole too
+            s.submit("job", id="in-batch")
+        with pytest.raises(UnknownTask):
+            s.task("never-submitted")
+        assert looked == []
+        s.snapshot()  # compacts: the ended task is dropped from memory
+        assert "ended" not in s.world.tasks
+        assert s.task("ended").status == "terminal"  # read back
+        assert looked == ["ended"]
+    finally:
+        s.close()
+    reopened = Scheduler.open(path, clock=ManualClock(0), registry=_registry())
+    try:  # from the close's snapshot: what it left out is read back
+        assert reopened.task("ended").status == "terminal"
+        with pytest.raises(UnknownTask):
+            reopened.task("never-submitted")
+    finally:
+        reopened.close()
+
+
 def test_no_global_provider_is_what_opentelemetry_says(monkeypatch: pytest.MonkeyPatch) -> None:
     from opentelemetry import metrics, trace
 
@@ -148,3 +194,42 @@ def test_every_demo_event_encodes_to_the_bytes_of_its_fields(tmp_path: Path) -> 
             encoded = encode_event(submitted, when)
             assert encoded == _checked_encode(submitted, when)
             assert orjson.loads(encoded).get("class_version") == (version if version > 1 else None)
+
+
+BAD_TEXT = ["a\x00b", "\ud800", "é" * 200, "x" * 300, "y" * 70_000, "ok", "é"]
+BAD_NUMBERS = [float("nan"), float("inf"), -float("inf"), 1.5, 2**64, -(2**64), True, None, "7"]
+
+
+def test_the_quick_limit_check_says_what_the_long_one_says(tmp_path: Path) -> None:
+    """An append checks every event with a generated check (:func:`.fields.fitting`)
+    before the long way: for every demo event, and each of its fields given a value at
+    or past a limit, ``event_problem`` says what the long way alone says."""
+    import dataclasses
+
+    from tasktrail.domain.demo.workload import run_demo
+    from tasktrail.domain.tasks import fields
+    from tasktrail.domain.tasks.events import _NUMBER_FIELDS, _TEXT_FIELDS, event_problem
+
+    path = tmp_path / "demo.db"
+    run_demo(path, 30, log=lambda line: None)
+    with open_store(path, read_only=True) as store:
+        events = [recorded.event for recorded in store.read()]
+    samples = {}
+    for event in events:
+        samples.setdefault(type(event), []).append(event)
+    checked = 0
+    for cls, found in samples.items():
+        variants = list(found[:5])
+        for name in _TEXT_FIELDS[cls]:
+            for bad in [*BAD_TEXT, ("ok", "a\x00"), ("é",), 3, {"k": "a\x00"}, {"k": "v"}]:
+                variants.append(dataclasses.replace(found[0], **{name: bad}))
+        for name, _, _ in _NUMBER_FIELDS[cls]:
+            for bad in BAD_NUMBERS:
+                variants.append(dataclasses.replace(found[0], **{name: bad}))
+        for variant in variants:
+            quick = event_problem(variant)
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setitem(fields._FITS, cls, lambda event: False)  # the long way only
+                assert quick == event_problem(variant), (cls.__name__, variant)
+            checked += 1
+    assert len(samples) > 10 and checked > 500

@@ -94,7 +94,7 @@ class PhaseCommands(PhaseSteps, RetryCommands):
         _lock: threading.RLock
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
-        def _context(self) -> decide.Context: ...
+        def _context(self, world: World | None = None) -> decide.Context: ...
         def _readiness(self, draft: Draft, ctx: decide.Context, task: TaskState) -> str: ...
         def _is_running(self, task_id: str) -> bool: ...
         def refresh(self) -> int: ...
@@ -143,13 +143,13 @@ class PhaseCommands(PhaseSteps, RetryCommands):
             return []  # a worker without its liveness lock takes no new work
         with self._lock:  # a heartbeat thread may fold events meanwhile
             self.refresh()
-            ctx = self._context()
-            draft = Draft(self.world)
+            world = self.world  # once: every live task is asked
+            ctx, draft = self._context(world), Draft(world)
             candidates = [
                 task_id
-                for task_id in live_by_priority(self.world)
+                for task_id in live_by_priority(world)
                 if task_id not in self._invocations
-                and self._readiness(draft, ctx, self._task_now(task_id)) == "ready"
+                and self._readiness(draft, ctx, world.tasks[task_id]) == "ready"
             ]
         if self.peers:
             candidates.sort(key=lambda t: (-priority_of(self.world, t), _rank(self.worker, t)))

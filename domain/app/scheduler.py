@@ -288,12 +288,18 @@ class Scheduler(CommandGroups):
         with self._lock:  # the world may be folded from a heartbeat thread
             self._catch_up()
             ctx = self._context()
-            draft = Draft(self.world)
+            world = self.world
+            draft = Draft(world)
             active = bool(self._invocations)
             at: float | None = None
-            for task_id in self.world.live:
-                task = self.world.get(task_id)
+            held = world.tasks  # a live task is never dropped from memory
+            for task_id in world.live:
+                task = held.get(task_id) or world.get(task_id)
                 assert task is not None
+                if active and task.until is None and task.flow is None:
+                    # No deadline nor rate, nothing for ``at``: once active, its readiness
+                    # changes nothing (a worker asks at every tick, of every live task).
+                    continue
                 state = self._readiness(draft, ctx, task)
                 if state in ("sleeping", "message") and task.until is not None:
                     at = task.until if at is None else min(at, task.until)  # rules 8, 21

@@ -61,12 +61,13 @@ class WorkerReports:
         now: dict[str, str] = {}
         failed = s.failed_migrations
         with s._lock:  # the heartbeat thread may fold events meanwhile
-            limit = restart_limit_of(s.world)  # the limit the world folded records
-            for task_id in s.world.live:
-                task = s.world.get(task_id)
+            world, registry = s.world, s.registry  # read once: every live task is asked
+            limit = restart_limit_of(world)  # the limit the world folded records
+            for task_id in world.live:
+                task = world.get(task_id)
                 if task is None:
                     continue
-                reason = blocked_reason(task, s.registry, limit, failed)
+                reason = blocked_reason(task, registry, limit, failed)
                 if reason is not None:
                     now[task_id] = reason
         for task_id, why in now.items():

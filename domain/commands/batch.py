@@ -153,6 +153,14 @@ class BatchCommands:
                 return batch
         return None
 
+    def _deciding_on(self) -> tuple[World, OpenBatch | None]:
+        """:attr:`world` and :attr:`_batch` at once (one context lookup)."""
+        for owner, batch in _OPEN.get():
+            if owner is self:
+                view = batch.view
+                return (view if view is not None else self._view(batch)), batch
+        return self._world, None
+
     @contextmanager
     def batch(self) -> Iterator[Batch]:
         """A unit of work: the commands inside decide as usual; their events are

@@ -55,6 +55,7 @@ class DecisionCycle:
         def _renew_lease(self, *, force: bool = False) -> None: ...
         def _snapshot_due(self) -> None: ...
         def _take_view_again(self, batch: OpenBatch) -> bool: ...
+        def _deciding_on(self) -> tuple[World, OpenBatch | None]: ...
         @property
         def _batch(self) -> OpenBatch | None: ...
 
@@ -62,13 +63,13 @@ class DecisionCycle:
         """The clock's reading, checked (:func:`.arguments.checked_reading`)."""
         return checked_reading(self.clock())
 
-    def _context(self) -> decide.Context:
+    def _context(self, world: World | None = None) -> decide.Context:
         # Times never run backwards from what a decision read: a reading behind the
         # latest time the store holds is moved up to it (Store.stamp counts it).
         now = self.store.stamp(self._reading())
         # Rules 9 and 12 decide with the limit the world recorded (any writer's), never
         # a per-process option: every worker parks the same tasks at the same position.
-        limit = restart_limit_of(self.world)
+        limit = restart_limit_of(world if world is not None else self.world)
         last = self._last_context
         if (
             last is not None
@@ -132,10 +133,12 @@ class DecisionCycle:
             return self._decide_once(fn, *args, **kwargs)
 
     def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        draft = Draft(self.world)
-        result = fn(draft, self._context(), *args, **kwargs)
+        # The world and batch are looked up once a decision (each is a context lookup).
+        world, batch = self._deciding_on()
+        draft = Draft(world)
+        result = fn(draft, self._context(world), *args, **kwargs)
         if draft.events:
-            self._commit(draft.events, draft.states, draft.guards(), draft.across)
+            self._commit(draft.events, draft.states, draft.guards(), draft.across, (world, batch))
         return result
 
     def _commit(
@@ -144,14 +147,16 @@ class DecisionCycle:
         states: Sequence[Any] | None = None,
         guards: dict[str, int] | None = None,
         across: set[str] | None = None,
+        deciding_on: tuple[World, OpenBatch | None] | None = None,
     ) -> None:
         """Append ``events`` (in a group or a :meth:`batch`: queue them), then fold
         them into the world; ``states`` are the draft's states after each, folded already;
         ``guards`` the tasks the decision read, at the versions it read them;
-        ``across`` the topics it counted in every stream (``Draft.read_across``)."""
+        ``across`` the topics it counted in every stream (``Draft.read_across``);
+        ``deciding_on``: the world and batch the decision was taken on, if known."""
         if not events:
             return
-        world = self.world
+        world, open_batch = deciding_on if deciding_on is not None else self._deciding_on()
         versions = []
         next_version: dict[str, int] = {}
         for event in events:
@@ -163,7 +168,7 @@ class DecisionCycle:
             next_version[stream_id] = current + 1
             versions.append(current + 1)
         group = self._group  # set only while this thread leads a group, under the lock
-        batch = group if group is not None else self._batch
+        batch = group if group is not None else open_batch
         if batch is not None:
             batch.add(events, versions, guards, across)  # appended when it is done
         else:

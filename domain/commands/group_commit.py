@@ -13,7 +13,9 @@ after another in queue order, and appends all their events in one transaction (a
 :class:`~.group_append.Group`); what queues while they are decided joins before the append.
 The more writers wait, the larger the groups grow, so the cost of a hand-over is shared.
 Each caller returns, or raises, only once its own events are durable: nothing is
-acknowledged before it is recorded.
+acknowledged before it is recorded. A caller whose decision a leader at work took waits
+for that leader (:meth:`DecisionQueue.leadership`), not for the scheduler's lock: a group's
+callers go on at once, none waits behind the next leader's whole group.
 
 A decision a rule refuses raises for its caller and adds nothing, as it would alone.
 When the store refuses the group's append (another writer appended first: a
@@ -30,15 +32,17 @@ to its batch (:mod:`.batch`), and no leader of another thread takes them.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConflictError, UnknownTask
 from ..tasks.live_index import TASK_SEQ
 from ..telemetry import live as telemetry
 from .batch import OpenBatch
+from .decision_queue import Call as Call  # re-exported: the commands name them here
+from .decision_queue import DecisionQueue as DecisionQueue
+from .decision_queue import QueuedDecision as QueuedDecision
 from .group_append import Group, GroupAppend
 
 if TYPE_CHECKING:
@@ -53,73 +57,6 @@ GROUP_ATTEMPTS = 2
 """How often a group the store refused is decided again as a group (on the store's
 state: a decision that lost its race is refused for its caller alone) before each of
 its decisions is taken alone."""
-
-
-class Call(NamedTuple):
-    """A decision to take, as ``_decide(fn, *args, **kwargs)``."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    then: Callable[[Any], None] | None = None
-    """Called with what ``fn`` returned once the decision is recorded, before the lock
-    is given up (a reservation's invocation is registered there: no one sees the task
-    reserved here and its invocation missing)."""
-
-
-class QueuedDecision:
-    """One caller's decision, waiting for a leader to take it."""
-
-    __slots__ = ("args", "done", "error", "fn", "kwargs", "result", "then")
-
-    def __init__(self, call: Call) -> None:
-        self.fn, self.args, self.kwargs, self.then = call
-        self.done = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def settle(self, decide: Callable[[], Any]) -> None:
-        """Take the decision with ``decide`` and keep what it returned or raised."""
-        try:
-            self.result = decide()
-        except Exception as error:  # the caller's to see, in its own thread
-            self.error = error
-        self.recorded()
-
-    def recorded(self) -> None:
-        """The decision is settled: run its ``then`` (under the scheduler's lock, as
-        the leader holds it) when it was recorded, and let its caller go on."""
-        if self.error is None and self.then is not None:
-            try:
-                self.then(self.result)
-            except Exception as error:
-                self.error = error
-        self.done = True
-
-    def outcome(self) -> Any:
-        """What the decision returned; raises what it raised."""
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-class DecisionQueue:
-    """The decisions queued for the next leader, in the order they were queued."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._queued: list[QueuedDecision] = []
-
-    def put(self, decisions: Sequence[QueuedDecision]) -> None:
-        """Queue ``decisions`` together: one leader takes all of them."""
-        with self._guard:
-            self._queued.extend(decisions)
-
-    def take(self) -> list[QueuedDecision]:
-        """Every decision queued so far; the queue is empty after."""
-        with self._guard:
-            taken, self._queued = self._queued, []
-        return taken
 
 
 class GroupCommit(GroupAppend):
@@ -148,6 +85,8 @@ class GroupCommit(GroupAppend):
     def _decide_grouped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """:meth:`~.decision.DecisionCycle._decide`, in a group with the decisions other
         threads queued meanwhile (see the module docstring); returns once recorded."""
+        if self._batch is not None:  # this context's batch: decided into it, here
+            return self._decide(fn, *args, **kwargs)
         (queued,) = self._decide_all([Call(fn, args, kwargs)])
         result: T = queued.outcome()
         return result
@@ -162,20 +101,27 @@ class GroupCommit(GroupAppend):
                 for q in queued:
                     q.settle(partial(self._decide, q.fn, *q.args, **q.kwargs))
             return queued
-        self._decision_queue.put(queued)
-        with self._lock:
-            if not all(q.done for q in queued):  # no leader took them: this thread leads
-                self._lead()
+        self._settle_queued(queued)
         return queued
 
-    def _lead(self) -> None:
-        """Take the queued decisions and settle each (``done``), even when this thread
-        fails midway, so that no caller waits for a leader that is gone."""
-        group: list[QueuedDecision] = []
+    def _settle_queued(self, queued: list[QueuedDecision]) -> None:
+        """Queue ``queued`` as one caller's and return once a leader (this thread, or
+        another) settled each: how a thread, or the event loops' committer, decides."""
+        leadership = self._decision_queue.enqueue(queued)
+        if leadership is None:  # a leader took them: settled
+            return
+        with leadership, self._lock:
+            if not all(q.done for q in queued):  # this caller leads: what is queued now
+                self._lead(leadership.taken)
+
+    def _lead(self, group: list[QueuedDecision]) -> None:
+        """Take the queued decisions into ``group`` and settle each (``done``), even
+        when this thread fails midway, so that no caller waits for a leader that is gone
+        (the leadership releases the callers of ``group``)."""
         try:
             with self.store.turn():
                 # Taken once the turn is this process's: what queued meanwhile joins in.
-                group = self._decision_queue.take()
+                group.extend(self._decision_queue.take())
                 alone = group
                 for _ in range(GROUP_ATTEMPTS):
                     # One decision, or a closed scheduler (refused): each as it would

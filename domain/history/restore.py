@@ -98,7 +98,9 @@ def restore(
             problems.append(
                 f"snapshot at position {start.snapshot} does not fit the events after it: {unfit}"
             )
-    return _reported(_fold(store, Restored(World(), 0, problems=problems), until, on_event), store)
+    whole = World()
+    whole.whole = True  # folded from position 0: nothing dropped until it is compacted
+    return _reported(_fold(store, Restored(whole, 0, problems=problems), until, on_event), store)
 
 
 def _fold(

@@ -44,11 +44,9 @@ _CREATING = threading.Lock()
 class LoopCommitter:
     """The thread that leads group commits for decisions queued from event loops."""
 
-    def __init__(self, lock: Any, queue: DecisionQueue, lead: Callable[[], None], name: str):
-        self._lock = lock
-        self._queue = queue
+    def __init__(self, settle: Callable[[list[QueuedDecision]], None], name: str):
         # Weakly: a scheduler dropped without close is not kept alive by its committer.
-        self._lead = weakref.WeakMethod(lead)
+        self._settle = weakref.WeakMethod(settle)
         self.name = name
         self._ready = threading.Condition(threading.Lock())
         self._handed: list[_Handed] = []
@@ -65,7 +63,6 @@ class LoopCommitter:
         """Queue ``queued`` for the next leader; the future is settled on ``loop`` once
         it was decided (its outcome is ``queued``'s)."""
         future: asyncio.Future[None] = loop.create_future()
-        self._queue.put([queued])
         with self._ready:
             self._handed.append((queued, future, loop))
             self._unsettled += 1
@@ -85,13 +82,12 @@ class LoopCommitter:
                         return
                 handed, self._handed = self._handed, []
             try:
-                with self._lock:
-                    # Another thread's leader may have taken them (queued as theirs are).
-                    lead = self._lead()
-                    if lead is None:  # its scheduler is gone: no one can take them
-                        raise RuntimeError("the scheduler was dropped; open the store again")
-                    if not all(queued.done for queued, _, _ in handed):
-                        lead()
+                # One caller of the group commit for all of them: it leads, or waits for
+                # the leader that takes them (without the scheduler's lock meanwhile).
+                settle = self._settle()
+                if settle is None:  # its scheduler is gone: no one can take them
+                    raise RuntimeError("the scheduler was dropped; open the store again")
+                settle([queued for queued, _, _ in handed])
             except BaseException as error:  # the store away, say: as the leader's callers see
                 for queued, _, _ in handed:
                     if not queued.done:
@@ -135,7 +131,7 @@ class LoopCommit:
 
     if TYPE_CHECKING:
 
-        def _lead(self) -> None: ...
+        def _settle_queued(self, queued: list[QueuedDecision]) -> None: ...
         def _decide_grouped(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
         @property
         def _batch(self) -> OpenBatch | None: ...
@@ -158,6 +154,6 @@ class LoopCommit:
                 committer = self._loop_committer
                 if committer is None:
                     name = f"tasktrail-commit-{self.worker}"
-                    committer = LoopCommitter(self._lock, self._decision_queue, self._lead, name)
+                    committer = LoopCommitter(self._settle_queued, name)
                     self._loop_committer = committer
         return committer

@@ -87,10 +87,16 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
         self.check_identifier_length(self.append_function)
         self.sql_create_statements.append(self.append_function_sql())
         arguments = SQL(", ").join([SQL("%s")] * 8)
-        self._call_append = SQL("SELECT * FROM {schema}.{function}({arguments})").format(
-            arguments=arguments,
-            schema=Identifier(self.datastore.schema),
-            function=Identifier(self.append_function),
+        # Composed once: psycopg would compose a Composed query again at every execute
+        # (about a tenth of an append's client CPU). The names are plain (checked).
+        self._call_append = (
+            SQL("SELECT * FROM {schema}.{function}({arguments})")
+            .format(
+                arguments=arguments,
+                schema=Identifier(self.datastore.schema),
+                function=Identifier(self.append_function),
+            )
+            .as_bytes(None)
         )
         self._has_function = True
 

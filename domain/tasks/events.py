@@ -23,16 +23,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
-from .fields import (
-    INT_MAX,
-    INT_MIN,
-    MAX_STREAM_BYTES,
-    field_check,
-    number_problem,
-    text_problem,
-    value_problem,
-)
 from .fields import MAX_TIME_MS as MAX_TIME_MS  # the bound of every `at` (store/wire.py)
+from .fields import field_check, limits_problem
 
 Mode = Literal["run", "abort"]
 Policy = Literal["all", "failFast"]
@@ -369,24 +361,7 @@ def event_problem(event: TaskEvent) -> str | None:
     surrogates, lengths; a number field holding no finite number), or ``None``. Every
     store checks it before writing."""
     cls = type(event)
-    stream_id = event.stream_id()
-    if not isinstance(stream_id, str):
-        return f"{cls.__name__}: the stream id must be a string, not {stream_id!r}"
-    problem = text_problem("stream id", stream_id, MAX_STREAM_BYTES)
-    if problem is None and isinstance(event.task_id, str):
-        problem = text_problem("task_id", event.task_id)
-    for name in _TEXT_FIELDS[cls]:  # the fields that may hold a string (see register_event)
-        if problem is not None:
-            break
-        problem = value_problem(name, getattr(event, name))
-    for name, integer, optional in _NUMBER_FIELDS[cls]:
-        if problem is not None:
-            break
-        value = getattr(event, name)
-        # The usual case, a small integer, without a call.
-        if value.__class__ is not int or not INT_MIN <= value <= INT_MAX:
-            problem = number_problem(name, value, integer=integer, optional=optional)
-    return f"{cls.__name__}: {problem}" if problem is not None else None
+    return limits_problem(event, _TEXT_FIELDS[cls], _NUMBER_FIELDS[cls])
 
 
 def event_from_payload(cls: type[TaskEvent], stream_id: str, payload: dict[str, Any]) -> TaskEvent:

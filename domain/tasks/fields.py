@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, Literal, Union
 
 MAX_TIME_MS = 253_402_300_799_999
@@ -190,3 +191,103 @@ def _check(annotation: Any, names: dict[str, Any]) -> tuple[str | None, str]:
     if annotation in simple:
         return simple[annotation]
     return None, "any JSON value"
+
+
+_FITS: dict[type, Callable[[Any], bool]] = {}
+"""Each event class's :func:`fitting` check (its fields are fixed once it is registered)."""
+
+
+def limits_problem(
+    event: Any, text_fields: tuple[str, ...], number_fields: tuple[tuple[str, bool, bool], ...]
+) -> str | None:
+    """:func:`~.events.event_problem` of an event whose class's fields that may hold a
+    string are ``text_fields`` and whose number fields are ``number_fields``, as
+    ``(name, integer, optional)``."""
+    cls = type(event)
+    fits = _FITS.get(cls)
+    if fits is None:
+        fits = _FITS[cls] = fitting(text_fields, number_fields)
+    if fits(event):
+        return None  # the usual event: no call a field
+    stream_id = event.stream_id()
+    if not isinstance(stream_id, str):
+        return f"{cls.__name__}: the stream id must be a string, not {stream_id!r}"
+    problem = text_problem("stream id", stream_id, MAX_STREAM_BYTES)
+    if problem is None and isinstance(event.task_id, str):
+        problem = text_problem("task_id", event.task_id)
+    for name in text_fields:
+        if problem is not None:
+            break
+        problem = value_problem(name, getattr(event, name))
+    for name, integer, optional in number_fields:
+        if problem is not None:
+            break
+        value = getattr(event, name)
+        # The usual case, a small integer, without a call.
+        if value.__class__ is not int or not INT_MIN <= value <= INT_MAX:
+            problem = number_problem(name, value, integer=integer, optional=optional)
+    return f"{cls.__name__}: {problem}" if problem is not None else None
+
+
+def fitting(
+    text_fields: tuple[str, ...], number_fields: tuple[tuple[str, bool, bool], ...]
+) -> Callable[[Any], bool]:
+    """For one event class (its fields that may hold a string, and its number fields as
+    ``(name, integer, optional)``), a generated ``fits(event)``: ``True`` only when the
+    event is within every limit :func:`~.events.event_problem` holds it to, checked
+    without a call for the usual values (short ASCII strings, small integers, finite
+    floats, ``None``); ``False`` when it is not, or to be asked the long way (a non-ASCII
+    string, a subclass, a trace): an append checks every event it writes."""
+    task_id_short = _short("v", limit_of("task_id"))
+    lines = [
+        "def fits(event):",
+        "    v = event.stream_id()",
+        f"    if v.__class__ is not str or not {_short('v', MAX_STREAM_BYTES)}:",
+        "        return False",
+        "    v = event.task_id",
+        f"    if isinstance(v, str) and not (v.__class__ is str and {task_id_short}):",
+        "        return False",
+    ]
+    exact_x = "x.__class__ is str"
+    for name in text_fields:
+        most = limit_of(name)
+        lines += [
+            f"    v = event.{name}",
+            "    if v.__class__ is str:",
+            f"        if not {_short('v', most)}:",
+            "            return False",
+            "    elif v is not None and v.__class__ not in plain:",
+            "        if v.__class__ is tuple:",
+            "            for x in v:",
+            f"                if isinstance(x, str) and not ({exact_x} and {_short('x', most)}):",
+            "                    return False",
+            f"        elif value_problem({name!r}, v) is not None:",
+            "            return False",
+        ]
+    for name, integer, optional in number_fields:
+        allowed = ["(v.__class__ is int and int_min <= v <= int_max)"]
+        if not integer:
+            allowed.append("(v.__class__ is float and v - v == 0.0)")  # inf, nan: not 0
+        if optional:
+            allowed.append("v is None")
+        lines += [
+            f"    v = event.{name}",
+            f"    if not ({' or '.join(allowed)}):",
+            "        return False",
+        ]
+    lines.append("    return True")
+    namespace: dict[str, Any] = {
+        "plain": _PLAIN,
+        "int_min": INT_MIN,
+        "int_max": INT_MAX,
+        "value_problem": value_problem,
+    }
+    exec("\n".join(lines), namespace)
+    fits: Callable[[Any], bool] = namespace["fits"]
+    return fits
+
+
+def _short(name: str, most: int) -> str:
+    """An expression: the string ``name`` is ASCII, at most ``most`` long, without NUL
+    (what :func:`text_problem` lets by without encoding it)."""
+    return f'({name}.isascii() and len({name}) <= {most} and "\\x00" not in {name})'
