@@ -120,6 +120,8 @@ class DecisionQueue:
         """Queue ``decisions`` together (one leader takes all of them) and wait until
         a leader settled them (``None``) or this caller is to lead: its
         :class:`Leadership`, to hold while it takes the scheduler's lock and leads."""
+        if not decisions:
+            return None  # nothing to settle: no leader would ever release it
         caller = Caller(decisions)
         for decision in decisions:
             decision.caller = caller
