@@ -155,7 +155,10 @@ class DecisionQueue:
             if leadership.previous is not None:
                 self._leader = leadership.previous  # the outer group goes on
             else:
-                waiting = (d.caller for d in self._queued if d.caller is not None)
+                # Never the leader itself: its decisions are still queued only when it
+                # failed before it took them, and it is not waiting to lead.
+                own = leadership.caller
+                waiting = (d.caller for d in self._queued if d.caller not in (None, own))
                 following = self._leader = next(waiting, None)
                 if following is not None:
                     following.leads = True
