@@ -331,3 +331,27 @@ def test_a_refusal_that_rested_on_a_refused_groups_decision_is_decided_again(
     assert_world_is_the_fold(s, store_url)
     other.close()
     s.close()
+
+
+def test_a_caller_of_no_decision_returns_while_a_leader_is_at_work(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """A worker reserves the candidates it found, and may find none: that call queues
+    nothing and must not wait for a leader to release it (none ever would: it has no
+    decision to settle). Another thread leads a group meanwhile, held on the lock."""
+    s = Scheduler.open(store_url, clock=clock, registry=registry)
+    task_id = s.submit("job")
+    returned = threading.Event()
+    with s._lock:  # a leader claims the lead and waits for the lock, holding it
+        leader = threading.Thread(target=lambda: s.reserve(task_id), daemon=True)
+        leader.start()
+        deadline = time.monotonic() + 10
+        while s._decision_queue._leader is None:
+            assert time.monotonic() < deadline, "no thread took the lead"
+            time.sleep(0.001)
+        empty = threading.Thread(target=lambda: (s._reserve_all([]), returned.set()), daemon=True)
+        empty.start()
+        assert returned.wait(10), "a call of no decision waited for a leader"
+    leader.join(10)
+    assert s.task(task_id).status == "running"
+    s.close()

@@ -120,6 +120,8 @@ class DecisionQueue:
         """Queue ``decisions`` together (one leader takes all of them) and wait until
         a leader settled them (``None``) or this caller is to lead: its
         :class:`Leadership`, to hold while it takes the scheduler's lock and leads."""
+        if not decisions:
+            return None  # nothing to settle: no leader would ever release it
         caller = Caller(decisions)
         for decision in decisions:
             decision.caller = caller
@@ -153,7 +155,10 @@ class DecisionQueue:
             if leadership.previous is not None:
                 self._leader = leadership.previous  # the outer group goes on
             else:
-                waiting = (d.caller for d in self._queued if d.caller is not None)
+                # Never the leader itself: its decisions are still queued only when it
+                # failed before it took them, and it is not waiting to lead.
+                own = leadership.caller
+                waiting = (d.caller for d in self._queued if d.caller not in (None, own))
                 following = self._leader = next(waiting, None)
                 if following is not None:
                     following.leads = True
