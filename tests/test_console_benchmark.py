@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -27,5 +28,9 @@ def test_the_console_benchmark_runs_at_a_tiny_size(tmp_path: Path) -> None:
     assert figures["news"]["to_event_ms"]["n"] == 2
     worker = figures["worker"]
     assert len(worker["alone_per_s"]) == len(worker["beside_per_s"]) == 1
-    assert worker["ratio"] > 0
+    # A 1 s window on a loaded machine may close before the worker ended a task: such a
+    # pair gives no ratio (it is left out), never a made-up one.
+    assert sum(worker["alone_per_s"]) + sum(worker["beside_per_s"]) > 0
+    assert all(ratio > 0 for ratio in worker["ratios"])
+    assert worker["ratio"] == (statistics.median(worker["ratios"]) if worker["ratios"] else 0.0)
     assert [verdict for _, _, verdict in figures["goals"]] == ["quick: no verdict"] * 3
