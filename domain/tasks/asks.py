@@ -33,8 +33,8 @@ from .describe import format_at
 from .events import TaskEvent, register_event
 from .evolve import InvalidTransition, evolves, step
 from .guards import invocation_decision, not_closing
-from .messages import resume_phase, wait_deadline
-from .state import AskState, Checkpoint, TaskState
+from .messages import resume_phase, wait_deadline, waiting_for_message
+from .state import AskState, TaskState
 from .validation import act_fields, json_value, phase_name, require_task, shown
 
 CloseCause = Literal["timeout", "abort"]
@@ -118,23 +118,8 @@ def _open_on(state: TaskState, event: AskAnswered | AskClosed) -> AskState:
 
 @evolves(AskOpened)
 def _opened(state: TaskState, event: AskOpened) -> TaskState:
-    if state.status != "running":
-        raise InvalidTransition(f"task {state.id}: AskOpened while {state.status}")
     asked = AskState(event.ask_topic, frozen(event.request), event.assignees, event.at, event.until)
-    return step(
-        state,
-        event,
-        status="waiting",
-        mode=None,
-        worker=None,
-        checkpoint=Checkpoint(event.phase, event.attempt),
-        on=(),
-        policy=None,
-        until=event.until,
-        message_topic=event.ask_topic,
-        restarts=0,
-        asks=_with(state, asked),
-    )
+    return waiting_for_message(state, event, event.ask_topic, asks=_with(state, asked))
 
 
 @evolves(AskAnswered)

@@ -91,8 +91,15 @@ def _sent(state: TaskState, event: MessageSent) -> TaskState:
 
 @evolves(MessageWaitStarted)
 def _wait_started(state: TaskState, event: MessageWaitStarted) -> TaskState:
+    return waiting_for_message(state, event, event.message_topic)
+
+
+def waiting_for_message(state: TaskState, event: Any, topic: str, **more: Any) -> TaskState:
+    """The fold of a wait for a message on ``topic`` (rule 21): a message wait's, and an
+    ask's (``more``: what the ask adds). ``event`` has the resumed ``phase``,
+    ``attempt`` and ``until``."""
     if state.status != "running":
-        raise InvalidTransition(f"task {state.id}: MessageWaitStarted while {state.status}")
+        raise InvalidTransition(f"task {state.id}: {type(event).__name__} while {state.status}")
     return step(
         state,
         event,
@@ -103,8 +110,9 @@ def _wait_started(state: TaskState, event: MessageWaitStarted) -> TaskState:
         on=(),
         policy=None,
         until=event.until,
-        message_topic=event.message_topic,
+        message_topic=topic,
         restarts=0,
+        **more,
     )
 
 
