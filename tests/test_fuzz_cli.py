@@ -321,3 +321,26 @@ def test_workers_of_a_store_whose_lease_row_is_damaged_names_it(
         )
     ran = run(["workers", str(source)], capsys)
     assert ran.code == 2 and "lease table" in ran.err and "damaged row" in ran.err, ran.err
+
+
+def test_a_store_whose_schema_lost_a_column_is_named_by_every_reader(
+    seed: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the long profile's fuzzing: a damaged byte in the schema's text (the
+    ``topic`` column renamed) made ``export`` exit 3: its look for archive gaps read the
+    history stream outside the store's checked reads. Every reader names the store."""
+    source = tmp_path / "in" / "trail.db"
+    source.parent.mkdir()
+    shutil.copy(seed[0], source)
+    with sqlite3.connect(source) as connection:
+        connection.execute("PRAGMA writable_schema = ON")
+        connection.execute(
+            "UPDATE sqlite_master SET sql = replace(sql, ' topic TEXT', ' topix TEXT') "
+            "WHERE name = 'stored_events'"
+        )
+    out = tmp_path / "out"
+    out.mkdir()
+    ran = run(["export", str(source), str(out / "log.jsonl")], capsys)
+    assert ran.code == 2 and f"cannot read store {source}" in ran.err, ran.err
+    assert "no such column: topic" in ran.err and not (out / "log.jsonl").exists()
+    _every_reader(STORE_READERS, source, out, capsys)

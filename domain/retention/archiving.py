@@ -130,13 +130,12 @@ def archive(
         return report
     version = history_version(store)
     plans = [_Plan(group, version + n + 1, folder, dry_run) for n, group in enumerate(groups)]
-    recorder: Any = store.app.recorder
     for plan in plans:  # each act's rows, read by their streams (indexed), in log order
         rows = [
             (position, stream, version, topic, bytes(state))
             for unit in plan.units
             for stream in unit.streams
-            for position, version, topic, state in recorder.select_stream_rows(stream)
+            for position, version, topic, state in store.stream_rows(stream)
         ]
         for row in sorted(rows):
             try:

@@ -142,13 +142,10 @@ def _erase(
     rewrite: list[tuple[int, bytes]] = []
     entries: list[list[Any]] = []
     by_task: dict[str, int] = {}
-    recorder: Any = store.app.recorder
     segments: dict[str, dict[int, bytes]] = {}
     view = store.archive
     for stream_id in sorted(unit.streams):
-        rows = [
-            (None, (p, stream_id, v, t, s)) for p, v, t, s in recorder.select_stream_rows(stream_id)
-        ]
+        rows = [(None, (p, stream_id, v, t, s)) for p, v, t, s in store.stream_rows(stream_id)]
         if view is not None:
             for name, held in view.rows_of(stream_id).items():
                 rows += [(name, row) for row in held]
@@ -183,7 +180,7 @@ def _erase(
                 task_id=task, at=when, tree=root, events=by_task.get(task, 0), actor=actor, why=why
             )
         )
-        versions.append(len(recorder.select_stream_rows(erasure_stream_id(task))) + 1)
+        versions.append(len(store.stream_rows(erasure_stream_id(task))) + 1)
     # The snapshots between the tree's first and last event may hold its values.
     held = (min(p for p, _ in rewrite), max(p for p, _ in rewrite)) if rewrite else None
     positions = record_act(store, events, versions, rewrite=rewrite, snapshots=held, crash=crash)

@@ -54,7 +54,7 @@ RETENTION_EVERY_S = 60.0
 
 def setting(store: Store, stream_id: str) -> FrozenDict[str, Any] | None:
     """The last policy recorded on a settings stream, folded (``None``: none)."""
-    rows = getattr(store.app.recorder, "select_stream_rows")(stream_id)  # noqa: B009
+    rows = store.stream_rows(stream_id)
     if not rows:
         return None
     position, _, topic, state = rows[-1]

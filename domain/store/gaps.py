@@ -68,7 +68,7 @@ class Act:
 
 def history_acts(store: Store) -> list[Act]:
     """The acts of a store's history stream, in order (one indexed read)."""
-    rows = getattr(store.app.recorder, "select_stream_rows")(HISTORY_STREAM)  # noqa: B009
+    rows = store.stream_rows(HISTORY_STREAM)
     acts = []
     for position, version, topic, state in rows:
         payload, _ = unseal(bytes(state))

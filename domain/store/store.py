@@ -159,11 +159,8 @@ class Store:
 
     def _previous_row(self, stream_id: str, version: int) -> bytes | None:
         """The stored state of one version of a stream (for its digest), or ``None``."""
-        try:
-            stored = self.app.recorder.select_events(stream_id, gt=version - 1, lte=version)
-        except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
-            raise StoreError(f"cannot read store {self.location}: {self._why(error)}") from None
-        return bytes(stored[0].state) if stored else None
+        rows = self.stream_rows(stream_id, version - 1)
+        return bytes(rows[0][3]) if rows and rows[0][1] == version else None
 
     def mark(self, key: str, value: str) -> None:
         """Write one key of the store's marker (``made_by``, say)."""
@@ -344,18 +341,21 @@ class Store:
             return []  # not UTF-8: no store could have recorded such an id
         if "\x00" in stream_id and self.kind == "postgresql":
             return []  # PostgreSQL text cannot hold NUL: no such stream was recorded
-        try:
-            rows = getattr(self.app.recorder, "select_stream_rows")(stream_id, after)  # noqa: B009
-        except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
-            raise StoreError(f"cannot read store {self.location}: {self._why(error)}") from None
         records = []
-        for position, version, topic, state in rows:
+        for position, version, topic, state in self.stream_rows(stream_id, after):
             if (problem := row_problem(stream_id, version, topic, state)) is not None:
                 raise CorruptEvent(position, problem)
             event = decode_event(topic, stream_id, state, position)
             records.append(Recorded(position, event, version))
         merged = records if self.archive is None else self.archive.stream(stream_id, records)
         return [r for r in merged if r.originator_version > after]
+
+    def stream_rows(self, stream_id: str, after: int = 0) -> list[tuple[int, int, str, bytes]]:
+        """A stream's rows after version ``after``, raw: (position, version, topic, state)."""
+        try:
+            return cast(Any, self.app.recorder).select_stream_rows(stream_id, after)  # type: ignore[no-any-return]
+        except (PersistenceError, UnicodeError) as error:  # UnicodeError: a damaged file
+            raise StoreError(f"cannot read store {self.location}: {self._why(error)}") from None
 
     def aggregate(self, stream_id: str) -> Any:
         """The eventsourcing aggregate of one stream (a :class:`Task` for a task id)."""
