@@ -104,6 +104,7 @@ def _run(
         "ideal": concurrency / 0.3,
         "wall_s": wall,
         "cpu_ms_per_task": cpu / tasks * 1000,
+        "ticks": worker.ticks,
         **totals,
     }
 
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--durability", choices=["full", "normal"], default="full")
-    parser.add_argument("--kind", choices=["sync3", "async3"], default="sync3")
+    parser.add_argument("--kind", choices=["sync3", "async3", "next3"], default="sync3")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--tasks", type=int, default=320)
     args = parser.parse_args(argv)
@@ -123,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.durability} {args.kind} 1x{args.concurrency}, {args.tasks} tasks: "
         f"{f['tasks_per_s']:.1f} tasks/s (ideal {f['ideal']:.1f}, ratio "
-        f"{f['tasks_per_s'] / f['ideal']:.2f}); CPU {f['cpu_ms_per_task']:.2f} ms/task; "
+        f"{f['tasks_per_s'] / f['ideal']:.2f}); CPU {f['cpu_ms_per_task']:.2f} ms/task, "
+        f"{f['ticks']:.0f} ticks; "
         f"{f['appends']:.0f} appends, {f['append_s'] / f['appends'] * 1000:.2f} ms each, "
         f"{f['append_s'] / f['wall_s']:.0%} of the wall time; the scheduler's lock held "
         f"{f['lock_held_s'] / f['wall_s']:.0%} of it, waited for {f['lock_wait_s']:.1f} s in all"

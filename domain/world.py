@@ -1,14 +1,13 @@
 """The set of tasks a scheduler decides over, and a draft of one decision.
 
-:class:`World` holds every task's state with the indexes the rules need (live
-children by owner, waiters by awaited task, sleeping tasks). It changes only
-through :meth:`World.apply`, which uses :func:`~.evolve.evolve`.
+:class:`World` holds every task's state with the indexes the rules need (live children
+by owner, waiters by awaited task, sleeping tasks). It changes only through
+:meth:`World.apply`, which uses :func:`~.evolve.evolve`.
 
-:class:`Draft` is one decision in progress: it reads through to a world and
-applies the events the decision emits to an overlay, so a rule that depends on
-an earlier event of the same decision (a cascade after a mark, an owner
-released after its last task ended) sees it. A refused decision drops its
-draft; the world is untouched.
+:class:`Draft` is one decision in progress: it reads through to a world and applies the
+events the decision emits to an overlay, so a rule that depends on an earlier event of
+the same decision (a cascade after a mark, an owner released after its last task ended)
+sees it. A refused decision drops its draft; the world is untouched.
 """
 
 from __future__ import annotations
@@ -57,6 +56,7 @@ class World:
         self.stream_versions: dict[str, int] = {}
         self.indexes: dict[str, Any] = {}
         """Indexes registered with :func:`register_indexer`, by the name each chose."""
+        self.watchers: list[set[str]] = []  # readers' sets of changed tasks (.app.changes)
         self.folded = 0
         """How many events this world folded (a snapshot's included)."""
         self.counts: dict[str, int] = {}

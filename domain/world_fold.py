@@ -35,6 +35,7 @@ class FoldedWorld(Protocol):
     counts: dict[str, int]
     absent: set[str]
     unknown: set[str]
+    watchers: list[set[str]]
 
 
 def apply_event(
@@ -49,6 +50,8 @@ def apply_event(
         state = folded if folded is not None else evolve(previous, event)
         task_id = state.id
         world.tasks[task_id] = state
+        for watcher in world.watchers:  # readers that look again only at what changed
+            watcher.add(task_id)
         if world.unknown:
             world.unknown.discard(task_id)
         status = state.status
@@ -117,6 +120,8 @@ def count(world: FoldedWorld, status: str, change: int) -> None:
 def index_task(world: FoldedWorld, previous: TaskState | None, state: TaskState) -> None:
     """Move a task from ``previous`` to ``state`` in the world's own indexes."""
     task_id = state.id
+    for watcher in world.watchers:
+        watcher.add(task_id)
     if previous is not None:
         count(world, previous.status, -1)
     count(world, state.status, 1)

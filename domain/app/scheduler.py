@@ -37,6 +37,7 @@ from ..tasks.state import TaskState
 from ..telemetry import live as telemetry
 from ..world import Draft, World
 from .assembly import CommandGroups
+from .changes import Selected
 from .fleet import DEFAULT_LEASE_MS, lease_ms, worker_name
 
 T = TypeVar("T")
@@ -91,6 +92,7 @@ class Scheduler(CommandGroups):
         self._closed = False
         self._invocations: dict[str, Invocation] = {}
         self._failed_migrations: dict[str, TaskDefinition] = {}
+        self._timed = Selected(lambda task: task.until is not None or task.flow is not None)
         """Each live task whose migration failed here, with the definition it failed
         under (one that ended is dropped: see ``_forget_ended_migrations``)."""
         self._resumed: set[str] = set()
@@ -293,13 +295,12 @@ class Scheduler(CommandGroups):
             active = bool(self._invocations)
             at: float | None = None
             held = world.tasks  # a live task is never dropped from memory
-            for task_id in world.live:
+            # Once active, a task with no deadline nor rate changes nothing (neither
+            # ``active`` nor ``at``): only the others are asked, kept from the changes.
+            timed = self._timed.of(world)
+            for task_id in timed if active else world.live:
                 task = held.get(task_id) or world.get(task_id)
                 assert task is not None
-                if active and task.until is None and task.flow is None:
-                    # No deadline nor rate, nothing for ``at``: once active, its readiness
-                    # changes nothing (a worker asks at every tick, of every live task).
-                    continue
                 state = self._readiness(draft, ctx, task)
                 if state in ("sleeping", "message") and task.until is not None:
                     at = task.until if at is None else min(at, task.until)  # rules 8, 21

@@ -29,6 +29,7 @@ from ..turns.engine import Maintenance
 from ..turns.report import ControllerPassReport
 from ..turns.runtime import Runtime, cleans_up
 from ..turns.settings import retry_delay_ms
+from .changes import Changes
 from .fleet import HeartbeatReport
 from .invocations import DEFAULT_CONCURRENCY, Invocations
 from .phases import PassReport
@@ -150,6 +151,7 @@ class Worker(WorkerLoop, WorkerReports):
         self._stop_now = threading.Event()
         self._last_wake: dict[str, Any] | None = None
         self._blocked: dict[str, str] = {}
+        self._blocked_changes, self._blocked_basis = Changes(), ()
         self._parked_reported = 0
         """How many of the scheduler's :attr:`~.Scheduler.parked` were reported: each
         recovery's parkings are appended there, a task parked again after ``retry``

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..tasks.definitions import blocked_reason
 from ..tasks.restart_limit import restart_limit_of
+from .changes import Changes
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -32,6 +33,8 @@ class WorkerReports:
         on_migration_failed: TaskCallback | None
         _last_wake: dict[str, Any] | None
         _blocked: dict[str, str]
+        _blocked_changes: Changes
+        _blocked_basis: tuple[Any, ...]
         _parked_reported: int
         _reported_migrations: dict[str, Any]
 
@@ -56,29 +59,46 @@ class WorkerReports:
     def _report_blocked(self) -> None:
         """Report each live task whose blocked reason (rule 13) changed to a new one,
         and each reported task that is blocked no more (pi-durable tells its blocked
-        listeners of an unblocking change, such as a registry change, as of a block)."""
+        listeners of an unblocking change, such as a registry change, as of a block).
+
+        Only the tasks that changed since the last tick are asked again (a reason is a
+        function of the task's state, its kind's definition, the restart limit and the
+        failed migrations): all of them when one of the last three changed, or the
+        scheduler holds another world."""
         s = self.scheduler
-        now: dict[str, str] = {}
         failed = s.failed_migrations
+        now: dict[str, str | None] = {}
         with s._lock:  # the heartbeat thread may fold events meanwhile
-            world, registry = s.world, s.registry  # read once: every live task is asked
+            world, registry = s.world, s.registry
             limit = restart_limit_of(world)  # the limit the world folded records
-            for task_id in world.live:
-                task = world.get(task_id)
-                if task is None:
-                    continue
-                reason = blocked_reason(task, registry, limit, failed)
-                if reason is not None:
-                    now[task_id] = reason
+            basis = (limit, failed, *registry)
+            changed = self._blocked_changes.since(world)
+            kept = self._blocked_basis
+            if (
+                changed is None
+                or len(kept) != len(basis)
+                or kept[:2] != basis[:2]
+                or any(a is not b for a, b in zip(kept[2:], basis[2:], strict=True))
+            ):
+                changed = set(world.live) | set(self._blocked)
+            self._blocked_basis = basis
+            for task_id in changed:
+                task = world.tasks.get(task_id)
+                if task is None or task.status == "terminal":
+                    now[task_id] = None
+                else:
+                    now[task_id] = blocked_reason(task, registry, limit, failed)
+        blocked = self._blocked
         for task_id, why in now.items():
-            if self._blocked.get(task_id) != why:
+            if why is not None and blocked.get(task_id) != why:
+                blocked[task_id] = why
                 log.info("blocked %s: %s", task_id, why)
                 self._call(self.on_blocked, task_id, why)
-        for task_id, why in self._blocked.items():
-            if task_id not in now:
-                log.info("unblocked %s (was %s)", task_id, why)
-                self._call(self.on_unblocked, task_id, why)
-        self._blocked = now
+        for task_id, why in now.items():
+            if why is None and task_id in blocked:
+                was = blocked.pop(task_id)
+                log.info("unblocked %s (was %s)", task_id, was)
+                self._call(self.on_unblocked, task_id, was)
 
     def _report_parked(self) -> None:
         s = self.scheduler
