@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tasktrail.domain import Store, World, open_store
 from tasktrail.domain.history import DEFAULT_EVERY, Restored, restore, stream_loader
+from tasktrail.domain.retention.across import ArchiveView, archive_folder, warn_of
 from tasktrail.domain.store.store import Recorded
 
 from .audit import AuditTrail, amends_previous
@@ -69,7 +70,12 @@ class CatchUp:
 
 
 class Projector:
-    """Follows one store and keeps its read models in a SQLite file."""
+    """Follows one store and keeps its read models in a SQLite file.
+
+    ``archive``: the store's archive folder (``tasktrail project --archive``): its
+    segments' events are folded in place, as if never moved; a segment that fails its
+    check is read as a gap and is an :class:`ArchiveWarning` at the catch-up that read it.
+    """
 
     def __init__(
         self,
@@ -78,9 +84,16 @@ class Projector:
         *,
         projections: Sequence[Projection] | None = None,
         batch_size: int = DEFAULT_BATCH,
+        archive: str | os.PathLike[str] | None = None,
     ) -> None:
+        folder = archive_folder(archive) if archive is not None else None  # before opening
         self._owns_store = not isinstance(store, Store)
         self.store = store if isinstance(store, Store) else open_store(store)
+        self._kept_archive = self.store.archive
+        self._across = None if folder is None else ArchiveView(self.store, folder)
+        if self._across is not None:
+            self.store.archive = self._across
+        self._warned = 0  # the archive's findings warned of so far
         self.path = Path(out)
         import sqlite_utils  # loaded with the first read-model file (see base.py)
 
@@ -160,6 +173,9 @@ class Projector:
             progress(self.folded, max(head, self.folded))
         report.position = self.folded
         report.seconds = time.perf_counter() - started
+        if self._across is not None:
+            warn_of(self._across.findings[self._warned :], stacklevel=2)
+            self._warned = len(self._across.findings)
         return report
 
     def _resume(self, position: int) -> None:
@@ -274,6 +290,8 @@ class Projector:
         self.db.close()
         if self._owns_store:
             self.store.close()
+        else:
+            self.store.archive = self._kept_archive  # the caller's store, as it was given
 
     def __enter__(self) -> Projector:
         return self

@@ -88,12 +88,25 @@ def _apply(world: World, recorded: Recorded) -> Any:
         raise CorruptEvent(recorded.position, str(error)) from None
 
 
-def phase_spans(source: Source, task: str | None = None) -> list[PhaseSpan]:
+def phase_spans(
+    source: Source,
+    task: str | None = None,
+    *,
+    archive: str | os.PathLike[str] | None = None,
+) -> list[PhaseSpan]:
     """The phase spans of a log, in the order they ended; with ``task``, only those of
-    the trace(s) that task's spans belong to (the task's whole tree, usually)."""
-    if task is not None:
-        return _tree_spans(source, task)
-    from tasktrail.replay.log import read_log  # replay imports projections: load late
+    the trace(s) that task's spans belong to (the task's whole tree, usually).
+    ``archive``: the store's archive folder, its events read in place (``tasktrail
+    trace --archive``; :mod:`tasktrail.replay.across_archive`)."""
+    # replay imports projections: load late
+    from tasktrail.replay.across_archive import across_archive
+
+    with across_archive(archive, source):
+        return _tree_spans(source, task) if task is not None else _log_spans(source)
+
+
+def _log_spans(source: Source) -> list[PhaseSpan]:
+    from tasktrail.replay.log import read_log  # see phase_spans
 
     records, _, opened = read_log(source)
     try:
@@ -127,9 +140,11 @@ def rebuild(
     *,
     exporter: SpanExporter | None = None,
     service_name: str = SERVICE_NAME,
+    archive: str | os.PathLike[str] | None = None,
 ) -> list[ReadableSpan]:
     """Record a log's phase spans through the SDK and return them; ``exporter``
-    (any ``SpanExporter``) is sent each span too, then flushed (not shut down)."""
+    (any ``SpanExporter``) is sent each span too, then flushed (not shut down);
+    ``archive`` as :func:`phase_spans` takes it."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -146,7 +161,7 @@ def rebuild(
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer(SCOPE)
-    for span in phase_spans(source, task):
+    for span in phase_spans(source, task, archive=archive):
         emit(tracer, span)
     provider.force_flush()
     return list(memory.get_finished_spans())

@@ -10,6 +10,7 @@ from tasktrail.domain import Store, UnknownTask
 from tasktrail.domain.tasks.describe import format_at, is_time_field, printable
 from tasktrail.domain.tasks.restart_limit import DEFAULT_RESTART_LIMIT, RestartLimitChanged
 
+from .across_archive import ArchiveArg, across_archive, refuse_without_store
 from .state import SchedulerState, Until, fold, replay
 
 _LIMIT = RestartLimitChanged.__name__
@@ -59,9 +60,21 @@ class Step:
         )
 
 
-def explain(source: SchedulerState | str | os.PathLike[str] | Store, task_id: str) -> list[Step]:
-    """Every event of ``task_id``, oldest first, with the command or rule behind it."""
-    state = source if isinstance(source, SchedulerState) else replay(source)
+def explain(
+    source: SchedulerState | str | os.PathLike[str] | Store,
+    task_id: str,
+    *,
+    archive: ArchiveArg = None,
+) -> list[Step]:
+    """Every event of ``task_id``, oldest first, with the command or rule behind it.
+    ``archive``: the store's archive folder, its events read in place (a state is
+    refused with it: folded already)."""
+    if isinstance(source, SchedulerState):
+        if archive is not None:
+            refuse_without_store(source)
+        state = source
+    else:
+        state = replay(source, archive=archive)
     rows = [r for r in state.audit if r["task_id"] == task_id or r["event_type"] == _LIMIT]
     steps: list[Step] = []
     limit, marked = DEFAULT_RESTART_LIMIT, False
@@ -101,16 +114,19 @@ def story(
     source: str | os.PathLike[str] | Store,
     task_id: str,
     until: int | float | str | Until | None = None,
+    *,
+    archive: ArchiveArg = None,
 ) -> list[Step]:
     """What :func:`explain` tells of ``task_id``, read from that task's tree only (its
     owners, itself, what it owns and awaited), never the whole log: its cost follows
     the task, not the history. ``until`` (a position or a time) stops within those
-    streams, as it would in the whole log."""
+    streams, as it would in the whole log. ``archive``: the store's archive folder,
+    the tree's archived events read in place."""
     from tasktrail.projections import AuditTrail
 
     from .report.tree import open_streams, read_tree  # the report imports this module
 
-    with open_streams(source) as streams:
+    with across_archive(archive, source), open_streams(source) as streams:
         read = read_tree(streams, task_id)
     state = fold(read.records, until=Until.parse(until), projections=[AuditTrail()])
     return explain(state, task_id)

@@ -17,19 +17,33 @@ from tasktrail.domain.store.gaps import Gap, rows_and_gaps
 from tasktrail.domain.store.seals import LogTree
 from tasktrail.domain.store.transcoder import row_problem
 
+from .across_archive import ArchiveArg, across_archive
+
 
 def export(
     store: Store | str | os.PathLike[str],
     path: str | os.PathLike[str],
     *,
     chain_key: bytes | str | None = None,
+    archive: ArchiveArg = None,
 ) -> int:
     """Write a store's whole log to a JSONL file, its heads and its seal last (MAC'd
     under ``chain_key`` when the store is keyed); returns how many events.
 
     The file is written beside ``path`` under a temporary name and renamed into
-    place once complete: a failure leaves ``path`` as it was.
+    place once complete: a failure leaves ``path`` as it was. ``archive``: the store's
+    archive folder, its events written in place (without it, an archived range is
+    left out and only its blocks keep the seal whole).
     """
+    with across_archive(archive, store):
+        return _export(store, path, chain_key)
+
+
+def _export(
+    store: Store | str | os.PathLike[str],
+    path: str | os.PathLike[str],
+    chain_key: bytes | str | None,
+) -> int:
     opened = (
         store
         if isinstance(store, Store)

@@ -15,6 +15,11 @@ tasktrail knows (a value it does not know, from a newer release, is added to the
 categories, never dropped), and kinds and phases categoricals over the values the
 log holds.
 
+Every frame takes ``archive=DIR``, a store's archive folder (``tasktrail archive
+--to DIR``): the events its acts moved there are read in place, as if never moved
+(:mod:`.across_archive`; a segment that fails its check warns and is left out).
+Without it, a frame of an archived store holds only what is still in the store.
+
 >>> from tasktrail.replay import frames                      # doctest: +SKIP
 >>> frames.phase_durations("tasktrail-demo.db").groupby("kind").duration_ms.describe()
 """
@@ -30,6 +35,7 @@ from tasktrail.domain.tasks.events import EVENT_TYPES, OutcomeStatus, event_payl
 from tasktrail.domain.tasks.state import Status
 from tasktrail.projections import AuditTrail, Ledgers, LiveMirror
 
+from .across_archive import ArchiveArg, across_archive, refuse_without_store
 from .state import SchedulerState, replay
 
 if TYPE_CHECKING:
@@ -76,8 +82,12 @@ def _pandas() -> Any:
     return pandas
 
 
-def _state(log: Log) -> SchedulerState:
-    return log if isinstance(log, SchedulerState) else replay(log)
+def _state(log: Log, archive: ArchiveArg) -> SchedulerState:
+    if isinstance(log, SchedulerState):
+        if archive is not None:  # folded already: its archive cannot be read now
+            refuse_without_store(log)
+        return log
+    return replay(log, archive=archive)
 
 
 def _columns(table: str, spec_owner: Any, kinds: dict[str, Kind]) -> dict[str, Kind]:
@@ -122,9 +132,17 @@ def time_column(name: str) -> str:
     return f"{name}_time"
 
 
-def events(source: Source, task: str | None = None) -> pandas.DataFrame:
+def events(
+    source: Source, task: str | None = None, *, archive: ArchiveArg = None
+) -> pandas.DataFrame:
     """One row per event in log order: position, stream, version, type, ``at``, rule,
-    and the event's other stored fields as a dict (``payload``)."""
+    and the event's other stored fields as a dict (``payload``); ``archive``: the
+    store's archive folder, its events in place."""
+    with across_archive(archive, source):
+        return _events(source, task)
+
+
+def _events(source: Source, task: str | None) -> pandas.DataFrame:
     from .log import read_log
 
     records, _, opened = read_log(source)
@@ -165,10 +183,12 @@ def events(source: Source, task: str | None = None) -> pandas.DataFrame:
     return _frame(rows, schema)
 
 
-def audit(log: Log, task: str | None = None) -> pandas.DataFrame:
+def audit(log: Log, task: str | None = None, *, archive: ArchiveArg = None) -> pandas.DataFrame:
     """The audit trail (one row per event: statuses before and after, the command or
-    rule behind it), optionally for one task."""
-    rows = [row for row in _state(log).audit if task is None or row["task_id"] == task]
+    rule behind it), optionally for one task. ``archive``: the store's archive folder,
+    its events in place (a :class:`SchedulerState` is refused with it: folded already)."""
+    state = _state(log, archive)
+    rows = [row for row in state.audit if task is None or row["task_id"] == task]
     statuses = _statuses()
     kinds: dict[str, Kind] = {
         "event_type": _event_types(),
@@ -181,9 +201,10 @@ def audit(log: Log, task: str | None = None) -> pandas.DataFrame:
     return _frame(rows, _columns("audit", AuditTrail, kinds))
 
 
-def live(log: Log) -> pandas.DataFrame:
-    """The live mirror: every task not yet terminal, as ``tasktrail project`` writes it."""
-    rows = _state(log).table("live_tasks")
+def live(log: Log, *, archive: ArchiveArg = None) -> pandas.DataFrame:
+    """The live mirror: every task not yet terminal, as ``tasktrail project`` writes it
+    (an archive holds none: ``archive`` is taken as :func:`audit` takes it)."""
+    rows = _state(log, archive).table("live_tasks")
     kinds: dict[str, Kind] = {
         "task_id": ID,
         "owner_id": ID,
@@ -199,9 +220,10 @@ def live(log: Log) -> pandas.DataFrame:
     return _frame(rows, _columns("live_tasks", LiveMirror, kinds), times)
 
 
-def ledger(log: Log) -> pandas.DataFrame:
-    """The dispatch run ledger (empty when the log has no runs)."""
-    rows = _state(log).ledger
+def ledger(log: Log, *, archive: ArchiveArg = None) -> pandas.DataFrame:
+    """The dispatch run ledger (empty when the log has no runs); ``archive`` as
+    :func:`audit` takes it."""
+    rows = _state(log, archive).ledger
     kinds: dict[str, Kind] = {
         "task_id": ID,
         "status": RUN_STATUSES,
@@ -213,11 +235,11 @@ def ledger(log: Log) -> pandas.DataFrame:
     return _frame(rows, schema, times)
 
 
-def tasks(log: Log) -> pandas.DataFrame:
+def tasks(log: Log, *, archive: ArchiveArg = None) -> pandas.DataFrame:
     """Every task, terminal ones included: kind, status, outcome (and its result),
-    restarts, times."""
+    restarts, times; ``archive`` as :func:`audit` takes it."""
     rows = []
-    for task in _state(log).tasks.values():
+    for task in _state(log, archive).tasks.values():
         outcome = task.outcome
         rows.append(
             {
@@ -256,9 +278,12 @@ def tasks(log: Log) -> pandas.DataFrame:
     return _frame(rows, schema, times=("submitted_at", "updated_at"))
 
 
-def phase_durations(source: Source, task: str | None = None) -> pandas.DataFrame:
+def phase_durations(
+    source: Source, task: str | None = None, *, archive: ArchiveArg = None
+) -> pandas.DataFrame:
     """One row per phase span rebuilt from the log (see ``tasktrail trace``): task,
-    kind, phase, mode, outcome, resumed, start and end, ``duration_ms``, ids."""
+    kind, phase, mode, outcome, resumed, start and end, ``duration_ms``, ids;
+    ``archive``: the store's archive folder, its events in place."""
     from tasktrail.projections.trace import phase_spans
 
     rows = [
@@ -277,7 +302,7 @@ def phase_durations(source: Source, task: str | None = None) -> pandas.DataFrame
             "trace_id": f"{span.trace_id:032x}",
             "span_id": f"{span.span_id:016x}",
         }
-        for span in phase_spans(source, task)
+        for span in phase_spans(source, task, archive=archive)
     ]
     schema: dict[str, Kind] = {
         "task_id": ID,

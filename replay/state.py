@@ -326,12 +326,12 @@ def replay(
     before it and folds the events after it: the state holds the live work, and folds
     the whole log when every task or a table is asked for (:meth:`~SchedulerState.complete`).
     ``snapshots=False`` folds from 0 (``verify`` does, with ``watch(records, state)``
-    wrapping its records). ``archive``: a store's archive folder (segments in place).
+    wrapping its records). ``archive``: the store's archive folder (:mod:`.across_archive`).
     """
     if archive is not None:
-        from tasktrail.domain.retention.across import reading_archive
+        from .across_archive import across_archive
 
-        with reading_archive(archive, source if isinstance(source, Store) else None):
+        with across_archive(archive, source):
             kept = replay(source, until, skip_invalid=skip_invalid, strict=strict, audit=audit)
             return kept.complete()
     stop = Until.parse(until)

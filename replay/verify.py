@@ -16,11 +16,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from tasktrail.domain import CorruptEvent, InvalidArgument, Store
+from tasktrail.domain.retention.across import findings
 from tasktrail.domain.tasks.ending import cancelling_ancestor
 from tasktrail.domain.tasks.waits import waits_for
 from tasktrail.domain.turns.state import turn_id_for
 from tasktrail.domain.world import Draft
 
+from .across_archive import ArchiveArg, across_archive
 from .export_end import MissingEnd, cut_short, incomplete, missing_end
 from .log import is_jsonl
 from .seal_check import SealCheck, seal_check_for
@@ -29,7 +31,7 @@ from .state import SchedulerState, replay
 from .tamper import ChainReport, check_chain
 from .verify_report import VerifyReport as VerifyReport
 from .verify_report import Violation as Violation
-from .verify_report import seal_violations, unchecked_keys
+from .verify_report import archive_checked, chain_violations, seal_violations, unchecked_keys
 
 Check = Callable[[SchedulerState], Iterator[Violation]]
 CHECKS: dict[str, Check] = {}
@@ -270,6 +272,7 @@ def verify(
     skip_invalid: bool = False,
     chain_key: bytes | str | None = None,
     seals: str | os.PathLike[str] | None = None,
+    archive: ArchiveArg = None,
 ) -> VerifyReport:
     """Check every registered invariant on a state, or on a log (folded leniently),
     and a log's digest chain; ``against`` (an export kept apart) also checks that
@@ -277,7 +280,15 @@ def verify(
     digests are checked under ``chain_key`` (else ``$TASKTRAIL_CHAIN_KEY``): without
     it the report says they were not checked (:attr:`VerifyReport.unchecked`), never
     ``ok``. ``seals`` (a file of seal lines, or an export) checks that the log still
-    extends every seal in it (:mod:`.seal_check`)."""
+    extends every seal in it (:mod:`.seal_check`). ``archive`` (the store's archive
+    folder) checks every segment its acts name, then all of the above with their events
+    in place: a segment that fails is an ``archive`` violation, read as a gap."""
+    if archive is not None:
+        with across_archive(archive, source, warn=False) as views:
+            report = verify(
+                source, against=against, skip_invalid=skip_invalid, chain_key=chain_key, seals=seals
+            )
+        return archive_checked(report, findings(views))
     violations: list[Violation] = []
     chain: ChainReport | None = None
     watch: SnapshotWatch | None = None
@@ -319,7 +330,7 @@ def verify(
                 checks=["readable", "chain"],
                 violations=[
                     Violation("readable", None, str(unreadable), _pos(unreadable)),
-                    *_chain_violations(chain),
+                    *chain_violations(chain),
                     *seal_violations(sealed),
                 ],
                 chain=chain,
@@ -331,7 +342,7 @@ def verify(
         violations.extend(fn(state))
     violations.extend(incomplete(cut))
     if chain is not None:
-        violations.extend(_chain_violations(chain))
+        violations.extend(chain_violations(chain))
     violations.extend(seal_violations(sealed))
     snapshots = watch.problems if chain is not None and watch is not None else []
     for position, why in snapshots:
@@ -378,15 +389,6 @@ def _chain(
         )
     except CorruptEvent:  # an export's unreadable line: its reader stopped there
         return ChainReport()
-
-
-def _chain_violations(chain: ChainReport | None) -> list[Violation]:
-    found = []
-    for broken in chain.problems if chain is not None else []:
-        positions = (broken.position,) if broken.position is not None else ()
-        where = "" if broken.stream_id == "*" else f"stream {broken.stream_id}: "
-        found.append(Violation("chain", None, where + broken.message, positions))
-    return found
 
 
 def _pos(error: CorruptEvent) -> tuple[int, ...]:

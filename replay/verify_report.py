@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tasktrail.domain.retention.across import Finding
 from tasktrail.domain.tasks.describe import printable
 
 from .seal_check import SealCheck
@@ -121,3 +122,22 @@ def unchecked_keys(chain: ChainReport | None, sealed: SealCheck | None) -> list[
     if sealed is not None and sealed.macs_unchecked:
         found.append(f"{sealed.macs_unchecked} seal MACs not checked: no key was given")
     return found
+
+
+def chain_violations(chain: ChainReport | None) -> list[Violation]:
+    """Each break of the digest chain, as a ``chain`` violation at its position."""
+    found = []
+    for broken in chain.problems if chain is not None else []:
+        where = "" if broken.stream_id == "*" else f"stream {broken.stream_id}: "
+        found.append(Violation("chain", None, where + broken.message, _positions(broken.position)))
+    return found
+
+
+def archive_checked(report: VerifyReport, found: list[Finding]) -> VerifyReport:
+    """``report`` with the ``archive`` check: each segment that failed it, a violation."""
+    report.checks.append("archive")
+    report.violations.extend(
+        Violation("archive", None, f"segment {f.segment}: {f.message}", _positions(f.position))
+        for f in found
+    )
+    return report

@@ -17,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import hmac
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidArgument
 from ..store.erased import erased_leaf
 from ..store.gaps import (
     REMOVING_TOPICS,
@@ -52,6 +54,21 @@ class Finding:
     def __str__(self) -> str:
         where = f" at position {self.position}" if self.position is not None else ""
         return f"archive segment {self.segment}{where}: {self.message}"
+
+
+class ArchiveWarning(UserWarning):
+    """A segment read across that failed its check: read as a gap, its events left out."""
+
+
+def archive_folder(folder: str | os.PathLike[str]) -> Path:
+    """``archive=``'s folder, refused unless it is one (a typo would read every
+    segment as missing)."""
+    path = Path(folder)
+    if not path.is_dir():
+        raise InvalidArgument(
+            f"archive={os.fspath(folder)!r}: not a folder (the one tasktrail archive --to filled)"
+        )
+    return path
 
 
 class ArchiveView:
@@ -266,4 +283,18 @@ def findings(views: list[ArchiveView]) -> list[Finding]:
     return list(seen.values())
 
 
-__all__ = ["ArchiveView", "Finding", "findings", "reading_archive"]
+def warn_of(found: list[Finding], stacklevel: int = 2) -> None:
+    """Each failed segment as an :class:`ArchiveWarning` (Python's ``--archive`` note)."""
+    for finding in found:
+        warnings.warn(str(finding), ArchiveWarning, stacklevel=stacklevel + 1)
+
+
+__all__ = [
+    "ArchiveView",
+    "ArchiveWarning",
+    "Finding",
+    "archive_folder",
+    "findings",
+    "reading_archive",
+    "warn_of",
+]

@@ -23,6 +23,7 @@ from pathlib import Path
 from tasktrail.domain import InvalidArgument, Registry, Store
 from tasktrail.domain.store.files import atomic_output
 
+from ..across_archive import ArchiveArg, across_archive
 from ..log import is_jsonl
 from ..state import Until
 from .gather import DEFAULT_LIMIT, ReportData, gather
@@ -42,21 +43,24 @@ def write_report(
     restart_limit: int | None = None,
     registry: Registry | None = None,
     page: int = 1,
+    archive: ArchiveArg = None,
 ) -> ReportData:
     """Write the report of ``task_id`` (or of the whole log) to ``out``; returns what it
     shows. ``out`` is never the source: that is refused before anything is read. The
     page is written to a temporary file beside ``out`` and renamed into place, so
-    ``out`` is either the old file or the whole new report, never half of one."""
+    ``out`` is either the old file or the whole new report, never half of one.
+    ``archive``: the store's archive folder, its events read in place."""
     target = check_out(source, out)
-    data = gather(
-        source,
-        task_id,
-        until=until,
-        limit=limit,
-        restart_limit=restart_limit,
-        registry=registry,
-        page=page,
-    )
+    with across_archive(archive, source):
+        data = gather(
+            source,
+            task_id,
+            until=until,
+            limit=limit,
+            restart_limit=restart_limit,
+            registry=registry,
+            page=page,
+        )
     write_atomically(target, render(data))
     return data
 
