@@ -66,6 +66,7 @@ class ArchiveView:
         self.findings: list[Finding] = []
         self._seen: dict[str, list[Row] | None] = {}
         self._streams: list[set[str]] | None = None
+        self._spans: dict[str, tuple[int, int]] = {}
 
     def _checked(self) -> dict[str, list[Row]]:
         """The rows of every segment that holds what its act took, by segment name."""
@@ -165,10 +166,13 @@ class ArchiveView:
         self, pages: Iterator[list[Row]], after: int, until: int | None
     ) -> Iterator[list[Row]]:
         """The store's pages with every good segment's rows in place."""
+        # Only the segments whose span meets the read: a follower's reads of the news
+        # (after every archived position) touch no archived row.
         archived = sorted(
             (
                 row
-                for rows in self._checked().values()
+                for name, rows in self._checked().items()
+                if rows and self._meets(name, rows, after, until)
                 for row in rows
                 if row[0] > after and (until is None or row[0] <= until)
             ),
@@ -190,6 +194,13 @@ class ArchiveView:
         page.extend(archived[index:])
         if page:
             yield page
+
+    def _meets(self, name: str, rows: list[Row], after: int, until: int | None) -> bool:
+        """Whether a good segment's rows span any position in ``(after, until]``."""
+        span = self._spans.get(name)
+        if span is None:
+            span = self._spans[name] = (min(r[0] for r in rows), max(r[0] for r in rows))
+        return span[1] > after and (until is None or span[0] <= until)
 
     def stream(self, stream_id: str, records: list[Recorded]) -> list[Recorded]:
         """A stream's records with its archived events in place."""
@@ -220,6 +231,28 @@ def _differs(rows: list[Row], blocks: list[Gap]) -> tuple[int | None, str] | Non
                 "took: edited, removed, reordered or forged"
             )
     return None
+
+
+def skipped_ranges(gaps: list[Gap], advice: str) -> str | None:
+    """What a read that leaves the archived and pruned ranges out says of them, once:
+    ``skipped archived ranges: positions 3-40, 52-60 (48 events, 2 segments; ADVICE)``
+    (``None``: none)."""
+    if not gaps:
+        return None
+    spans: list[list[int]] = []
+    for gap in gaps:
+        if spans and spans[-1][1] + 1 >= gap.first:
+            spans[-1][1] = max(spans[-1][1], gap.last)
+        else:
+            spans.append([gap.first, gap.last])
+    shown = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans[:5])
+    more = f" and {len(spans) - 5} more" if len(spans) > 5 else ""
+    segments = len({gap.segment for gap in gaps if gap.segment})
+    events = sum(gap.size for gap in gaps)
+    return (
+        f"skipped archived ranges: positions {shown}{more} ({events} events, "
+        f"{segments} segments; {advice})"
+    )
 
 
 @contextlib.contextmanager
@@ -266,4 +299,4 @@ def findings(views: list[ArchiveView]) -> list[Finding]:
     return list(seen.values())
 
 
-__all__ = ["ArchiveView", "Finding", "findings", "reading_archive"]
+__all__ = ["ArchiveView", "Finding", "findings", "reading_archive", "skipped_ranges"]
