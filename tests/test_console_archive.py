@@ -152,3 +152,65 @@ def test_serve_documents_and_checks_the_archive_folder(
     opened(location, ManualClock(0)).close()
     ran = run(["serve", location, "--port", "0", "--archive", str(tmp_path / "nope")], capsys)
     assert ran.code == 2 and "--archive" in ran.err and "not a folder" in ran.err
+
+
+def test_a_renewed_view_checks_only_the_segments_it_had_not(
+    store_url: str, clock: ManualClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console renews its view at each archive act (a worker's keeper makes many
+    small ones): the segments it found good under the same acts are not read again."""
+    from tasktrail.domain import open_store
+    from tasktrail.domain.retention import across
+    from tasktrail.domain.retention.segments import read_segment
+
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    s = opened(store_url, clock)
+    record(s, clock, trees=3)
+    first = s.archive(before=clock(), to=folder, batch=40)
+    s.close()
+    with open_store(store_url, read_only=True) as store:
+        store.archive = across.ArchiveView(store, folder)
+        list(store.read())
+        s = opened(store_url, clock)
+        record(s, clock, trees=3)
+        second = s.archive(before=clock(), to=folder, batch=40)
+        s.close()
+        opened_segments: list[str] = []
+
+        def counted(path: Path) -> Any:
+            opened_segments.append(path.name)
+            return read_segment(path)
+
+        monkeypatch.setattr(across, "read_segment", counted)
+        store.archive = store.archive.renewed(store)
+        renewed = [(r.position, r.originator_version) for r in store.read()]
+        assert sorted(opened_segments) == sorted(str(act.segment) for act in second.acts)
+        store.archive = across.ArchiveView(store, folder)
+        assert renewed == [(r.position, r.originator_version) for r in store.read()]
+        assert len(opened_segments) == len(first.acts) + 2 * len(second.acts)
+        assert store.archive.findings == []
+
+
+def test_an_archived_tree_erased_while_it_serves_shows_no_value(archived: dict[str, Any]) -> None:
+    """An erasure rewrites the segments that hold the tree: the console reads them again
+    (never the copy it checked before), so the page shows the erased events."""
+    trees: Trees = archived["trees"]
+    root = trees.finished[0]
+    with (
+        in_process(archived["url"], archive=archived["folder"]) as url,
+        httpx.Client(base_url=url) as http,
+    ):
+        assert f"{HOSTILE}-result-0" in http.get(f"/api/tasks/{root}/history").text
+        s = opened(archived["url"], ManualClock(0))
+        s.erase(root, actor="dpo", reason="request 9", archive=archived["folder"])
+        s.close()
+        last = head(archived["url"])
+        deadline = time.monotonic() + TIMEOUT_S
+        while http.get("/api/status").json()["position"] < last:
+            assert time.monotonic() < deadline, "the console did not read the erasure"
+            time.sleep(0.05)
+        history = http.get(f"/api/tasks/{root}/history")
+        assert history.json()["events"][0]["event_type"] == "TaskSubmitted"
+        assert "-result-0" not in history.text and "-memo-0" not in history.text
+        assert http.get("/api/status").json()["archive"]["findings"] == []

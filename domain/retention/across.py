@@ -68,6 +68,22 @@ class ArchiveView:
         self._streams: list[set[str]] | None = None
         self._spans: dict[str, tuple[int, int]] = {}
 
+    def renewed(self, store: Store) -> ArchiveView:
+        """A view of the store's acts as they are now (a long-lived reader's, after an
+        act), keeping each segment this one found good under the same act, unless an
+        erasure came since (it may have made a copy stale): one act more costs its own
+        segment's check, not the whole archive's again."""
+        made = ArchiveView(store, self.folder)
+        if made.erasures != self.erasures:
+            return made
+        before = {act.payload.get("segment"): act for act in self.acts}
+        for act in made.acts:
+            name = act.payload.get("segment")
+            rows = self._seen.get(name) if isinstance(name, str) else None
+            if rows is not None and before.get(name) == act:
+                made._seen[str(name)] = rows
+        return made
+
     def _checked(self) -> dict[str, list[Row]]:
         """The rows of every segment that holds what its act took, by segment name."""
         for act in self.acts:

@@ -6,8 +6,8 @@ With a folder, the follower's store reads through an
 ``Store.read`` and ``stream_records`` of it, the follower's fold and a task's page,
 has each good segment's events in place, and a segment that fails its check is a
 finding the pages show (its events read as a gap). Without one, the pages say which
-archived ranges they skip. An archive act appended while the console serves makes the
-view anew (:meth:`ArchivedHistory.look`), so a tree archived under it still reads whole.
+archived ranges they skip. An archive act appended while the console serves renews the
+view (:meth:`ArchivedHistory.look`), so a tree archived under it still reads whole.
 """
 
 from __future__ import annotations
@@ -38,14 +38,18 @@ class ArchivedHistory:
 
     def look(self) -> bool:
         """Look at the store's acts again (one indexed look); whether they changed since.
-        A change makes the archive view anew (its segments checked at their next read),
-        or the note of what is skipped."""
+        A change renews the archive view (the segments it has not checked yet are
+        checked at their next read), or the note of what is skipped."""
         version = history_version(self.store)
         if version == self._version:
             return False
         self._version = version
         if self.folder is not None:
-            self.store.archive = ArchiveView(self.store, self.folder)
+            view = self.store.archive
+            if view is None:
+                self.store.archive = ArchiveView(self.store, self.folder)
+            else:
+                self.store.archive = view.renewed(self.store)
         else:
             self.skipped = skipped_ranges(gaps_of(history_acts(self.store)), SKIPPED_ADVICE)
         return True
