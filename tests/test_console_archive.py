@@ -214,3 +214,24 @@ def test_an_archived_tree_erased_while_it_serves_shows_no_value(archived: dict[s
         assert history.json()["events"][0]["event_type"] == "TaskSubmitted"
         assert "-result-0" not in history.text and "-memo-0" not in history.text
         assert http.get("/api/status").json()["archive"]["findings"] == []
+
+
+def test_serve_says_at_its_start_how_it_reads_the_archive(
+    sqlite_url: str, clock: ManualClock, tmp_path: Path
+) -> None:
+    from helpers.console_server import as_process
+
+    s = opened(sqlite_url, clock)
+    record(s, clock, trees=2)
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    s.archive(before=clock(), to=folder)
+    s.close()
+    with as_process(sqlite_url) as served:
+        said = "\n".join(served.lines)
+        assert "  note: skipped archived ranges: positions " in said
+        assert "serve with --archive DIR to read them" in said
+    with as_process(sqlite_url, "--archive", str(folder)) as served:
+        said = "\n".join(served.lines)
+        assert f"  archive: read across {folder}, each segment checked" in said
+        assert "skipped archived ranges" not in said

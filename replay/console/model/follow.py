@@ -7,7 +7,9 @@ a thread of its own, a chunk at a time, so pages can say how far it got. Then it
 on the store's news (:mod:`tasktrail.domain.store.news`: ``PRAGMA data_version`` on
 SQLite, ``LISTEN`` on PostgreSQL; every wait at most a second, the news' own fallback)
 and folds what was appended, whoever appended it. Each event folded is handed to every
-subscriber (the server-sent events of ``/api/stream``) as a :class:`Notice`.
+subscriber (the server-sent events of ``/api/stream``) as a :class:`Notice`. Given an
+archive folder, its store reads across it, and each chunk is read again if an archive
+act came while it was read (:mod:`.archived`).
 
 Beside the world it keeps what the pages ask that a world does not index: the tasks in
 submission order, who owns whom (ended tasks too), each task's run streams and the
