@@ -83,6 +83,23 @@ class ArchiveView:
         self.findings: list[Finding] = []
         self._seen: dict[str, list[Row] | None] = {}
         self._streams: list[set[str]] | None = None
+        self._spans: dict[str, tuple[int, int]] = {}
+
+    def renewed(self, store: Store) -> ArchiveView:
+        """A view of the store's acts as they are now (a long-lived reader's, after an
+        act), keeping each segment this one found good under the same act, unless an
+        erasure came since (it may have made a copy stale): one act more costs its own
+        segment's check, not the whole archive's again."""
+        made = ArchiveView(store, self.folder)
+        if made.erasures != self.erasures:
+            return made
+        before = {act.payload.get("segment"): act for act in self.acts}
+        for act in made.acts:
+            name = act.payload.get("segment")
+            rows = self._seen.get(name) if isinstance(name, str) else None
+            if rows is not None and before.get(name) == act:
+                made._seen[str(name)] = rows
+        return made
 
     def _checked(self) -> dict[str, list[Row]]:
         """The rows of every segment that holds what its act took, by segment name."""
@@ -182,10 +199,13 @@ class ArchiveView:
         self, pages: Iterator[list[Row]], after: int, until: int | None
     ) -> Iterator[list[Row]]:
         """The store's pages with every good segment's rows in place."""
+        # Only the segments whose span meets the read: a follower's reads of the news
+        # (after every archived position) touch no archived row.
         archived = sorted(
             (
                 row
-                for rows in self._checked().values()
+                for name, rows in self._checked().items()
+                if rows and self._meets(name, rows, after, until)
                 for row in rows
                 if row[0] > after and (until is None or row[0] <= until)
             ),
@@ -207,6 +227,13 @@ class ArchiveView:
         page.extend(archived[index:])
         if page:
             yield page
+
+    def _meets(self, name: str, rows: list[Row], after: int, until: int | None) -> bool:
+        """Whether a good segment's rows span any position in ``(after, until]``."""
+        span = self._spans.get(name)
+        if span is None:
+            span = self._spans[name] = (min(r[0] for r in rows), max(r[0] for r in rows))
+        return span[1] > after and (until is None or span[0] <= until)
 
     def stream(self, stream_id: str, records: list[Recorded]) -> list[Recorded]:
         """A stream's records with its archived events in place."""
@@ -237,6 +264,28 @@ def _differs(rows: list[Row], blocks: list[Gap]) -> tuple[int | None, str] | Non
                 "took: edited, removed, reordered or forged"
             )
     return None
+
+
+def skipped_ranges(gaps: list[Gap], advice: str) -> str | None:
+    """What a read that leaves the archived and pruned ranges out says of them, once:
+    ``skipped archived ranges: positions 3-40, 52-60 (48 events, 2 segments; ADVICE)``
+    (``None``: none)."""
+    if not gaps:
+        return None
+    spans: list[list[int]] = []
+    for gap in gaps:
+        if spans and spans[-1][1] + 1 >= gap.first:
+            spans[-1][1] = max(spans[-1][1], gap.last)
+        else:
+            spans.append([gap.first, gap.last])
+    shown = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans[:5])
+    more = f" and {len(spans) - 5} more" if len(spans) > 5 else ""
+    segments = len({gap.segment for gap in gaps if gap.segment})
+    events = sum(gap.size for gap in gaps)
+    return (
+        f"skipped archived ranges: positions {shown}{more} ({events} events, "
+        f"{segments} segments; {advice})"
+    )
 
 
 @contextlib.contextmanager
@@ -296,5 +345,6 @@ __all__ = [
     "archive_folder",
     "findings",
     "reading_archive",
+    "skipped_ranges",
     "warn_of",
 ]

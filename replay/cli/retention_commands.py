@@ -64,6 +64,7 @@ def run_across(args: argparse.Namespace, handler: Callable[[argparse.Namespace],
 def _skipped_note(location: str | None) -> None:
     """Once: the ranges archive and prune acts took that this read leaves out."""
     from tasktrail.domain import open_store
+    from tasktrail.domain.retention.across import skipped_ranges
     from tasktrail.domain.store.gaps import gaps_of, history_acts
     from tasktrail.replay.log import is_jsonl
 
@@ -74,22 +75,9 @@ def _skipped_note(location: str | None) -> None:
             gaps = gaps_of(history_acts(store))
     except Exception:  # the command itself says what is wrong with the store
         return
-    if not gaps:
-        return
-    spans: list[list[int]] = []
-    for gap in gaps:
-        if spans and spans[-1][1] + 1 >= gap.first:
-            spans[-1][1] = max(spans[-1][1], gap.last)
-        else:
-            spans.append([gap.first, gap.last])
-    shown = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans[:5])
-    more = f" and {len(spans) - 5} more" if len(spans) > 5 else ""
-    segments = len({gap.segment for gap in gaps if gap.segment})
-    events = sum(gap.size for gap in gaps)
-    warn(
-        f"note: skipped archived ranges: positions {shown}{more} ({events} events, "
-        f"{segments} segments; pass --archive DIR to read them)"
-    )
+    said = skipped_ranges(gaps, "pass --archive DIR to read them")
+    if said is not None:
+        warn(f"note: {said}")
 
 
 def add_archive(commands: Any) -> None:

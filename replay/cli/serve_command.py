@@ -1,4 +1,5 @@
-"""``tasktrail serve STORE [--host 127.0.0.1] [--port 8765] [--token-file F]``: the
+"""``tasktrail serve STORE [--host 127.0.0.1] [--port 8765] [--token-file F] [--archive
+DIR]``: the
 live console (:mod:`tasktrail.replay.console`, docs/console.md), in a browser and as a
 JSON API. It needs the ``console`` extra (Starlette and uvicorn), imported only here,
 when the command runs: every other command starts without them."""
@@ -6,11 +7,13 @@ when the command runs: every other command starts without them."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from tasktrail.domain import InvalidArgument
 
 from .common import EXIT_OK, STORE_HELP, say
+from .retention_commands import ARCHIVE_HELP
 
 DESCRIPTION = """\
 Serve a live console of STORE: the task list (filters, search, pages), each
@@ -27,9 +30,16 @@ file gives the token. The console binds 127.0.0.1 unless --host says
 otherwise. SIGTERM stops it within a second. A JSON API lives under /api/
 (docs/console.md).
 
+With --archive DIR, the history tasktrail archive moved to DIR reads as if
+still in place: archived tasks are listed and found with the finished ones,
+and their pages show their history; a segment that fails its check (missing,
+altered) is named on every page and its events left out. Without it, every
+page says which archived ranges it skips.
+
 examples:
   tasktrail serve trail.db                                  http://127.0.0.1:8765/
   tasktrail serve trail.db --token-file ~/.tasktrail-tokens --port 9000
+  tasktrail serve trail.db --archive archive/               archived history too
   curl -H "Authorization: Bearer $TOKEN" -d '{"reason": "stuck"}' \\
        -H 'Content-Type: application/json' http://127.0.0.1:8765/api/tasks/T/abort
 """
@@ -54,6 +64,7 @@ def add_serve(commands: Any) -> None:
         metavar="FILE",
         help="lines of ACTOR TOKEN: who may act (default: no acts, the console only reads)",
     )
+    serve.add_argument("--archive", type=Path, metavar="DIR", default=None, help=ARCHIVE_HELP)
 
 
 def do_serve(args: argparse.Namespace) -> int:
@@ -69,6 +80,7 @@ def do_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         token_file=args.token_file,
+        archive=args.archive,
         say=say,
         end_process=True,
     )

@@ -32,13 +32,17 @@ Handler = Callable[[Console, Request], Awaitable[Response]]
 def console_for(
     location: str | os.PathLike[str],
     token_file: str | os.PathLike[str] | None = None,
+    *,
+    archive: str | os.PathLike[str] | None = None,
 ) -> Console:
     """A console of the store at ``location`` (opened read-only now: a bad location is
     :class:`~tasktrail.domain.StoreError`), acting with the tokens of ``token_file``
-    (``None``: acts are off). Its follower starts with the application."""
+    (``None``: acts are off), reading across the archive folder ``archive`` (``None``:
+    its pages say which archived ranges they skip; not a folder:
+    :class:`~tasktrail.domain.InvalidArgument`). Its follower starts with the application."""
     tokens = Tokens.load(token_file) if token_file is not None else None
     text = os.fspath(location)
-    follower = Follower(text)
+    follower = Follower(text, archive=archive)
     name = str(parse_location(text)) if "://" in text else text
     return Console(follower, tokens, name, text)
 

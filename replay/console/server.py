@@ -1,12 +1,13 @@
 """``tasktrail serve``: the console under uvicorn, safe by default.
 
 It binds 127.0.0.1 unless told otherwise and says where it listens and who can reach it;
-a store that cannot be opened, a token file that cannot be read, an address that is not
-this machine's or a port in use is bad input (exit 2, named) before anything is served:
-the socket is bound here, before uvicorn starts. SIGTERM and SIGINT stop it within a
-second: uvicorn stops accepting, gives open responses (the live pages' event streams)
-:data:`GRACE_S` to end, then the follower stops and the store closes. SIGTERM exits 0;
-SIGINT is an interruption (130), as for every command.
+a store that cannot be opened, a token file that cannot be read, an archive folder that
+is not one, an address that is not this machine's or a port in use is bad input (exit
+2, named) before anything is served: the socket is bound here, before uvicorn starts.
+SIGTERM and SIGINT stop it within a second: uvicorn stops accepting, gives open
+responses (the live pages' event streams) :data:`GRACE_S` to end, then the follower
+stops and the store closes. SIGTERM exits 0; SIGINT is an interruption (130), as for
+every command.
 """
 
 from __future__ import annotations
@@ -78,17 +79,20 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     token_file: str | None = None,
+    archive: str | os.PathLike[str] | None = None,
     say: Callable[[str], None] | None = None,
     end_process: bool = False,
 ) -> int:
-    """Serve the console of the store at ``location`` until SIGTERM or SIGINT; returns
-    the exit code (0 after SIGTERM). ``end_process``: once stopped, end the process at
+    """Serve the console of the store at ``location`` (read across the archive folder
+    ``archive``, if given) until SIGTERM or SIGINT; returns the exit code (0 after
+    SIGTERM). ``end_process``: once stopped, end the process at
     once (``tasktrail serve``): what the console folded (some 130 MB for 100,000 tasks)
     is not freed object by object, which took an interpreter's exit 1.3-2 s here."""
     import uvicorn
 
     tell = say or _say
-    console = console_for(location, token_file)  # a bad store or token file: exit 2
+    # A bad store, token file or archive folder: exit 2.
+    console = console_for(location, token_file, archive=archive)
     try:
         sock = bind(host, port)
     except BaseException:
@@ -113,7 +117,7 @@ def serve(
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        for line in _opening(console, host, url_of(sock)):
+        for line in [*_opening(console, host, url_of(sock)), *_archive_lines(console)]:
             tell(line)
         _tell_when_ready(console, tell)
         server.run(sockets=[sock])
@@ -174,6 +178,13 @@ def _opening(console: Console, host: str, url: str) -> list[str]:
     return lines
 
 
+def _archive_lines(console: Console) -> list[str]:
+    archived = console.follower.archived
+    if archived.folder is not None:
+        return [f"  archive: read across {archived.folder}, each segment checked"]
+    return [f"  note: {archived.skipped}"] if archived.skipped else []
+
+
 def _tell_when_ready(console: Console, tell: Callable[[str], None]) -> None:
     began = time.monotonic()
 
@@ -190,6 +201,8 @@ def _tell_when_ready(console: Console, tell: Callable[[str], None]) -> None:
             f"tasktrail console: read {status['position']:,} positions ({status['tasks']:,} "
             f"tasks) in {time.monotonic() - began:.1f} s; following the store's news"
         )
+        for finding in console.follower.archived.findings():
+            tell(f"  warning: {finding}")
 
     threading.Thread(target=wait, name="tasktrail-console-ready", daemon=True).start()
 

@@ -88,7 +88,11 @@ class Streams(Protocol):
 
 
 class StoreStreams:
-    """The streams of a SQLite or PostgreSQL store, read by their primary key."""
+    """The streams of a SQLite or PostgreSQL store, read by their primary key. A store
+    read across an archive (``Store.archive``) has each stream's archived events in
+    :meth:`read`'s answer; the scans (``owned``, ``tasks``, ``runs``, ``positions``)
+    read its own rows only (a report across an archive walks the log instead:
+    :class:`~.tree.AcrossStreams`)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -190,6 +194,8 @@ class StoreStreams:
                     raise CorruptEvent(position, problem)
                 event = decode_event(topic, originator_id, state, position)
                 found.append(Recorded(position, event, version))
+        if self.store.archive is not None:  # read across an archive: its events in place
+            found += [r for sid in wanted for r in self.store.archive.stream(sid, [])]
         found.sort(key=lambda recorded: recorded.position)
         return found
 

@@ -82,15 +82,17 @@ def head(location: str) -> int:
 
 
 @contextlib.contextmanager
-def in_process(location: str, tokens: Path | None = None) -> Iterator[str]:
-    """The console of ``location`` served by uvicorn in a thread; yields its base URL
-    once its first fold is done."""
+def in_process(
+    location: str, tokens: Path | None = None, *, archive: Path | None = None
+) -> Iterator[str]:
+    """The console of ``location`` (read across ``archive``, if given) served by uvicorn
+    in a thread; yields its base URL once its first fold is done."""
     import uvicorn
 
     from tasktrail.replay.console.app import console_for, create_app
     from tasktrail.replay.console.server import bind, url_of
 
-    console = console_for(location, tokens)
+    console = console_for(location, tokens, archive=archive)
     sock = bind("127.0.0.1", 0)
     server = uvicorn.Server(
         uvicorn.Config(

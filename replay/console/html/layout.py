@@ -144,7 +144,8 @@ def status_badge(status: str, outcome: str | None = None) -> str:
 
 
 def problems_note(status: dict[str, Any]) -> str:
-    """What a page says when the follower is behind, skipped events or stopped."""
+    """What a page says when the follower is behind, skipped events or stopped, and of
+    its archive: the ranges it skips without one, each segment that failed its check."""
     notes = []
     if not status["ready"]:
         notes.append(
@@ -156,6 +157,11 @@ def problems_note(status: dict[str, Any]) -> str:
         notes.append(f"{status['skipped']} events could not be read and are left out: {shown}")
     if status["failure"]:
         notes.append(f"The store cannot be read just now (trying again): {status['failure']}")
+    archive = status.get("archive") or {}
+    if archive.get("skipped"):
+        said = str(archive["skipped"])
+        notes.append(said[:1].upper() + said[1:] + ".")
+    notes += [f"{found}; its events are left out." for found in archive.get("findings") or ()]
     return "".join(f'<p class="warn">{text(n, 2_000)}</p>' for n in notes)
 
 

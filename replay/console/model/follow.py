@@ -7,7 +7,9 @@ a thread of its own, a chunk at a time, so pages can say how far it got. Then it
 on the store's news (:mod:`tasktrail.domain.store.news`: ``PRAGMA data_version`` on
 SQLite, ``LISTEN`` on PostgreSQL; every wait at most a second, the news' own fallback)
 and folds what was appended, whoever appended it. Each event folded is handed to every
-subscriber (the server-sent events of ``/api/stream``) as a :class:`Notice`.
+subscriber (the server-sent events of ``/api/stream``) as a :class:`Notice`. Given an
+archive folder, its store reads across it, and each chunk is read again if an archive
+act came while it was read (:mod:`.archived`).
 
 Beside the world it keeps what the pages ask that a world does not index: the tasks in
 submission order, who owns whom (ended tasks too), each task's run streams and the
@@ -18,6 +20,7 @@ connection and all of it: a request reads a consistent world, never one half fol
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +28,8 @@ from typing import Any
 
 from tasktrail.domain import CorruptEvent, Store, TaskEvent, World, open_store
 from tasktrail.domain.store.recorded import Recorded
+
+from .archived import ArchivedHistory
 
 log = logging.getLogger("tasktrail.console")
 
@@ -88,9 +93,21 @@ class Extras:
 class Follower:
     """A read-only store folded whole and kept current (see the module)."""
 
-    def __init__(self, location: str, *, chain_key: bytes | str | None = None) -> None:
+    def __init__(
+        self,
+        location: str,
+        *,
+        chain_key: bytes | str | None = None,
+        archive: str | os.PathLike[str] | None = None,
+    ) -> None:
         # Refuses a missing file, a foreign one, an unreachable server: StoreError, exit 2.
         self.store: Store = open_store(location, read_only=True, chain_key=chain_key)
+        try:
+            self.archived = ArchivedHistory(self.store, archive)
+            """Its archived history: read across ``archive``, or said to be skipped."""
+        except BaseException:
+            self.store.close()
+            raise
         self.location = location
         self.lock = threading.RLock()
         """Held for every read of :attr:`store` and of the fold (:attr:`world`, :attr:`extras`)."""
@@ -192,7 +209,7 @@ class Follower:
             if head <= start:
                 return False
             stop = min(head, start + CHUNK)
-            for recorded in self.store.read(after=start, until=stop, skip=self._skipped):
+            for recorded in self._read(start, stop):
                 self._fold(recorded, notices)
             self.position = stop
             subscribers = list(self._subscribers)
@@ -203,6 +220,18 @@ class Follower:
                 except Exception:  # a subscriber's fault is its own: the others go on
                     log.exception("a console subscriber failed")
         return True
+
+    def _read(self, start: int, stop: int) -> list[Recorded]:
+        """The events of ``(start, stop]``; read again across the archive if an archive
+        act came meanwhile (the rows it took may have left before the read)."""
+        while True:
+            unreadable: list[CorruptEvent] = []
+            records = list(self.store.read(after=start, until=stop, skip=unreadable.append))
+            if not self.archived.look() or not self.archived.across:
+                break
+        for error in unreadable:
+            self._skipped(error)
+        return records
 
     def _skipped(self, error: CorruptEvent) -> None:
         self._problem(f"position {error.position}: {error}")
@@ -247,7 +276,8 @@ class Follower:
     # ─── what the pages read ────────────────────────────────────────────────
 
     def status(self) -> dict[str, Any]:
-        """Where the follower is: position, head at start, ready, problems, failure."""
+        """Where the follower is: position, head at start, ready, problems, failure, and
+        its archive (the folder, the segments that failed, or the ranges it skips)."""
         return {
             "position": self.position,
             "head_at_start": self.head_at_start,
@@ -256,6 +286,7 @@ class Follower:
             "skipped": self.skipped,
             "problems": list(self.problems),
             "failure": self.failure,
+            "archive": self.archived.to_dict(),
         }
 
     def owners(self, task_id: str) -> list[str]:
