@@ -267,3 +267,23 @@ def test_a_postgresql_pool_timeout_mid_run_is_given_its_cause() -> None:
     why = store._why(Exception("couldn't get a connection after 1.00 sec"))
     assert why.startswith("couldn't get a connection after 1.00 sec: ")
     assert "refused" in why.lower() or "connect" in why[40:].lower()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["archive", "{store}", "--before", "30d", "--to", "{folder}", "--actor", "a"],
+        ["archive", "{store}", "--before", "30d", "--to", "{folder}", "--dry-run"],
+        ["erase", "{store}", "t", "--actor", "a", "--reason", "asked"],
+    ],
+)
+def test_a_retention_act_on_a_missing_store_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """Found in this session: ``archive`` and ``erase`` on a path that holds no store
+    made an empty store there (and the archive folder) and reported nothing moved. A
+    write command never creates a store: refused, named, nothing made."""
+    store, folder = tmp_path / "nope.db", tmp_path / "archive"
+    ran = run([part.format(store=store, folder=folder) for part in argv], capsys)
+    assert ran.code == 2 and f"no store at {store}" in ran.err, ran.err
+    assert sorted(tmp_path.iterdir()) == []

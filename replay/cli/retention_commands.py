@@ -139,6 +139,7 @@ def do_archive(args: argparse.Namespace) -> int:
     before = parse_time(args.before, "--before")
     if args.batch < 1:
         raise InvalidArgument(f"--batch must be at least 1, not {args.batch}")
+    open_store(args.store, read_only=True).close()  # a write command never creates a store
     folder = args.to
     if not args.dry_run:
         folder.mkdir(parents=True, exist_ok=True)
@@ -205,6 +206,7 @@ def do_erase(args: argparse.Namespace) -> int:
     from .common import task_id_argument
 
     task_id = task_id_argument(args.task)
+    open_store(args.store, read_only=True).close()  # a write command never creates a store
     with open_store(args.store, chain_key=key_argument(args)) as store:
         done = erase(
             store,
