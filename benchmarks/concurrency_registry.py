@@ -3,9 +3,11 @@
 Three kinds of task, three phases each, each phase waiting ``$TASKTRAIL_BENCH_WAIT_S``:
 ``sync3`` with ``time.sleep`` (its phases run in the invocation's thread), ``async3``
 with ``await asyncio.sleep`` (on the worker's event loop), each moving to the next with
-a checkpoint; ``next3`` the same async phases moving on by returning the next phase's
-name (issue 43's comparison with the job queues). The last phase finishes the task;
-the first and the last leave a mark (:mod:`.concurrency_marks`).
+an awaited checkpoint (``checkpoint_async``: the loop goes on while the group commit
+writes it, as an ``async`` phase should); ``next3`` the same async phases moving on by
+returning the next phase's name (issue 43's comparison with the job queues). The last
+phase finishes the task (``await inv.finish_async``); the first and the last leave a
+mark (:mod:`.concurrency_marks`).
 """
 
 from __future__ import annotations
@@ -49,17 +51,17 @@ async def _await() -> None:
 async def _a_one(inv: Any) -> None:
     mark("S")
     await _await()
-    inv.checkpoint("two")
+    await inv.checkpoint_async("two")
 
 
 async def _a_two(inv: Any) -> None:
     await _await()
-    inv.checkpoint("three")
+    await inv.checkpoint_async("three")
 
 
 async def _a_three(inv: Any) -> None:
     await _await()
-    inv.finish("completed")
+    await inv.finish_async("completed")
     mark("E")
 
 

@@ -8,7 +8,9 @@ import contextlib
 from typing import Any
 
 import pytest
-from conftest import crash, event_count, finishing
+from conftest import crash, event_count, examples, finishing
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from tasktrail.domain import (
     ConflictError,
@@ -405,3 +407,33 @@ def test_held_back_reasons_and_keys_in_tasks_and_explain(
     assert "now held back, limited: 2 of 2 tasks of kind job with limit key 'acme'" in told
     assert main(["explain", store_url, acme[0]]) == 0
     assert "now held back" not in capsys.readouterr().out
+
+
+@settings(max_examples=examples(20, 150), deadline=None)
+@given(
+    kinds=st.lists(st.sampled_from(["job-acme", "job-beta", "call", "plain"]), max_size=14),
+    running=st.integers(0, 4),
+    limit=st.integers(0, 6),
+)
+@example(kinds=["job-acme"] * 3 + ["plain"], running=0, limit=3)  # a key's room shared
+@example(kinds=["call"] * 5 + ["job-beta"], running=2, limit=2)  # a rate's tokens shared
+def test_a_limited_runnable_is_the_head_of_the_whole_one_past_held_back_tasks(
+    tmp_path_factory: pytest.TempPathFactory, kinds: list[str], running: int, limit: int
+) -> None:
+    """A worker with a few free slots asks ``runnable(limit)``, which asks after tasks
+    only until ``limit`` are let through (issue 43: not every task queued at every
+    tick). It must be the first ``limit`` of the whole answer: tasks that rules 33 and
+    34 hold back are passed over, never end the look early nor starve the others."""
+    registry = flows.__wrapped__()  # type: ignore[attr-defined]
+    path = tmp_path_factory.mktemp("limited") / "trail.db"
+    s = Scheduler.open(str(path), clock=ManualClock(1_000_000), registry=registry, worker="w")
+    try:
+        for kind in kinds:
+            memos = {"tenant": kind.removeprefix("job-"), "model": "gpt"}
+            s.submit(kind.split("-")[0], memos=memos)
+        for task_id in s.runnable()[:running]:
+            s.reserve(task_id)
+        whole = s.runnable()
+        assert s.runnable(limit) == whole[:limit]
+    finally:
+        s.close()

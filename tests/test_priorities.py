@@ -12,6 +12,7 @@ from conftest import event_count
 from helpers.cli import run
 
 from tasktrail.domain import ManualClock, Registry, RuleViolation, Scheduler, TaskDefinition
+from tasktrail.domain.app.phases import _rank
 from tasktrail.domain.app.worker import Worker
 
 
@@ -117,6 +118,8 @@ def test_workers_of_a_fleet_each_take_higher_priorities_first(
             order = s.runnable()
             assert order[0] == "high" and order[-1] == "low"
             assert sorted(order[1:-1]) == [f"normal-{n}" for n in range(6)]
+            assert order[1:-1] == sorted(order[1:-1], key=lambda t: _rank(s.worker, t))
+            assert s.runnable(3) == order[:3]  # a worker with few free slots: the head
             orders.append(order)
         assert orders[0] != orders[1]  # each worker's own order within a priority
     finally:

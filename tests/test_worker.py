@@ -161,10 +161,10 @@ def test_a_tick_the_store_failed_is_tried_again_after_a_backoff(
     real_runnable = s.runnable
     failures = [StoreError("cannot write to store: database is locked")] * 2
 
-    def flaky_runnable(**options: Any) -> Any:
+    def flaky_runnable(*args: Any, **options: Any) -> Any:
         if failures:
             raise failures.pop()
-        return real_runnable(**options)
+        return real_runnable(*args, **options)
 
     s.runnable = flaky_runnable  # type: ignore[method-assign]
     worker = Worker(s, poll_ms=1)
@@ -183,7 +183,7 @@ def test_a_corrupt_event_ends_the_run_and_closes_the_scheduler(
     """A corrupt event is the log itself: another tick would read it again."""
     s = Scheduler.open(sqlite_url, clock=clock, registry=sleeper_registry(), worker="w")
 
-    def corrupt(**_: Any) -> Any:
+    def corrupt(*_: Any, **__: Any) -> Any:
         raise CorruptEvent(7, "damaged")
 
     s.runnable = corrupt  # type: ignore[method-assign]

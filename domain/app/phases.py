@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConflictError, Refused
@@ -92,6 +93,7 @@ class PhaseCommands(PhaseSteps, RetryCommands):
         worker: str
         peers: frozenset[str]
         _lock: threading.RLock
+        _rank_of: dict[str, bytes]
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
         def _context(self, world: World | None = None) -> decide.Context: ...
@@ -135,25 +137,47 @@ class PhaseCommands(PhaseSteps, RetryCommands):
                 break
         return report
 
-    def runnable(self) -> list[str]:
+    def runnable(self, limit: int | None = None) -> list[str]:
         """The tasks that can run now and no invocation here runs, higher priorities first
         (rule 19), then in this worker's order (submission order; with peers, rendezvous
-        hashing). Folds what other writers appended first; empty once closing or draining."""
+        hashing). Folds what other writers appended first; empty once closing or draining.
+        ``limit``: the first that many only (the rest are not asked: a worker with a few
+        free slots and thousands of tasks queued asks after a few)."""
         if self.closing or self.draining or self._lock_lost():
             return []  # a worker without its liveness lock takes no new work
         with self._lock:  # a heartbeat thread may fold events meanwhile
             self.refresh()
-            world = self.world  # once: every live task is asked
+            world = self.world
             ctx, draft = self._context(world), Draft(world)
-            candidates = [
+            ordered = live_by_priority(world)
+            if self.peers:  # ranked first, then asked: each worker's order is its own
+                ranks = self._ranks(world)
+                ordered.sort(key=lambda t: (-priority_of(world, t), ranks[t]))
+            ready = (
                 task_id
-                for task_id in live_by_priority(world)
+                for task_id in ordered
                 if task_id not in self._invocations
                 and self._readiness(draft, ctx, world.tasks[task_id]) == "ready"
-            ]
-        if self.peers:
-            candidates.sort(key=lambda t: (-priority_of(self.world, t), _rank(self.worker, t)))
-        return candidates
+            )
+            return self._admitted(world, ctx, ready, limit)
+
+    def _ranks(self, world: World) -> dict[str, bytes]:
+        """This worker's rendezvous rank of each live task, each hashed once, not at
+        every look (kept for the live tasks: those that ended are dropped now and then)."""
+        ranks = self._rank_of
+        if len(ranks) > 2 * len(world.live) + 1_000:
+            ranks = self._rank_of = {t: ranks[t] for t in world.live if t in ranks}
+        for task_id in world.live:
+            if task_id not in ranks:
+                ranks[task_id] = _rank(self.worker, task_id)
+        return ranks
+
+    def _admitted(
+        self, world: World, ctx: decide.Context, ready: Iterator[str], limit: int | None
+    ) -> list[str]:
+        """The first ``limit`` of ``ready`` (all: ``None``) that this worker may start
+        (:class:`~..service.flow.FlowCommands` narrows them to what limits let start)."""
+        return list(ready if limit is None else islice(ready, limit))
 
     def start_invocation(self, task_id: str, report: PassReport) -> Mode | None:
         """Reserve ``task_id`` for an invocation here; returns its mode (``run`` or

@@ -93,6 +93,7 @@ class Scheduler(CommandGroups):
         self._invocations: dict[str, Invocation] = {}
         self._failed_migrations: dict[str, TaskDefinition] = {}
         self._timed = Selected(lambda task: task.until is not None or task.flow is not None)
+        self._rank_of: dict[str, bytes] = {}  # rendezvous ranks (PhaseCommands._ranks)
         """Each live task whose migration failed here, with the definition it failed
         under (one that ended is dropped: see ``_forget_ended_migrations``)."""
         self._resumed: set[str] = set()

@@ -223,7 +223,9 @@ class Worker(WorkerLoop, WorkerReports):
         s, invocations = self.scheduler, self.invocations
         if self._stop.is_set() or (invocations.free == 0 and not wait):
             return
-        candidates = s.runnable()
+        # Not waiting, it starts as many as its free slots: twice that are asked after
+        # (some may be taken meanwhile), not every task queued.
+        candidates = s.runnable(None if wait else 2 * invocations.free)
         settled = PassReport()  # what reservations decided without an invocation
         while candidates and not self._stop.is_set():
             if invocations.free == 0:

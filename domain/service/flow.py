@@ -5,6 +5,7 @@ and :mod:`..tasks.debounce`'s (submissions)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..tasks.definitions import Registry
@@ -30,16 +31,15 @@ class FlowCommands:
         def _context(self) -> decide.Context: ...
         def _readiness(self, draft: Draft, ctx: decide.Context, task: TaskState) -> str: ...
 
-    def runnable(self) -> list[str]:
-        """The phase commands' ``runnable`` (the tasks that can run now, in the order this
-        worker starts them), without those a limit key's free slots or a rate key's
-        whole tokens cannot take now (rules 33, 34): each key's room goes to its first
-        candidates, so a worker sends no reservation the rules would refuse."""
-        candidates: list[str] = super().runnable()  # type: ignore[misc]
-        if not candidates:
-            return candidates
-        with self._lock:  # the world may be folded from a heartbeat thread
-            return admitted(self.world, self._context().now, candidates, self.registry)
+    def _admitted(
+        self, world: World, ctx: decide.Context, ready: Iterator[str], limit: int | None
+    ) -> list[str]:
+        """The phase commands' first ``limit`` of ``ready`` (the tasks that can run now,
+        in the order this worker starts them), without those a limit key's free slots or
+        a rate key's whole tokens cannot take now (rules 33, 34): each key's room goes to
+        its first candidates, so a worker sends no reservation the rules would refuse.
+        Asked in order until ``limit`` are let through: as if all had been, then cut."""
+        return admitted(world, ctx.now, ready, self.registry, limit)
 
     def held_back(self, task_id: str) -> HeldBack | None:
         """Why the task, which could run now otherwise, waits: ``limited`` (rule 33:

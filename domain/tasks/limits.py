@@ -220,15 +220,21 @@ def take_flow(draft: Draft, now: float, task: TaskState, flow: Flow | None) -> N
 
 
 def admitted(
-    world: World, now: float, candidates: Iterable[str], registry: Registry | None
+    world: World,
+    now: float,
+    candidates: Iterable[str],
+    registry: Registry | None,
+    limit: int | None = None,
 ) -> list[str]:
     """``candidates`` (ready tasks, in the order a worker starts them) without those
     their limit's free slots or their rate's whole tokens cannot take now: each key's
     room is shared by its candidates in order, so a worker does not send reservations
-    the rules would refuse."""
+    the rules would refuse. ``limit``: the first that many kept (no more are asked)."""
     room: dict[str, float] = {}
-    kept = []
+    kept: list[str] = []
     for task_id in candidates:
+        if limit is not None and len(kept) >= limit:
+            break
         task = world.tasks.get(task_id)
         flow = keys_of(task, registry) if task is not None and not task.abort_requested else None
         if flow is None or task is None:
