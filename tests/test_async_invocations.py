@@ -451,3 +451,40 @@ def test_a_sync_phase_hands_the_invocation_to_the_loop_at_an_async_one(
     reservations = [e for e in s.history(task) if isinstance(e, TaskReserved)]
     assert len(reservations) == 1  # one invocation ran all three
     s.close()
+
+
+def test_an_async_phase_that_emitted_may_await_two_commands_at_once(
+    store_url: str, stopping: list[Worker]
+) -> None:
+    """Found in this session: a phase that had emitted a chunk and then awaited two of
+    its commands at once (``asyncio.gather``) froze the worker's loop, every async
+    invocation with it: the second took the stream buffer's lock on the loop's thread
+    while the first held it across its await. The second now waits its turn on the loop
+    (rule 29 as before: the chunk is recorded first, in the first decision's append)."""
+
+    async def both(inv: Any) -> None:
+        inv.emit("first")
+        await asyncio.gather(inv.memo_async("a", 1), inv.memo_async("b", 2))
+        await inv.finish_async("completed")
+
+    async def other(inv: Any) -> None:
+        await inv.finish_async("completed")
+
+    registry = Registry(
+        [TaskDefinition("both", 1, {"go": both}), TaskDefinition("other", 1, {"go": other})]
+    )
+    s = Scheduler.open(store_url, registry=registry, worker="w")
+    task = s.submit("both")
+    worker = Worker(s, concurrency=4, poll_ms=10)
+    stopping.append(worker)
+    thread = run_in_thread(worker)
+    wait_until(lambda: s.task(task).status == "terminal", timeout_s=15)
+    later = s.submit("other")  # the loop goes on for the others too
+    wait_until(lambda: s.task(later).status == "terminal", timeout_s=15)
+    history = s.history(task)
+    kinds = [type(e).__name__ for e in history]
+    assert kinds.index("ChunksEmitted") < kinds.index("MemoRecorded"), kinds
+    memos = {getattr(e, "name", None) for e in history if type(e).__name__ == "MemoRecorded"}
+    assert memos == {"a", "b"} and kinds[-1] == "TaskEnded", kinds
+    worker.stop()
+    thread.join(15)

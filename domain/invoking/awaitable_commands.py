@@ -23,7 +23,7 @@ from ..errors import RuleViolation
 from ..tasks import decide
 from ..tasks.events import OutcomeStatus, Policy
 from ..tasks.invocation import _MISSING, Invocation
-from ..tasks.stream_buffer import recording_streams
+from ..tasks.stream_buffer import recording_streams_async
 from ..world import World
 
 T = TypeVar("T")
@@ -120,7 +120,7 @@ class AwaitableCommands:
         try:
             decided, reads, invocation = self._invocation_call(task_id, fn)
             # 29. What it emitted is recorded first, in the same append (tasks/streams.py).
-            with recording_streams(invocation, decided) as decided:
+            async with recording_streams_async(invocation, decided) as decided:
                 await self._decide_grouped_async(decided, task_id, *args, **kwargs)
             _marked_read(invocation, reads)
         except RuleViolation as refusal:

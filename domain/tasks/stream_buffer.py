@@ -16,9 +16,10 @@ recorded in the order they were emitted.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from .streams import Batch, StreamRefused, emitting
@@ -28,6 +29,8 @@ MAX_WAITING_CHUNKS = 10_000
 then waits for the store: it emits faster than the store takes them)."""
 MAX_WAITING_BYTES = 4 * 1024 * 1024
 """The same bound in bytes (as JSON)."""
+TAKER_POLL_S = 0.001
+"""How often an awaited decision looks again for its turn to take (seldom waited for)."""
 
 
 class StreamBuffer:
@@ -120,28 +123,47 @@ class StreamBuffer:
         """Take what waits (``None``: nothing) to record it; if the block raises, it is
         put back in front of what was emitted meanwhile (a lost race is decided again; a
         refusal that ended the invocation drops the buffer with it)."""
-        with self._taking:
+        with self._taking, self._took() as taken:
+            yield taken
+
+    @contextlib.asynccontextmanager
+    async def taking_async(self) -> AsyncIterator[dict[str, Batch] | None]:
+        """:meth:`taking` for a decision awaited on an event loop, held across its await:
+        while another taker records (the stream writer, or another awaited decision of
+        the same phase: ``asyncio.gather``), the loop goes on instead of blocking on the
+        lock its holder may need the loop to release."""
+        while not self._taking.acquire(blocking=False):
+            await asyncio.sleep(TAKER_POLL_S)
+        try:
+            with self._took() as taken:
+                yield taken
+        finally:
+            self._taking.release()
+
+    @contextlib.contextmanager
+    def _took(self) -> Iterator[dict[str, Batch] | None]:
+        """The take (the taker's lock held), put back if the block raises."""
+        with self._lock:
+            taken, self._waiting = self._waiting, {}
+            chunks, size = self.chunks, self.bytes
+            self.chunks = self.bytes = 0
+        try:
+            yield taken or None
+        except BaseException:
             with self._lock:
-                taken, self._waiting = self._waiting, {}
-                chunks, size = self.chunks, self.bytes
-                self.chunks = self.bytes = 0
-            try:
-                yield taken or None
-            except BaseException:
-                with self._lock:
-                    for stream, later in self._waiting.items():
-                        batch = taken.get(stream)
-                        if batch is None:
-                            taken[stream] = later
-                            continue
-                        batch.values += later.values
-                        batch.sizes += later.sizes
-                        batch.close = batch.close or later.close
-                    self._waiting = taken
-                    self.chunks += chunks
-                    self.bytes += size
-                    self.announce = True  # the next emit tells the stream writer again
-                raise
+                for stream, later in self._waiting.items():
+                    batch = taken.get(stream)
+                    if batch is None:
+                        taken[stream] = later
+                        continue
+                    batch.values += later.values
+                    batch.sizes += later.sizes
+                    batch.close = batch.close or later.close
+                self._waiting = taken
+                self.chunks += chunks
+                self.bytes += size
+                self.announce = True  # the next emit tells the stream writer again
+            raise
 
 
 @contextlib.contextmanager
@@ -164,4 +186,17 @@ def recording_streams(
     """``decision`` with what ``invocation`` emitted recorded first, in the same append
     (rule 29), for the block that decides it: a refusal puts the chunks back."""
     with taking_streams(invocation) as emitted:
+        yield decision if emitted is None else emitting(emitted, decision)
+
+
+@contextlib.asynccontextmanager
+async def recording_streams_async(
+    invocation: Any, decision: Callable[..., Any]
+) -> AsyncIterator[Callable[..., Any]]:
+    """:func:`recording_streams` for a decision awaited on an event loop."""
+    buffer: StreamBuffer | None = getattr(invocation, "streams", None)
+    if buffer is None:
+        yield decision
+        return
+    async with buffer.taking_async() as emitted:
         yield decision if emitted is None else emitting(emitted, decision)
