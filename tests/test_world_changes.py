@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import examples
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tasktrail.domain import ManualClock, Registry, Scheduler, TaskDefinition, Worker
@@ -28,7 +28,10 @@ NAP = TaskDefinition("nap", 1, {"start": lambda inv: None, "done": lambda inv: N
 
 STEPS = st.lists(
     st.sampled_from(
-        ["submit", "nap", "reserve", "sleep", "finish", "refused", "snapshot", "drop", "add"]
+        [
+            *("submit", "nap", "reserve", "sleep", "finish", "refused", "batched"),
+            *("snapshot", "drop", "add"),
+        ]
     ),
     min_size=1,
     max_size=30,
@@ -65,6 +68,11 @@ def _step(s: Scheduler, clock: ManualClock, step: str, n: int) -> None:
             if pick is not None and s.task(pick).status == "running":
                 s.finish(pick, "completed")
             raise RuntimeError("the block fails: nothing of it is kept")
+    elif step == "batched":  # the batch's view becomes the world, in place
+        with s.batch():
+            s.submit("nap", id=f"batched-{n}", phase="start")
+            if pick is not None and s.task(pick).status == "running":
+                s.sleep(pick, clock.now + 500, phase="start")
     elif step == "snapshot":
         s.snapshot()
     elif step == "drop":
@@ -80,6 +88,8 @@ def _step(s: Scheduler, clock: ManualClock, step: str, n: int) -> None:
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(steps=STEPS, look_every=st.integers(1, 4))
+@example(steps=["nap", "reserve", "batched"], look_every=1)  # a task put to sleep in a batch
+@example(steps=["nap", "reserve", "snapshot", "sleep", "drop", "add"], look_every=2)
 def test_incremental_answers_equal_the_full_ones_after_every_step(
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
@@ -186,5 +196,27 @@ def test_a_task_put_back_after_a_refused_group_counts_as_changed(tmp_path: Path)
             s.world.restore_task(task, before, last)
         assert reader.since(s.world) == {task}
         assert task in s.world.live
+    finally:
+        s.close()
+
+
+def test_a_world_given_another_state_in_place_tells_its_readers(tmp_path: Path) -> None:
+    """A batch's view that becomes the world, or a restored snapshot, is copied into the
+    world object others hold (:func:`hold_in_place`): its readers keep their sets, and
+    learn the tasks the new state changed (every live one, unnamed)."""
+    from tasktrail.domain.history.in_place import hold_in_place
+
+    s = Scheduler.open(str(tmp_path / "trail.db"), registry=Registry([JOB]), worker="w")
+    try:
+        kept = _run(s)
+        reader = Changes()
+        reader.since(s.world)
+        other = s.world.copy()
+        new = s.submit("job", phase="start")
+        hold_in_place(s.world, other, changed=["named"])
+        assert reader.since(s.world) == {new, "named"}  # its own fold, and the named
+        hold_in_place(s.world, other.copy())
+        assert reader.since(s.world) == {kept}  # unnamed: every task live in either
+        assert any(w is reader._changed for w in s.world.watchers)
     finally:
         s.close()

@@ -43,6 +43,7 @@ from weakref import WeakSet
 
 from ..errors import ConflictError, RuleViolation, StoreError
 from ..history import stream_loader
+from ..history.in_place import hold_in_place
 from ..tasks.events import TaskEvent
 from ..world import World
 
@@ -261,7 +262,8 @@ class BatchCommands:
                 # Nothing came between the view's base and the append: the view is the
                 # world the log now folds to.
                 view.loader = self._world.loader
-                vars(self._world).update(vars(view))
+                changed = (e.task_id for e in batch.events if type(e).task_stream)
+                hold_in_place(self._world, view, changed)
                 self.position = positions[-1]
             else:
                 # Others' events came first: fold them and the batch's in log order

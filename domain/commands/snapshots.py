@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument, StoreError
 from ..history import DEFAULT_EVERY, restore, stream_loader, take_snapshot
+from ..history.in_place import hold_in_place
 from ..store.store import Store
 from ..world import World
 
@@ -54,7 +55,7 @@ class SnapshotCommands:
         (``in_place``: into the world object held now, that others may hold too)."""
         restored = restore(self.store)
         if in_place:
-            vars(self._world).update(vars(restored.world))
+            hold_in_place(self._world, restored.world)
         else:
             self._world = restored.world
         self._world.loader = stream_loader(self.store, lambda: self.position)
