@@ -2,7 +2,7 @@
 
 A worker asks after every task at each tick (its blocked reports, its wake): with a
 thousand tasks queued and a few changing a tick, asking after all of them is most of
-its time. A :class:`Changes` hands a :class:`~.world.World` a set that the fold adds
+its time. A :class:`Changes` hands a :class:`~..world.World` a set that the fold adds
 each task it changes to (``World.watchers``: every event of a task's stream, and a
 task put back when a refused batch is undone), and gives the reader that set, emptied
 for the next look. A world the reader has not seen yet (the scheduler took another:
