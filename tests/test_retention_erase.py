@@ -145,3 +145,47 @@ def test_an_archive_made_before_an_erasure_holds_values_erased_since(
     old = run(["verify", store_url, "--archive", str(backup)], capsys)
     assert old.code == 1 and segment in old.err and "erased since" in old.err
     assert replay(store_url, archive=folder).tasks[trees.finished[0]].outcome.result is None
+    # A read across the copy made before serves none of the values the erasure took
+    # (found in this session: it served them, naming the copy), nor does history.
+    erased = trees.finished[0]
+    with pytest.warns(Warning, match="erased since"):
+        across_old = replay(store_url, archive=backup)
+    assert across_old.tasks[erased].outcome.result is None
+    assert across_old.tasks[trees.finished[1]].outcome.result is not None
+    shown = run(["history", store_url, erased, "--json", "--archive", str(backup)], capsys)
+    assert "s3cret-result-0" not in shown.out and "s3cret" not in shown.out.replace(
+        "s3cret-result-1", ""
+    ), shown.out
+
+
+def test_a_reader_of_a_copy_made_before_an_erasure_reads_it_again_once_rewritten(
+    store_url: str, clock: ManualClock, tmp_path: Path
+) -> None:
+    """A long-lived reader (the console) may read a segment between an erasure's act and
+    its rewrite of that segment: it serves the rows as erased and names the copy, then,
+    the file rewritten, reads it again and names nothing."""
+    import shutil
+
+    from tasktrail.domain import open_store
+    from tasktrail.domain.retention.across import ArchiveView
+
+    s = opened(store_url, clock)
+    trees = record(s, clock, trees=2)
+    folder, before = tmp_path / "archive", tmp_path / "before"
+    folder.mkdir()
+    report = s.archive(before=clock(), to=folder)
+    shutil.copytree(folder, before)
+    erased = trees.finished[0]
+    s.erase(erased, actor="dpo", reason="request 9", archive=folder)
+    s.close()
+    segment = str(report.acts[0].segment)
+    rewritten = (folder / segment).read_bytes()
+    shutil.copy(before / segment, folder / segment)  # as between the act and the rewrite
+    with open_store(store_url, read_only=True) as store:
+        store.archive = view = ArchiveView(store, folder)
+        kept = [r.event for r in store.stream_records(erased)]
+        assert all("s3cret" not in repr(event) for event in kept)
+        assert [f.segment for f in view.findings] == [segment]
+        (folder / segment).write_bytes(rewritten)  # the erasure's rewrite lands
+        again = [r.event for r in store.stream_records(erased)]
+        assert again == kept and view.findings == []

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from ..store.erased import erased_leaf
+from ..store.erasing import erased_row
 from ..store.gaps import (
     REMOVING_TOPICS,
     Act,
@@ -82,6 +83,7 @@ class ArchiveView:
         self.erasures = erasures_of(acts)
         self.findings: list[Finding] = []
         self._seen: dict[str, list[Row] | None] = {}
+        self._stale: dict[str, tuple[int, int]] = {}  # copies made before an erasure: stat
         self._streams: list[set[str]] | None = None
         self._spans: dict[str, tuple[int, int]] = {}
 
@@ -112,6 +114,12 @@ class ArchiveView:
         name = act.payload.get("segment")
         if not isinstance(name, str):
             return None
+        if name in self._stale and self._stale[name] != _stat(self.folder / name):
+            # A copy made before an erasure, rewritten since (the erasure's own rewrite,
+            # just after its act): read it again.
+            del self._stale[name]
+            self.findings = [f for f in self.findings if f.segment != name]
+            del self._seen[name]
         if name not in self._seen:
             self._seen[name] = self._check(act, name)
         return self._seen[name]
@@ -163,18 +171,30 @@ class ArchiveView:
         if problem is not None:
             self._find(name, problem[0], problem[1])
             return None
-        for position, *_, state in read.rows:
+        return self._erased_since(name, read.rows)
+
+    def _erased_since(self, name: str, rows: list[Row]) -> list[Row]:
+        """``rows`` with each row an erasure act named since the copy was made read as
+        the act erased it (its values never served), and the copy a finding, read again
+        once its file changed: an erasure rewrites its segments just after its act."""
+        served: list[Row] = []
+        for row in rows:
+            position, stream_id, version, topic, state = row
             named = self.erasures.get(position)
+            erased = None
             if named is not None and erased_leaf(bytes(state)) is None:
-                self._find(
-                    name,
-                    position,
-                    f"holds values the erasure act at position "
-                    f"{named[0]} erased since: a copy made before it; erase again "
-                    "with --archive to rewrite it",
-                )
-                break
-        return read.rows
+                erased = erased_row(position, stream_id, version, topic, bytes(state))
+                if name not in self._stale:
+                    self._stale[name] = _stat(self.folder / name)
+                    self._find(
+                        name,
+                        position,
+                        f"holds values the erasure act at position "
+                        f"{named[0]} erased since: a copy made before it; erase again "
+                        "with --archive to rewrite it",
+                    )
+            served.append(row if erased is None else (*row[:4], erased[0]))
+        return served
 
     def rows_of(self, stream_id: str) -> dict[str, list[Row]]:
         """A stream's archived rows, by the segment that holds them."""
@@ -336,6 +356,15 @@ def warn_of(found: list[Finding], stacklevel: int = 2) -> None:
     """Each failed segment as an :class:`ArchiveWarning` (Python's ``--archive`` note)."""
     for finding in found:
         warnings.warn(str(finding), ArchiveWarning, stacklevel=stacklevel + 1)
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    """A file's modification time and size (``(0, 0)``: gone), to see it rewritten."""
+    try:
+        found = path.stat()
+    except OSError:
+        return (0, 0)
+    return (found.st_mtime_ns, found.st_size)
 
 
 __all__ = [
