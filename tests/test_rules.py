@@ -281,6 +281,26 @@ def test_rule_06_held_completion_does_not_cascade(scheduler: Scheduler) -> None:
     assert scheduler.reserve(child) == "run"
 
 
+def test_rule_06_recovery_marks_a_restart_marked_owner_below_another(
+    sqlite_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """Found by the long profile's kills (test_many_kills_lose_nothing_acknowledged):
+    at open, abandon_on_restart marks two owners, one below the other, with restart
+    marks (no request mark); the cascades then ran in id order, the lower one's first,
+    and the upper one's passed over the lower owner as walked already, leaving a live
+    descendant of a cancelling owner without its rule 6 mark."""
+    scheduler = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry)
+    upper = scheduler.submit("job", id="z-upper", abandon_on_restart=True)
+    lower = scheduler.submit("job", id="a-lower", owner=upper, abandon_on_restart=True)
+    below = scheduler.submit("leaf", id="m-below", owner=lower)
+    scheduler.close()
+    scheduler = Scheduler.open(sqlite_url, clock=clock, worker="w", registry=registry)
+    assert scheduler.task(upper).abort_reason == "restart"
+    assert scheduler.task(lower).request_marked  # rule 6, by its cancelling owner
+    assert scheduler.task(below).request_marked
+    scheduler.close()
+
+
 def test_rule_06_submit_below_cancelling_owner_is_marked(scheduler: Scheduler) -> None:
     owner = scheduler.submit("job")
     scheduler.abort(owner)

@@ -48,18 +48,16 @@ def cascade(draft: Draft, ctx: Context, owner_id: str, visited: set[str] | None 
     """Give the live descendants of a cancelling owner an abort mark, parents first.
 
     ``visited``: tasks whose live subtrees earlier cascades of the same decision
-    covered (they are marked already), shared so that cascades from every
-    cancelling task of a tree visit each task once, not once per ancestor.
+    covered, shared so that cascades from every cancelling task of a tree walk each
+    subtree once, not once per ancestor. A visited task is still marked here when it
+    is not: an earlier cascade may have started at it (cancelling by a restart mark or
+    a held failure, which is no request mark) and marked only what is below it.
     """
     if visited is not None:
         visited.add(owner_id)
     stack = list(reversed(draft.live_children(owner_id)))
     while stack:
         child_id = stack.pop()
-        if visited is not None:
-            if child_id in visited:
-                continue
-            visited.add(child_id)
         current = draft.get(child_id)
         if current is None:
             continue
@@ -68,6 +66,10 @@ def cascade(draft: Draft, ctx: Context, owner_id: str, visited: set[str] | None 
         if current.live and not current.request_marked:
             draft.emit(AbortMarked(task_id=child_id, at=ctx.now, rule=6, by=owner_id))
             close_asks(draft, ctx, child_id)  # 22. the mark beats an answer (.asks)
+        if visited is not None:
+            if child_id in visited:
+                continue  # its subtree was walked already
+            visited.add(child_id)
         stack.extend(reversed(draft.live_children(child_id)))
 
 
