@@ -189,3 +189,30 @@ def test_a_reader_of_a_copy_made_before_an_erasure_reads_it_again_once_rewritten
         (folder / segment).write_bytes(rewritten)  # the erasure's rewrite lands
         again = [r.event for r in store.stream_records(erased)]
         assert again == kept and view.findings == []
+
+
+def test_an_erasure_drops_the_snapshots_that_hold_the_tree_on_both_stores(
+    store_url: str, clock: ManualClock
+) -> None:
+    """Found reading the act's two transactions side by side: PostgreSQL's dropped the
+    snapshots taken while the erased tree was live, SQLite's did not, so the values
+    stayed in the file's snapshot table. One piece of code now does it for both."""
+    from tasktrail.domain import open_store
+    from tasktrail.domain.history.table import SnapshotTable
+
+    s = opened(store_url, clock)
+    root = s.submit("job", phase="start", memos={"who": "f0rget-1"})
+    s.reserve(root)
+    s.submit("job", phase="start")  # live: the snapshots keep a world, not an empty one
+    during = s.snapshot()  # the tree live: the snapshot holds its values
+    s.finish(root, "completed", result={"answer": "f0rget-2"})
+    clock.advance(1_000)
+    s.snapshot()
+    s.erase(root, actor="dpo", reason="request 3")
+    with open_store(store_url, read_only=True) as store:  # before a close's own snapshot
+        table = SnapshotTable(store)
+        assert during not in table.positions()
+        assert all(b"f0rget" not in bytes(table.at(p).body) for p in table.positions())
+    s.close()
+    if "://" not in store_url:
+        assert b"f0rget" not in Path(store_url).read_bytes()

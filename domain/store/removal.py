@@ -7,7 +7,9 @@ the transaction takes the writers' turn (SQLite: the store's write lock, then
 ``BEGIN IMMEDIATE``; PostgreSQL: the EXCLUSIVE lock every append takes), inserts it
 (a second act decided on the same version of the history stream breaks its key:
 :class:`~..errors.ConflictError`, nothing done), deletes the positions in ranges and
-checks that exactly the rows counted went, and rewrites erased rows by position.
+checks that exactly the rows counted went, rewrites erased rows by position and drops
+the snapshots an erasure's span holds: one piece of code (:class:`_Rows`) in either
+store's SQL.
 ``crash`` is called at each step (the kill tests' hook).
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -90,18 +93,15 @@ def _sqlite(
                     cursor.execute(recorder.insert_events_statement, param)
                     positions.append(int(cursor.lastrowid))
                 step("appended")
-                gone = 0
-                for first, last in delete:
-                    cursor.execute(
-                        f"DELETE FROM {table} WHERE rowid BETWEEN ? AND ?", (first, last)
-                    )
-                    gone += cursor.rowcount
-                if gone != count:
-                    raise StoreError(f"{gone} rows to delete, {count} expected: nothing done")
-                for position, state in rewrite:
-                    cursor.execute(
-                        f"UPDATE {table} SET state = ? WHERE rowid = ?", (state, position)
-                    )
+                held = (
+                    snapshots is not None
+                    and cursor.execute(
+                        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (SNAPSHOTS,),
+                    ).fetchone()
+                )
+                rows = _Rows(table, "rowid", "?", SNAPSHOTS if held else None)
+                rows.take(cursor, delete, count, rewrite, snapshots)
                 step("deleted")
             except BaseException:
                 conn.rollback()
@@ -116,6 +116,45 @@ def _sqlite(
                 cursor.execute("PRAGMA secure_delete = OFF")
             cursor.close()
     return positions
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """What an act does to the rows it takes, in either store's SQL: the event table,
+    its position column, the parameter mark, and the snapshot table (``None``: none)."""
+
+    table: str
+    position: str
+    mark: str
+    snapshots: str | None
+
+    def take(
+        self,
+        cursor: Any,
+        delete: Ranges,
+        count: int,
+        rewrite: Sequence[tuple[int, bytes]],
+        snapshots: tuple[int, int] | None,
+    ) -> None:
+        """Delete the ``delete`` ranges (exactly ``count`` rows, else nothing is done),
+        set each ``rewrite`` row's state, and drop the snapshots within ``snapshots``."""
+        table, at, mark = self.table, self.position, self.mark
+        gone = 0
+        for first, last in delete:
+            cursor.execute(
+                f"DELETE FROM {table} WHERE {at} BETWEEN {mark} AND {mark}", (first, last)
+            )
+            gone += cursor.rowcount
+        if gone != count:
+            raise StoreError(f"{gone} rows to delete, {count} expected: nothing done")
+        for position, state in rewrite:
+            cursor.execute(
+                f"UPDATE {table} SET state = {mark} WHERE {at} = {mark}", (state, position)
+            )
+        if snapshots is not None and self.snapshots is not None:
+            cursor.execute(
+                f"DELETE FROM {self.snapshots} WHERE position BETWEEN {mark} AND {mark}", snapshots
+            )
 
 
 VACUUM_PAGES = 4096
@@ -188,23 +227,12 @@ def _postgres(
                 )
                 positions.append(int(curs.fetchone()["notification_id"]))
             step("appended")
-            gone = 0
-            for first, last in delete:
-                curs.execute(
-                    f"DELETE FROM {table} WHERE notification_id BETWEEN %s AND %s", (first, last)
-                )
-                gone += curs.rowcount
-            if gone != count:
-                raise StoreError(f"{gone} rows to delete, {count} expected: nothing done")
-            for position, state in rewrite:
-                curs.execute(
-                    f"UPDATE {table} SET state = %s WHERE notification_id = %s", (state, position)
-                )
+            held: str | None = f'"{recorder.datastore.schema}".{SNAPSHOTS}'
             if snapshots is not None:
-                held = f'"{recorder.datastore.schema}".{SNAPSHOTS}'
                 curs.execute("SELECT to_regclass(%s) IS NOT NULL AS present", (held,))
-                if curs.fetchone()["present"]:
-                    curs.execute(f"DELETE FROM {held} WHERE position BETWEEN %s AND %s", snapshots)
+                held = held if curs.fetchone()["present"] else None
+            rows = _Rows(table, "notification_id", "%s", held)
+            rows.take(curs, delete, count, rewrite, snapshots)
             step("deleted")
             curs.execute("COMMIT")
         except BaseException:
