@@ -11,13 +11,12 @@ fails instead.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.browser import Browser, find_chromium, install_chromium
+from helpers.browser import Browser, chromium_or_skip
 from helpers.report_stores import CHILD, HOSTILE, ROOT, demo_store, hostile_store
 
 from tasktrail.replay import replay
@@ -28,15 +27,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    binary = find_chromium()
-    if binary is None:
-        problem = install_chromium()
-        binary = find_chromium()
-        if binary is None:
-            if os.environ.get("CI", "").lower() == "true":
-                pytest.fail(f"CI=true requires Chromium for the report tests: {problem}")
-            pytest.skip(f"no Chromium for the report tests: {problem}")
-    opened = Browser(binary, tmp_path_factory.mktemp("chromium-profile"))
+    opened = Browser(chromium_or_skip("report"), tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield opened
     finally:

@@ -49,6 +49,22 @@ def install_chromium() -> str:
     return "apt-get install chromium failed: " + " | ".join(tail)
 
 
+def chromium_or_skip(tests: str) -> str:
+    """The Chromium binary, installed first if missing; where it cannot be, ``tests``
+    (the report's, the console's) are skipped saying why, and fail under CI=true."""
+    import pytest
+
+    binary = find_chromium()
+    if binary is None:
+        problem = install_chromium()
+        binary = find_chromium()
+        if binary is None:
+            if os.environ.get("CI", "").lower() == "true":
+                pytest.fail(f"CI=true requires Chromium for the {tests} tests: {problem}")
+            pytest.skip(f"no Chromium for the {tests} tests: {problem}")
+    return binary
+
+
 class Browser:
     """One headless Chromium process and one page in it."""
 

@@ -4,7 +4,6 @@ wait for what a live page does, type and click, and see a dialog a script opened
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,20 +11,13 @@ from typing import Any
 
 import pytest
 
-from .browser import TIMEOUT, Browser, find_chromium, install_chromium
+from .browser import TIMEOUT, Browser, chromium_or_skip
 
 
 def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBrowser]:
     """A browser for a module's tests (skipped, saying why, only where Chromium cannot
     be installed; under CI=true that fails instead)."""
-    binary = find_chromium()
-    if binary is None:
-        problem = install_chromium()
-        binary = find_chromium()
-        if binary is None:
-            if os.environ.get("CI", "").lower() == "true":
-                pytest.fail(f"CI=true requires Chromium for the console tests: {problem}")
-            pytest.skip(f"no Chromium for the console tests: {problem}")
+    binary = chromium_or_skip("console")
     opened = ConsoleBrowser(binary, tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield opened
