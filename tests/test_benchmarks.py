@@ -493,3 +493,6 @@ def test_the_retention_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
     assert figures["store_bytes_after"] < figures["store_bytes_before"]
     assert figures["segment_bytes"] > 0 and figures["history_archived_task_s"] > 0
     assert figures["worker_tasks_per_s_alone"] > 0 and figures["retention_acts_during_run"] >= 0
+    # Both workers timed in every alternated round (five by default), side by side.
+    assert len(figures["throughput_ratios_by_round"]) == 5
+    assert all(rate > 0 for rate in figures["worker_tasks_per_s_with_retention_by_round"])
