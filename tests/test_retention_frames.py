@@ -17,6 +17,7 @@ from helpers.probes import settle
 from helpers.retention_world import DAY, START, opened, record
 
 from tasktrail.domain import InMemoryExecutor, InvalidArgument, ManualClock, UnknownTask, open_store
+from tasktrail.domain.retention.across import ArchiveWarning
 from tasktrail.domain.runs.settings import RunSettings
 from tasktrail.projections import Projector
 from tasktrail.projections.trace import rebuild
@@ -81,6 +82,7 @@ def world(
             "report": write_report(url, folder / "before.html", root).steps,
             "spans": len(rebuild(url)),
             "views": _views(Projector(url, folder / "before-views.db"), last),
+            "history": s.history(root),
         }
         archive = folder / "archive"
         archive.mkdir()
@@ -207,11 +209,33 @@ def test_read_models_and_traces_across_the_archive_equal_those_before(
     assert len(rebuild(url, archive=folder)) == said["spans"] > len(rebuild(url))
 
 
+def test_scheduler_history_across_the_archive_is_the_history_before_it(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
+    url, folder, root, said = world["url"], world["folder"], world["root"], world["said"]
+    s = opened(url, ManualClock(START))
+    try:
+        assert s.history(root, archive=folder) == said["history"]
+        with pytest.raises(UnknownTask):
+            s.history(root)  # archived: without its folder, not in the store
+        with pytest.raises(UnknownTask):
+            s.history("no-such-task", archive=folder)
+        with pytest.raises(InvalidArgument, match="not a folder"):
+            s.history(root, archive=tmp_path / "nowhere")
+        damaged = tmp_path / "damaged"
+        shutil.copytree(folder, damaged)
+        for segment in damaged.iterdir():
+            segment.unlink()
+        with pytest.warns(ArchiveWarning, match="missing"), pytest.raises(UnknownTask):
+            s.history(root, archive=damaged)
+        assert root not in s.world.tasks  # the writer's world never held the segment's rows
+    finally:
+        s.close()
+
+
 def test_a_failed_segment_warns_naming_it_and_is_left_out(
     world: dict[str, Any], tmp_path: Path
 ) -> None:
-    from tasktrail.domain.retention.across import ArchiveWarning
-
     folder = tmp_path / "damaged"
     shutil.copytree(world["folder"], folder)
     lost = sorted(folder.iterdir())[0]

@@ -24,6 +24,7 @@ from ..commands.sealing import take_seal
 from ..commands.task_commands import _task_id
 from ..errors import ConflictError, UnknownTask
 from ..history import DEFAULT_EVERY, stream_loader
+from ..retention.commands import history_across
 from ..store.event_view import ensure_event_view
 from ..store.seals import Seal
 from ..store.store import Durability, Store, open_store
@@ -254,8 +255,18 @@ class Scheduler(CommandGroups):
             held = list(self.world.tasks.values())
         return [t for t in held if status is None or t.status == status]
 
-    def history(self, task_id: str) -> list[TaskEvent]:
-        """Every event of one task, oldest first, as stored."""
+    def history(
+        self, task_id: str, *, archive: str | os.PathLike[str] | None = None
+    ) -> list[TaskEvent]:
+        """Every event of one task, oldest first, as stored; with ``archive`` (the store's
+        archive folder, ``tasktrail archive --to DIR``) a task whose tree was archived
+        too, read from its segment (one that fails its check warns, its events left out)."""
+        if archive is not None:
+            _task_id(task_id)
+            events = history_across(self.store, task_id, os.fspath(archive))
+            if not events:
+                raise UnknownTask(task_id)
+            return events
         self.task(task_id)
         return self.store.stream(task_id)
 

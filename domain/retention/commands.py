@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..clock import Clock
     from ..store.seals import Seal
     from ..store.store import Store
+    from ..tasks.events import TaskEvent
 
 
 T = TypeVar("T")
@@ -124,4 +125,23 @@ class RetentionCommands:
         self._decide(configure_seals, every_s, every_events, path, actor=actor, why=reason)
 
 
-__all__ = ["RetentionCommands"]
+def history_across(store: Store, task_id: str, archive: str | Path) -> list[TaskEvent]:
+    """One task's events, oldest first, read across ``archive`` (the store's archive
+    folder) on a read-only store of its own: the scheduler's store and its world never
+    hold a segment's rows. A segment that fails its check is an
+    :class:`~.across.ArchiveWarning` naming it, its events left out."""
+    from ..store.store import Store
+    from .across import archive_folder, findings, reading_archive, warn_of
+
+    folder = archive_folder(archive)
+    reader = Store(store.location, read_only=True, chain_key=store.chain_key)
+    try:
+        with reading_archive(folder, reader) as views:
+            events = reader.stream(task_id)
+    finally:
+        reader.close()
+    warn_of(findings(views), stacklevel=3)  # at the caller of Scheduler.history
+    return events
+
+
+__all__ = ["RetentionCommands", "history_across"]
