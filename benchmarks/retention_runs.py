@@ -90,21 +90,30 @@ class _Run:
         return line.split()
 
     def ready(self) -> None:
-        assert self._line() == ["ready"]
+        said = self._line()
+        if said != ["ready"]:
+            raise RuntimeError(f"a worker process said {said!r}, not ready")
 
     def window(self, tasks: int) -> tuple[float, int]:
         assert self.process.stdin is not None
         self.process.stdin.write(f"go {tasks}\n")
         self.process.stdin.flush()
-        word, rate, acts = self._line()
-        assert word == "done"
-        return float(rate), int(acts)
+        said = self._line()
+        if len(said) != 3 or said[0] != "done":
+            raise RuntimeError(f"a worker process said {said!r}, not done")
+        return float(said[1]), int(said[2])
 
     def stop(self) -> None:
+        """Ask the process to end, and wait for it (killed if it does not end in a minute,
+        or is gone already: the error that ended the run is the one to see)."""
         assert self.process.stdin is not None
-        self.process.stdin.write("stop\n")
-        self.process.stdin.flush()
-        self.process.wait(timeout=60)
+        try:
+            self.process.stdin.write("stop\n")
+            self.process.stdin.flush()
+            self.process.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
 
 
 def alternated(alone: Path, beside: Path, archive: Path, tasks: int, rounds: int) -> dict[str, Any]:
