@@ -80,6 +80,11 @@ def test_retention_takes_old_finished_trees_in_small_acts_and_nothing_live(
     acts = kept(keeper)
     keeper.close()
     assert acts >= (40 * 9) // BATCH
+    # What it took left its scan whole, ids too: a keeper running for years holds what
+    # the store keeps, not every tree it ever took.
+    for root in old.finished:
+        assert root not in keeper.scan._parent and root not in keeper.scan._tasks
+    assert fresh.finished[0] in keeper.scan._parent
     with open_store(store_url, read_only=True) as store:
         taken = [a for a in history_acts(store)]
         assert all(act.payload["events"] <= BATCH for act in taken)

@@ -81,8 +81,10 @@ class TreeScan:
     def _find(self, node: str) -> str:
         parent = self._parent
         root = parent.setdefault(node, node)
-        while root != parent[root]:
-            root = parent[root]
+        # A node a forgotten unit held is no one's parent any more (``.get``): a stream
+        # that became shared after it was joined may still point at one.
+        while root != (up := parent.get(root, root)):
+            root = up
         while node != root:
             parent[node], node = root, parent[node]
         return root
@@ -209,16 +211,20 @@ class TreeScan:
         return iter(chosen)
 
     def forget(self, units: Iterable[Unit]) -> None:
-        """Units an act took: out of the scan (their events left the log)."""
+        """Units an act took: out of the scan (their events left the log), their ids
+        out of the union-find too, so a keeper that runs for years holds what the store
+        keeps, not every id it ever took."""
         for unit in units:
             for task_id in unit.tasks:
                 self._tasks.pop(task_id, None)
                 self._ended.pop(task_id, None)
                 self._roots.discard(task_id)
+                self._parent.pop(task_id, None)
             for stream_id in unit.streams:
                 self._stream_events.pop(stream_id, None)
                 self._stream_task.pop(stream_id, None)
                 self._runs.pop(stream_id, None)
+                self._parent.pop(stream_id, None)
             self._links = {link for link in self._links if link[0] not in unit.streams}
 
     def unit_of(self, task_id: str) -> Unit | None:
