@@ -146,6 +146,8 @@ def archive(
     when = at if at is not None else time.time() * 1000
     for plan in plans:
         report.acts.append(plan.record(store, when, actor, why, crash))
+        if not dry_run:
+            trees.took(plan.ranges)
     return report
 
 

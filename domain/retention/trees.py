@@ -75,8 +75,10 @@ class TreeScan:
         self.position = 0
         self.leaves = 0
         """Leaves of the full log's tree so far: rows read and events of gaps passed."""
-        self._positions = array("q")  # every row read, in order, and its leaf
+        self._positions = array("q")  # every row read and still in the log, and its leaf
         self._leaf = array("q")
+        self._gone = array("q")  # (first, last) of each span of rows acts took, flattened
+        self._gone_rows = 0
 
     def _find(self, node: str) -> str:
         parent = self._parent
@@ -117,6 +119,28 @@ class TreeScan:
         if at == len(self._positions) or self._positions[at] != position:
             raise KeyError(f"position {position} was not read by this scan")
         return self._leaf[at]
+
+    def took(self, spans: Iterable[tuple[int, int]]) -> None:
+        """Rows an act took out of the log (``(first, last)`` spans of positions, every
+        one a row this scan read): their leaves are never asked again. Once they are half
+        the rows held, the rows are held again without them, so a keeper's memory follows
+        the rows the store keeps, not every row it ever read."""
+        for first, last in spans:
+            self._gone.extend((first, last))
+            self._gone_rows += last - first + 1
+        if self._gone_rows * 2 <= len(self._positions):
+            return
+        gone = sorted(zip(self._gone[::2], self._gone[1::2], strict=True))
+        positions, leaves = array("q"), array("q")
+        at = 0
+        for position, leaf in zip(self._positions, self._leaf, strict=True):
+            while at < len(gone) and gone[at][1] < position:
+                at += 1
+            if at == len(gone) or position < gone[at][0]:
+                positions.append(position)
+                leaves.append(leaf)
+        self._positions, self._leaf = positions, leaves
+        self._gone, self._gone_rows = array("q"), 0
 
     def add(self, recorded: Recorded) -> None:
         """Fold one event of the log."""
