@@ -17,6 +17,7 @@ its store gained meanwhile); ``stop`` ends it.
 
 from __future__ import annotations
 
+import signal
 import statistics
 import subprocess
 import sys
@@ -103,6 +104,13 @@ class _Run:
             raise RuntimeError(f"a worker process said {said!r}, not done")
         return float(said[1]), int(said[2])
 
+    def pause(self) -> None:
+        """Stop the process where it is (its threads, its keeper) until :meth:`resume`."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         """Ask the process to end, and wait for it (killed if it does not end in a minute,
         or is gone already: the error that ended the run is the one to see)."""
@@ -133,7 +141,12 @@ def alternated(alone: Path, beside: Path, archive: Path, tasks: int, rounds: int
         for n in range(rounds):
             order = ("beside", "alone") if n % 2 == 0 else ("alone", "beside")
             for name in order:
-                rate, took = runs[name].window(tasks)
+                other = runs["alone" if name == "beside" else "beside"]
+                other.pause()
+                try:
+                    rate, took = runs[name].window(tasks)
+                finally:
+                    other.resume()
                 rates[name].append(rate)
                 acts += took if name == "beside" else 0
     finally:
