@@ -11,12 +11,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from conftest import examples
 from helpers.checks import index_problems
 from helpers.report_stores import demo_store
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tasktrail.domain import ManualClock, Scheduler
 from tasktrail.domain.runs.memory_executor import InMemoryExecutor
 from tasktrail.domain.runs.settings import RunSettings
+from tasktrail.domain.tasks.live_index import LIVE_ORDER, live_in_order
+from tasktrail.domain.world import World
 from tasktrail.replay import replay
 
 NOW = 1_000_000_000.0
@@ -104,3 +109,25 @@ def test_a_tick_reads_as_many_tasks_after_a_long_history_as_after_a_short_one(
     assert max(tick_reads(long).values()) <= 10 * len(long.world.live)
     short.close()
     long.close()
+
+
+@settings(max_examples=examples(100, 1000))
+@given(
+    st.lists(st.text("abcdef", min_size=1, max_size=4), unique=True, max_size=30),
+    st.data(),
+)
+def test_live_in_order_is_submission_order_then_id_whichever_way_it_sorts(
+    ids: list[str], data: st.DataObject
+) -> None:
+    """``live_in_order`` sorts by (number, id) whether every live task is numbered
+    (its quick sort) or not (a task with no number sorts first, by id)."""
+    world = World()
+    world.live = set(ids)
+    numbers = data.draw(st.permutations(range(1, len(ids) + 1)))
+    numbered = data.draw(st.lists(st.sampled_from(ids), unique=True)) if ids else []
+    if data.draw(st.booleans()):
+        numbered = ids  # the usual case: every live task numbered
+    order = {task_id: numbers[n] for n, task_id in enumerate(ids) if task_id in numbered}
+    world.indexes[LIVE_ORDER] = dict(data.draw(st.permutations(list(order.items()))))
+    expected = sorted(ids, key=lambda task_id: (order.get(task_id, 0), task_id))
+    assert live_in_order(world) == expected
