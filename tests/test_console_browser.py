@@ -43,6 +43,15 @@ def store(tmp_path: Path) -> tuple[str, dict[str, str]]:
 
 
 def clean(browser: ConsoleBrowser) -> None:
+    """A blank page first, then no events: the last test's page, its server gone, keeps
+    retrying its live stream, and a refused connection it logged is not this test's."""
+    seen = len(browser.events)
+    browser.call("Page.navigate", {"url": "about:blank"})
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(
+        e.get("method") == "Page.loadEventFired" for e in browser.events[seen:]
+    ):
+        time.sleep(0.02)
     browser.events.clear()
 
 
