@@ -14,13 +14,19 @@ the rows with :func:`rows_and_gaps`. Read across an archive (``--archive``), a
 segment's own rows take the place of its blocks.
 
 Reading the acts is one indexed read of their stream; their payloads are parsed here
-as JSON (the store room does not import the retention room's classes).
+as JSON (the store room does not import the retention room's classes). A read of the
+rows after a position past every gap (a keeper's or a follower's next rows) reads no
+act: each store object keeps the last position any act's blocks begin at, and reads
+only the act rows appended since it last looked (acts are only ever appended), so a
+keeper that acts every second on a store with years of acts reads one row an act.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -145,16 +151,60 @@ def store_gaps(store: Store) -> list[Gap]:
     return across.gaps_left(gaps) if across is not None and gaps else gaps
 
 
+@dataclass
+class _Looked:
+    """What a store object saw of its history stream: up to which version, and the
+    last position at which a block of an act of it begins (0: none)."""
+
+    version: int = 0
+    last_first: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_LOOKED: weakref.WeakKeyDictionary[Store, _Looked] = weakref.WeakKeyDictionary()
+_MAKING = threading.Lock()
+
+
+def _last_gap_first(store: Store) -> int:
+    """The last position at which a gap of the store's log begins (0: none), from the
+    act rows appended since this store object last looked (see the module docstring)."""
+    with _MAKING:
+        looked = _LOOKED.get(store)
+        if looked is None:
+            looked = _LOOKED[store] = _Looked()
+    with looked.lock:
+        version = history_version(store)
+        if version < looked.version:  # another log under this store object now: anew
+            looked.version = looked.last_first = 0
+        if version > looked.version:
+            rows = store.stream_rows(HISTORY_STREAM, after=looked.version)
+            acts = []
+            for position, row_version, topic, state in rows:
+                looked.version = max(looked.version, row_version)
+                try:
+                    parsed = orjson.loads(unseal(bytes(state))[0])
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(parsed, dict):
+                    acts.append(Act(position, row_version, topic, parsed))
+            for gap in gaps_of(acts):
+                looked.last_first = max(looked.last_first, gap.first)
+        return looked.last_first
+
+
 def rows_and_gaps(
     store: Store, after: int = 0, until: int | None = None, gaps: list[Gap] | None = None
 ) -> Iterator[Row | Gap]:
     """The store's rows after ``after`` (up to ``until``), with each gap in its place
     (a gap whose events begin after ``after`` and end by ``until``)."""
-    pending = [
-        gap
-        for gap in (store_gaps(store) if gaps is None else gaps)
-        if gap.first > after and (until is None or gap.last <= until)
-    ]
+    if gaps is None and after >= _last_gap_first(store):
+        pending: list[Gap] = []  # every gap begins at or before ``after``: none is read
+    else:
+        pending = [
+            gap
+            for gap in (store_gaps(store) if gaps is None else gaps)
+            if gap.first > after and (until is None or gap.last <= until)
+        ]
     index = 0
     for row in store.rows(after=after, until=until):
         while index < len(pending) and pending[index].first < row[0]:
