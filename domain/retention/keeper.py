@@ -47,7 +47,9 @@ PAUSE_S = 1.0
 """The keeper's step, at most (sooner while a retention pass has more to take)."""
 SHARE = 0.05
 """The share of the interpreter a keeper takes at most while it reads or acts: the worker
-beside it keeps the rest (goal: at least 0.9x its throughput alone)."""
+beside it keeps the rest (goal: at least 0.9x its throughput alone). Counted in the
+keeper thread's own CPU time, not the wall clock: its waits on the disk (an act's fsync,
+the checkpoint that copies the WAL back) take no interpreter from the worker."""
 RETENTION_EVERY_S = 60.0
 """How often a keeper looks for trees to take when the last look found none."""
 
@@ -76,7 +78,7 @@ class Keeper:
         self.next_look = 0.0
         self.acts = 0
         self.seals = 0
-        self._since = time.perf_counter()
+        self._since = time.thread_time()
         self._queue: list[Unit] = []  # units found movable, oldest last, not taken yet
 
     def _store(self) -> Store:
@@ -168,9 +170,9 @@ class Keeper:
     def _pause(self) -> None:
         """Within a long read: give the worker's threads the interpreter (the keeper's
         share of it stays about :data:`SHARE`)."""
-        busy = time.perf_counter() - self._since
+        busy = time.thread_time() - self._since
         time.sleep(busy * (1 - SHARE) / SHARE)
-        self._since = time.perf_counter()
+        self._since = time.thread_time()
 
     def close(self) -> None:
         """Close the keeper's own store."""
@@ -187,14 +189,14 @@ def keep(scheduler: Kept, stopped: threading.Event) -> threading.Thread:
         pause = PAUSE_S
         try:
             while not stopped.wait(pause):
-                keeper._since = time.perf_counter()
+                keeper._since = time.thread_time()
                 try:
                     pause = keeper.step()
                 except Exception as error:  # a step failed: the next tries again
                     log.warning("worker %s: retention or seals: %s", scheduler.worker, error)
                     pause = PAUSE_S
                 # Its share: what the step took since its last pause, waited out after it.
-                busy = time.perf_counter() - keeper._since
+                busy = time.thread_time() - keeper._since
                 pause = max(pause, busy * (1 - SHARE) / SHARE)
         finally:
             keeper.close()
