@@ -74,7 +74,11 @@ class Act:
 
 def history_acts(store: Store) -> list[Act]:
     """The acts of a store's history stream, in order (one indexed read)."""
-    rows = store.stream_rows(HISTORY_STREAM)
+    return _acts(store.stream_rows(HISTORY_STREAM))
+
+
+def _acts(rows: list[tuple[int, int, str, bytes]]) -> list[Act]:
+    """The acts of rows of the history stream, each parsed."""
     acts = []
     for position, version, topic, state in rows:
         payload, _ = unseal(bytes(state))
@@ -178,16 +182,8 @@ def _last_gap_first(store: Store) -> int:
             looked.version = looked.last_first = 0
         if version > looked.version:
             rows = store.stream_rows(HISTORY_STREAM, after=looked.version)
-            acts = []
-            for position, row_version, topic, state in rows:
-                looked.version = max(looked.version, row_version)
-                try:
-                    parsed = orjson.loads(unseal(bytes(state))[0])
-                except orjson.JSONDecodeError:
-                    continue
-                if isinstance(parsed, dict):
-                    acts.append(Act(position, row_version, topic, parsed))
-            for gap in gaps_of(acts):
+            looked.version = max([looked.version, *(row[1] for row in rows)])
+            for gap in gaps_of(_acts(rows)):
                 looked.last_first = max(looked.last_first, gap.first)
         return looked.last_first
 
