@@ -82,6 +82,7 @@ class RunTicks:
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
         def _context(self) -> Context: ...
         def refresh(self) -> int: ...
+        def _catch_up(self) -> None: ...
         def _runs_runtime(self) -> RunRuntime: ...
         def _require_executor(self) -> Executor: ...
         def _mint(
@@ -116,7 +117,7 @@ class RunTicks:
         """
         report = DispatchReport()
         self._require_executor()
-        self.refresh()
+        self._catch_up()  # inside a batch its commands decide on its own view: no read
         try:
             # A cap of 0 is answered before a drain (the dispatcher's order).
             release = self._gate_lease(caller="tick", before_drain=self._cap_not_off)
@@ -200,7 +201,7 @@ class RunTicks:
         """
         report = ReconcileReport()
         self._require_executor()
-        self.refresh()
+        self._catch_up()  # inside a batch its commands decide on its own view: no read
         try:
             release = self._gate_lease(caller="reconcile")
         except AdmissionRefused as refused:
