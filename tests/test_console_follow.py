@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from helpers.console_server import small_store
+from helpers.retention_world import opened, record
 
-from tasktrail.domain import Scheduler
+from tasktrail.domain import ManualClock, Scheduler
 from tasktrail.replay import replay
 from tasktrail.replay.console.model.follow import Follower, Notice
 
@@ -66,3 +67,32 @@ def test_a_stopping_server_ends_every_stream(sqlite_url: str) -> None:
     follower.hang_up()
     follower.close()
     assert told == [[]]
+
+
+def test_a_tree_erased_while_the_console_follows_leaves_its_fold(
+    store_url: str, clock: ManualClock
+) -> None:
+    """The console folded a tree's values before another process erased it: once it
+    folds the erasure its world holds the tree as a fresh fold of the store would (the
+    values gone, from its tasks and their other streams), while another tree keeps its."""
+    s = opened(store_url, clock)
+    trees = record(s, clock, trees=2, secret="f0rget")
+    follower = Follower(store_url)
+    try:
+        caught_up(follower)
+        assert "f0rget-result-0" in repr(follower.world.tasks)
+        erased = trees.finished[0]
+        search = follower.extras.words
+        search[erased] = "held before"
+        s.erase(erased, actor="dpo", reason="request 11")
+        caught_up(follower)
+        held = repr((follower.world.tasks, follower.world.streams))
+        assert "f0rget-result-1" in held  # the other tree's values stay
+        tails = ("", "-memo", "-message", "-err", "-result")
+        assert not any(f"f0rget{tail}-0" in held for tail in tails)
+        fresh = replay(store_url, snapshots=False).world
+        assert follower.world.tasks == fresh.tasks
+        assert erased not in search
+    finally:
+        follower.close()
+        s.close()

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tasktrail.domain import CorruptEvent, Store, TaskEvent, World, open_store
+from tasktrail.domain.history import stream_loader
+from tasktrail.domain.retention.events import HistoryErased
 from tasktrail.domain.store.recorded import Recorded
 
 from .archived import ArchivedHistory
@@ -115,6 +117,7 @@ class Follower:
         self.extras = Extras()
         self.position = 0
         """The last position folded."""
+        self._load = stream_loader(self.store, lambda: self.position)
         self.head_at_start = self.store.head()
         self.ready = threading.Event()
         """Set once the log as it was at the start is folded."""
@@ -271,7 +274,33 @@ class Follower:
         if isinstance(task_id, str):
             extras.words.pop(task_id, None)
         self.position = recorded.position
+        if cls is HistoryErased:
+            self._fold_erased(event)  # type: ignore[arg-type]
         notices.append(Notice(recorded.position, stream, task_id, _type_name(event), owner))
+
+    def _fold_erased(self, act: HistoryErased) -> None:
+        """A tree erased after this fold took its values in: each stream that lost values
+        is folded again from the store, whose rows are erased by now, so the pages show
+        what a fresh fold would (a full fold holds ended work, so nothing reads it back)."""
+        world = self.world
+        streams = {e[1] for e in act.entries if isinstance(e, list) and len(e) > 1}
+        for stream_id in sorted(s for s in streams if isinstance(s, str)):
+            task_stream = stream_id in world.tasks
+            if not task_stream and stream_id not in world.streams:
+                continue
+            try:
+                loaded = self._load(stream_id, task_stream, None)
+            except CorruptEvent as error:
+                self._problem(f"position {error.position}: {error}")
+                continue
+            if loaded is None:
+                continue
+            if task_stream:
+                world.tasks[stream_id] = loaded[0]  # ended: its status and indexes stay
+            else:
+                world.streams[stream_id] = loaded[0]
+        for task_id in act.tasks:
+            self.extras.words.pop(task_id, None)
 
     # ─── what the pages read ────────────────────────────────────────────────
 
