@@ -131,10 +131,13 @@ class ConflictError(TasktrailError):
 
     def __init__(self, task_ids: list[str], detail: str = "") -> None:
         self.task_ids = task_ids
+        """The streams another writer moved first: the one the store named, else each
+        the refused decision wrote or read (one of them moved)."""
         tasks = ", ".join(task_ids) or "unknown tasks"
+        which = f"one of {tasks}" if len(task_ids) > 1 else tasks
         more = f" ({detail})" if detail else ""
         super().__init__(
-            f"another writer appended to {tasks} first; nothing was recorded{more}. "
+            f"another writer appended to {which} first; nothing was recorded{more}. "
             "Refresh and decide again (Scheduler.retrying does this)."
         )
 

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from ..tasks.state import TaskState
 
 T = TypeVar("T")
+MINT_ATTEMPTS = 5
+"""How often a mint is decided again when another writer moved what it read or wrote
+(PostgreSQL has no writers' turn: a worker running the task's phases races a caller's mint)."""
 
 
 class RunCommands(RunSubmits, RunTicks):
@@ -316,7 +319,7 @@ class RunCommands(RunSubmits, RunTicks):
                 # whose mint threw): nothing minted, the task is due at the next tick.
                 payload_errors[task_id] = error_text(error)
                 return None
-        for attempt in range(2):
+        for attempt in range(MINT_ATTEMPTS):
             try:
                 return self._decide(
                     _minting,
@@ -327,8 +330,9 @@ class RunCommands(RunSubmits, RunTicks):
                     payload=payload,
                 )
             except ConflictError:
-                # Another writer minted this attempt first; deciding again sees its run.
-                if attempt == 1:
+                # Another writer minted this attempt first, or moved the task the mint
+                # read (a worker running its phase): deciding again sees it.
+                if attempt == MINT_ATTEMPTS - 1:
                     raise
         raise AssertionError("unreachable")
 

@@ -114,3 +114,16 @@ def stamped_later_at(message: str) -> float | None:
         return float(found.group(1)) if found else None
     except ValueError:
         return None
+
+
+_MOVED_KEY = re.compile(
+    r"Key \(originator_id, originator_version\)=\((.*), (\d+)\) already exists", re.S
+)
+
+
+def moved_stream(message: str) -> str | None:
+    """The stream whose key an append broke, when the store's error names it
+    (PostgreSQL's ``DETAIL: Key (originator_id, originator_version)=(id, 2) ...``): a
+    stream another writer appended to first, written or read (a guard's copy)."""
+    found = _MOVED_KEY.search(message)
+    return found.group(1) if found else None

@@ -23,11 +23,7 @@ from datetime import UTC, datetime
 from itertools import chain
 from typing import Any, Literal, Protocol, cast
 
-from eventsourcing.persistence import (
-    InfrastructureFactory,
-    PersistenceError,
-    RecordConflictError,
-)
+from eventsourcing.persistence import InfrastructureFactory, PersistenceError, RecordConflictError
 
 from ..errors import ClockConflict, ConflictError, CorruptEvent, InvalidArgument, StoreError
 from ..tasks.events import TaskEvent, event_problem
@@ -36,7 +32,7 @@ from .chain import Digester, Sealer
 from .creation import creation_race
 from .files import existing_companions, remove_read_leftovers
 from .first_look import made_schema, open_problem, refuse_foreign_file
-from .guards import APPENDED_SINCE, STAMPED_LATER, depended_on, stamped_later_at
+from .guards import APPENDED_SINCE, STAMPED_LATER, depended_on, moved_stream, stamped_later_at
 from .keys import KEY_ID_KEY, ChainKey, keyed_after, resolve_key, settle_key
 from .location import NOTIFY_KEY, StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
@@ -218,9 +214,9 @@ class Store:
             rows = self._sealer.seal(events, versions, now)
         except TypeError as error:  # a value orjson cannot encode: nothing was written
             raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
+        written = {row.originator_id for row in rows}
+        read_guards = {k: v for k, v in (guards or {}).items() if k not in written}
         try:
-            written = {row.originator_id for row in rows}
-            read_guards = {k: v for k, v in (guards or {}).items() if k not in written}
             counted = (unseen[0], sorted(unseen[1])) if unseen else None
             positions = self.app.recorder.insert_events(
                 rows,
@@ -241,7 +237,10 @@ class Store:
             if APPENDED_SINCE in str(error):
                 raise ConflictError(streams, APPENDED_SINCE.removeprefix("tasktrail: ")) from None
             if isinstance(error, RecordConflictError):
-                raise ConflictError(streams, describe(error)) from None
+                # The stream that moved (PostgreSQL names it), else all it wrote or read.
+                moved = moved_stream(str(error))
+                named = [moved] if moved else sorted({*streams, *map(str, read_guards)})
+                raise ConflictError(named, describe(error)) from None
             # locked out, read-only, corrupt, disconnected
             raise StoreError(f"cannot write to store {self.location}: {self._why(error)}") from None
         except TypeError as error:  # a value orjson cannot encode: nothing was written

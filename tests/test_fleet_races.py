@@ -1,0 +1,90 @@
+"""Races between a fleet's writers that the store settles: a refusal names the stream
+that moved, and a mint raced by the worker running its task is decided again. Found
+by docs/hosting.md's PostgreSQL fleet under load: a submitter's ``mint_run`` lost two
+races in a row to the worker running the task's phases and raised, naming the run it
+was minting, which no one else had touched."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from helpers.checks import stale
+
+from tasktrail.domain import (
+    ConflictError,
+    InMemoryExecutor,
+    ManualClock,
+    Registry,
+    RunSettings,
+    Scheduler,
+)
+from tasktrail.domain.runs.events import RunMinted
+from tasktrail.domain.runs.identity import run_stream_id
+
+RACES = 4
+"""Races a mint survives in a row (a worker's phase: a memo, a checkpoint, a sleep)."""
+
+
+@pytest.fixture
+def fleet(store_url: str, clock: ManualClock, registry: Registry) -> Iterator[Any]:
+    """``fleet("a")`` opens a worker named ``a`` on one shared store; all close after."""
+    opened: list[Scheduler] = []
+
+    def open_worker(name: str) -> Scheduler:
+        s = Scheduler.open(store_url, clock=clock, registry=registry, worker=name)
+        opened.append(s)
+        return s
+
+    yield open_worker
+    for s in opened:
+        s.close()
+
+
+def test_a_decision_refused_for_a_task_it_read_names_that_task(fleet: Any, store_url: str) -> None:
+    a, b = fleet("a"), fleet("b")
+    waiter, awaited = a.submit("job"), a.submit("job")
+    b.refresh()
+    b.reserve(waiter)
+    a.refresh()
+    a.reserve(awaited)  # the task b's wait reads moves on
+    head = a.store.head()
+    with stale(b), pytest.raises(ConflictError) as refused:
+        b.wait(waiter, on=[awaited], policy="all")
+    assert b.store.head() == head  # nothing of the refused wait was appended
+    if "://" in store_url:  # PostgreSQL names the key that broke
+        assert refused.value.task_ids == [awaited]
+        assert f"appended to {awaited} first" in str(refused.value)
+    else:  # SQLite does not say which: each stream the decision wrote or read
+        assert refused.value.task_ids == sorted([waiter, awaited])
+        assert "one of" in str(refused.value)
+
+
+def test_a_mint_raced_by_the_worker_running_its_task_is_decided_again(fleet: Any) -> None:
+    """On PostgreSQL no writers' turn orders a caller's mint and the worker running the
+    task: between the mint's read and its append the worker may move the task (a memo, a
+    checkpoint, a sleep), and the store refuses the mint. It is decided again on the
+    fresh state: four races in a row (a phase's events) still mint one run. Here the
+    race is made on both stores, the worker moving the task as the mint appends."""
+    caller, worker = fleet("caller"), fleet("worker")
+    for s in (caller, worker):
+        s.configure_runs(executor=InMemoryExecutor(), settings=RunSettings(run_spacing_ms=0))
+    task = caller.submit("job")
+    worker.refresh()
+    worker.reserve(task)
+    append = caller.store.append
+    raced: list[int] = []
+
+    def raced_append(events: Any, versions: Any, **kwargs: Any) -> list[int]:
+        if any(isinstance(e, RunMinted) for e in events) and len(raced) < RACES:
+            raced.append(1)
+            worker.memo(task, "step", len(raced))  # the worker moves the task first
+        return append(events, versions, **kwargs)
+
+    caller.store.append = raced_append  # type: ignore[method-assign]
+    run_id = caller.mint_run(task)
+    assert len(raced) == RACES
+    minted = [r.event for r in caller.store.read() if isinstance(r.event, RunMinted)]
+    assert len(minted) == 1 and minted[0].stream_id() == run_stream_id(run_id)
+    assert caller.run(run_id).task_id == task
