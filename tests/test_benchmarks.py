@@ -13,6 +13,10 @@ import pytest
 from conftest import _admin_dsn, require_postgres
 
 ROOT = Path(__file__).resolve().parents[1]
+END_TO_END = pytest.mark.slow
+"""A benchmark run end to end, in processes of its own (4-46 s each on 2 cores, a
+quarter of the default run's CPU in all): in the long profile, which CI's run runs too.
+The default profile keeps the units (figures, goals, tables, refusals)."""
 
 
 def _module(name: str) -> ModuleType:
@@ -56,6 +60,7 @@ def test_batched_append_and_the_table(tmp_path: Path) -> None:
     assert "eventsourcing" in report.machine_line(report.machine())
 
 
+@END_TO_END
 def test_cost_against_history_runs_and_writes_its_json(tmp_path: Path) -> None:
     history = _module("benchmarks.history")
     out, cache = tmp_path / "history.json", tmp_path / "cache"
@@ -168,6 +173,7 @@ def _concurrency_run(
     return runs
 
 
+@END_TO_END
 def test_the_concurrency_benchmark_runs_tasktrail_at_a_tiny_size(tmp_path: Path) -> None:
     """Issue 27's benchmark end to end on SQLite, both phase kinds, with the no-wait run
     that caps the ideal: every task the marks count, a rate, its ideal and CPU."""
@@ -183,6 +189,7 @@ def test_the_concurrency_benchmark_runs_tasktrail_at_a_tiny_size(tmp_path: Path)
         assert figures["server_cpu_ms_per_task"] is None  # SQLite has no server
 
 
+@END_TO_END
 @pytest.mark.postgres
 def test_the_concurrency_benchmark_reads_the_servers_cpu_for_tasktrail(tmp_path: Path) -> None:
     """Issue 43's kind (async phases returning the next phase's name) on PostgreSQL:
@@ -197,6 +204,7 @@ def test_the_concurrency_benchmark_reads_the_servers_cpu_for_tasktrail(tmp_path:
     assert figures["server_cpu_ms_per_task"]["median"] >= 0  # read, not None
 
 
+@END_TO_END
 @pytest.mark.parametrize(
     ("peer", "store"),
     [
@@ -247,6 +255,7 @@ def test_the_peers_run_only_where_they_belong() -> None:
     assert all(peers.runs(s, "postgresql", "sync3") for s in ("tasktrail", "dbos", "dbos-fast"))
 
 
+@END_TO_END
 def test_the_concurrency_benchmark_runs_dbos_beside_it(tmp_path: Path) -> None:
     pytest.importorskip(
         "dbos", reason="DBOS Transact is the benchmark's extra: pip install -e '.[bench]'"
@@ -338,6 +347,7 @@ def test_the_concurrency_probe_times_every_append_of_a_worker(tmp_path: Path) ->
     assert figures["lock_held_s"] > 0 and figures["tasks_per_s"] > 0
 
 
+@END_TO_END
 def test_the_roundtrip_benchmark_runs_tasktrail_at_a_tiny_size(tmp_path: Path) -> None:
     """Issue 42's round trip end to end on SQLite: a worker process, this process
     submitting and awaiting results one at a time and from callers on one event loop,
@@ -386,6 +396,7 @@ def test_the_roundtrip_goals_judge_only_what_they_can() -> None:
     }
 
 
+@END_TO_END
 def test_the_roundtrip_of_three_phases_runs_and_is_judged(tmp_path: Path) -> None:
     """Issue 43's round trip: tasks of three no-op phases (two checkpoints, then the
     result), judged against 15 ms on SQLite and 25 ms on PostgreSQL, p95 shown."""
@@ -427,6 +438,7 @@ def test_the_roundtrip_benchmark_refuses_nothing_to_time(
     assert "nothing to time" in capsys.readouterr().err
 
 
+@END_TO_END
 def test_the_streams_benchmark_runs_at_a_tiny_size(tmp_path: Path) -> None:
     """Issue 44's streams benchmark end to end on SQLite: emit-to-read latency in one
     process and across processes (a worker process, this process reading), and the
@@ -451,6 +463,7 @@ def test_the_streams_benchmark_runs_at_a_tiny_size(tmp_path: Path) -> None:
     assert "median emit-to-read one process <= 20 ms on sqlite" in verdicts
 
 
+@END_TO_END
 def test_the_flow_benchmark_runs_a_limited_fleet_at_a_tiny_size(tmp_path: Path) -> None:
     """Issue 44's flow-control figure end to end on SQLite: two worker processes on a
     kind limited per tenant, the log folded event by event afterwards; the most running
@@ -482,6 +495,7 @@ def test_the_flow_goals_judge_the_limit_and_the_ratio() -> None:
     assert verdicts == ["**met**", "**met**", "**missed**", "**missed**"]
 
 
+@END_TO_END
 def test_the_retention_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
     """Issue 45's benchmark: archive, history across the archive, throughput beside."""
     from benchmarks import retention

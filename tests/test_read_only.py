@@ -8,6 +8,7 @@ that is empty or not SQLite is refused with exit 2, untouched; ``file:`` URIs wi
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -154,10 +155,21 @@ def test_a_read_only_file_store_leaves_no_companions_to_break_later_writers(
 
 
 READ_AS_NOBODY = """
-import sys
+import contextlib, io, json, sys
 from tasktrail.replay.cli import main
-sys.exit(main(sys.argv[1:]))
+ran = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as stop:
+            code = stop.code
+    ran.append([argv, code, err.getvalue()])
+print(json.dumps(ran))
 """
+"""Every read command, one after the other in one interpreter (one start, not one a
+command: the commands are what is tested, not the start)."""
 
 
 def _without_capabilities() -> list[str]:
@@ -180,16 +192,21 @@ def test_a_store_in_a_read_only_folder_can_be_read(demo_db: Path, tmp_path: Path
     path.chmod(0o444)
     folder.chmod(0o555)
     before = folder_state(folder)
+    commands = read_commands(str(path))
     try:
-        for argv in read_commands(str(path)):
-            result = subprocess.run(
-                [*prefix, sys.executable, "-c", READ_AS_NOBODY, *argv],
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            assert result.returncode == 0, (argv, result.stderr)
-            assert "readonly" not in result.stderr
+        result = subprocess.run(
+            [*prefix, sys.executable, "-c", READ_AS_NOBODY, json.dumps(commands)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "readonly" not in result.stderr
+        ran = json.loads(result.stdout.strip().splitlines()[-1])
+        assert [argv for argv, _, _ in ran] == commands
+        for argv, code, err in ran:
+            assert code == 0, (argv, err)
+            assert "readonly" not in err, (argv, err)
     finally:
         folder.chmod(0o755)
         path.chmod(0o644)

@@ -13,6 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# A cold mypy over the three packages is 46 s of one core (a seventh of the default run's
+# CPU on 2 cores): it runs in the long profile, which CI's run (.ci/run) runs too.
+@pytest.mark.slow
 def test_mypy_strict_is_clean_over_the_three_packages(tmp_path: Path) -> None:
     if shutil.which("mypy", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("mypy is not installed here: pip install -e '.[test]'")
