@@ -133,7 +133,9 @@ class ConflictError(TasktrailError):
         self.task_ids = task_ids
         """The streams another writer moved first: the one the store named, else each
         the refused decision wrote or read (one of them moved)."""
-        tasks = ", ".join(task_ids) or "unknown tasks"
+        tasks = ", ".join(task_ids[:5]) or "unknown tasks"
+        if len(task_ids) > 5:  # an archive act's thousands of streams: a line, not a page
+            tasks += f" and {len(task_ids) - 5} more"
         which = f"one of {tasks}" if len(task_ids) > 1 else tasks
         more = f" ({detail})" if detail else ""
         super().__init__(

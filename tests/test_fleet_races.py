@@ -88,3 +88,14 @@ def test_a_mint_raced_by_the_worker_running_its_task_is_decided_again(fleet: Any
     minted = [r.event for r in caller.store.read() if isinstance(r.event, RunMinted)]
     assert len(minted) == 1 and minted[0].stream_id() == run_stream_id(run_id)
     assert caller.run(run_id).task_id == task
+
+
+def test_a_refusal_of_many_streams_names_five_and_counts_the_rest() -> None:
+    """An act that moves thousands of rows (an archive's) is refused in one line."""
+    many = ConflictError([f"task-{n}" for n in range(1, 2_001)], "moved")
+    assert str(many).startswith(
+        "another writer appended to one of task-1, task-2, task-3, task-4, task-5 "
+        "and 1995 more first; nothing was recorded (moved)."
+    )
+    assert len(many.task_ids) == 2_000  # every one is kept for the caller
+    assert "one of" not in str(ConflictError(["task-1"]))
