@@ -192,6 +192,22 @@ def registry() -> Registry:
 
 
 @pytest.fixture
+def fleet(store_url: str, clock: ManualClock, registry: Registry) -> Iterator[Any]:
+    """``fleet("a", **options)`` opens a scheduler named ``a`` on one shared store (each
+    store of :func:`store_url`); all close after. A module may hold its own (a lease)."""
+    opened: list[Scheduler] = []
+
+    def open_worker(name: str = "a", **options: Any) -> Scheduler:
+        s = Scheduler.open(store_url, clock=clock, registry=registry, worker=name, **options)
+        opened.append(s)
+        return s
+
+    yield open_worker
+    for s in opened:
+        s.close()
+
+
+@pytest.fixture
 def scheduler(sqlite_url: str, clock: ManualClock, registry: Registry) -> Iterator[Scheduler]:
     """An open scheduler on a fresh SQLite store."""
     opened = Scheduler.open(sqlite_url, clock=clock, registry=registry)

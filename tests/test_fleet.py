@@ -4,7 +4,6 @@ the store's current state. Each test drives the workers with one ManualClock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,19 +28,14 @@ LEASE = 10_000
 
 
 @pytest.fixture
-def fleet(store_url: str, clock: ManualClock, registry: Registry) -> Iterator[Any]:
-    """``fleet("a")`` opens a worker named ``a`` on one shared store; all close after."""
-    opened: list[Scheduler] = []
+def fleet(fleet: Any) -> Any:
+    """The suite's ``fleet`` (conftest), each worker with a lease of :data:`LEASE`."""
 
     def open_worker(name: str, **options: Any) -> Scheduler:
         options.setdefault("lease", LEASE)
-        s = Scheduler.open(store_url, clock=clock, registry=registry, worker=name, **options)
-        opened.append(s)
-        return s
+        return fleet(name, **options)
 
-    yield open_worker
-    for s in opened:
-        s.close()
+    return open_worker
 
 
 def recoveries(s: Scheduler, task_id: str) -> list[TaskRecovered]:

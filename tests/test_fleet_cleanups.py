@@ -7,7 +7,7 @@ workers driven by one ManualClock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,18 +25,9 @@ LEASE = 10_000
 
 
 @pytest.fixture
-def fleet(store_url: str, clock: ManualClock, registry: Registry) -> Iterator[Any]:
-    """``fleet("a")`` opens a worker named ``a`` on one shared store; all close after."""
-    opened: list[Scheduler] = []
-
-    def open_worker(name: str) -> Scheduler:
-        s = Scheduler.open(store_url, clock=clock, registry=registry, worker=name, lease=LEASE)
-        opened.append(s)
-        return s
-
-    yield open_worker
-    for s in opened:
-        s.close()
+def fleet(fleet: Any) -> Any:
+    """The suite's ``fleet`` (conftest), each worker with a lease of :data:`LEASE`."""
+    return lambda name: fleet(name, lease=LEASE)
 
 
 class Cleanups(Runtime):

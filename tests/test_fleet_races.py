@@ -6,7 +6,6 @@ was minting, which no one else had touched."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,31 +14,13 @@ from helpers.checks import stale
 from tasktrail.domain import (
     ConflictError,
     InMemoryExecutor,
-    ManualClock,
-    Registry,
     RunSettings,
-    Scheduler,
 )
 from tasktrail.domain.runs.events import RunMinted
 from tasktrail.domain.runs.identity import run_stream_id
 
 RACES = 4
 """Races a mint survives in a row (a worker's phase: a memo, a checkpoint, a sleep)."""
-
-
-@pytest.fixture
-def fleet(store_url: str, clock: ManualClock, registry: Registry) -> Iterator[Any]:
-    """``fleet("a")`` opens a worker named ``a`` on one shared store; all close after."""
-    opened: list[Scheduler] = []
-
-    def open_worker(name: str) -> Scheduler:
-        s = Scheduler.open(store_url, clock=clock, registry=registry, worker=name)
-        opened.append(s)
-        return s
-
-    yield open_worker
-    for s in opened:
-        s.close()
 
 
 def test_a_decision_refused_for_a_task_it_read_names_that_task(fleet: Any, store_url: str) -> None:

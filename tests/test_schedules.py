@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,21 +50,6 @@ def clock() -> ManualClock:
 @pytest.fixture
 def registry() -> Registry:
     return Registry([TaskDefinition("report", 1, {"go": lambda inv: inv.finish("completed")})])
-
-
-@pytest.fixture
-def fleet(store_url: str, clock: ManualClock, registry: Registry) -> Iterator[Any]:
-    """``fleet("a")`` opens a scheduler named ``a`` on one shared store."""
-    opened: list[Scheduler] = []
-
-    def open_worker(name: str = "a", **options: Any) -> Scheduler:
-        s = Scheduler.open(store_url, clock=clock, registry=registry, worker=name, **options)
-        opened.append(s)
-        return s
-
-    yield open_worker
-    for s in opened:
-        s.close()
 
 
 def ticked(s: Scheduler) -> list[str]:
