@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow  # a benchmark end to end: the long profile (tests/test_benchmarks.py)
+@pytest.mark.slow  # a benchmark end to end: the long profile (tests/helpers/bench.py)
 def test_the_console_benchmark_runs_at_a_tiny_size(tmp_path: Path) -> None:
     if str(ROOT) not in sys.path:  # the package lives beside domain/, not in tasktrail
         sys.path.insert(0, str(ROOT))
