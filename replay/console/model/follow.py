@@ -274,8 +274,8 @@ class Follower:
         if isinstance(task_id, str):
             extras.words.pop(task_id, None)
         self.position = recorded.position
-        if cls is HistoryErased:
-            self._fold_erased(event)  # type: ignore[arg-type]
+        if isinstance(event, HistoryErased):
+            self._fold_erased(event)
         notices.append(Notice(recorded.position, stream, task_id, _type_name(event), owner))
 
     def _fold_erased(self, act: HistoryErased) -> None:
@@ -283,7 +283,7 @@ class Follower:
         is folded again from the store, whose rows are erased by now, so the pages show
         what a fresh fold would (a full fold holds ended work, so nothing reads it back)."""
         world = self.world
-        streams = {e[1] for e in act.entries if isinstance(e, list) and len(e) > 1}
+        streams = {e[1] for e in act.entries if isinstance(e, list | tuple) and len(e) > 1}
         for stream_id in sorted(s for s in streams if isinstance(s, str)):
             task_stream = stream_id in world.tasks
             if not task_stream and stream_id not in world.streams:
