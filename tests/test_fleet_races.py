@@ -11,11 +11,7 @@ from typing import Any
 import pytest
 from helpers.checks import stale
 
-from tasktrail.domain import (
-    ConflictError,
-    InMemoryExecutor,
-    RunSettings,
-)
+from tasktrail.domain import ConflictError, InMemoryExecutor, RunSettings
 from tasktrail.domain.runs.events import RunMinted
 from tasktrail.domain.runs.identity import run_stream_id
 
