@@ -3,22 +3,16 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import statistics
-import sys
 from pathlib import Path
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.bench import END_TO_END, bench_module
 
 
-@pytest.mark.slow  # a benchmark end to end: the long profile (tests/helpers/bench.py)
+@END_TO_END
 def test_the_console_benchmark_runs_at_a_tiny_size(tmp_path: Path) -> None:
-    if str(ROOT) not in sys.path:  # the package lives beside domain/, not in tasktrail
-        sys.path.insert(0, str(ROOT))
-    bench = importlib.import_module("benchmarks.console")
+    bench = bench_module("benchmarks.console")
     out = tmp_path / "console.json"
     argv = ["--quick", "--tasks", "100", "--rounds", "1", "--seconds", "1", "--probes", "2"]
     assert bench.main([*argv, "--dir", str(tmp_path), "--json", str(out)]) == 0

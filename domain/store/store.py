@@ -239,7 +239,7 @@ class Store:
             if isinstance(error, RecordConflictError):
                 # The stream that moved (PostgreSQL names it), else all it wrote or read.
                 moved = moved_stream(str(error))
-                named = [moved] if moved else sorted({*streams, *map(str, read_guards)})
+                named = [moved] if moved else sorted({*streams, *read_guards})
                 raise ConflictError(named, describe(error)) from None
             # locked out, read-only, corrupt, disconnected
             raise StoreError(f"cannot write to store {self.location}: {self._why(error)}") from None
