@@ -90,11 +90,18 @@ class DecisionCycle:
         with self._lock:
             if self._closed:
                 raise RuleViolation(2, "the scheduler is closed; open the store again")
-            batch = self._batch
+            world, batch = self._deciding_on()
             if batch is not None:
                 # Nothing is appended before the batch exits: no turn, no refresh, and
-                # no clock conflict to decide again for.
-                return self._decide_in_batch(batch, fn, *args, **kwargs)
+                # no clock conflict to decide again for; for a task the batch's view
+                # does not know, once more on the view taken again with what other
+                # writers appended since.
+                try:
+                    return self._decide_on(world, batch, fn, args, kwargs)
+                except UnknownTask:
+                    if not self._take_view_again(batch):
+                        raise
+                    return self._decide_once(fn, *args, **kwargs)
             with self.store.turn():
                 # Decide on the store's current state: fold what other writers appended.
                 self.refresh()
@@ -110,18 +117,6 @@ class DecisionCycle:
                             raise
                 raise AssertionError("unreachable")
 
-    def _decide_in_batch(
-        self, batch: OpenBatch, fn: Callable[..., T], *args: Any, **kwargs: Any
-    ) -> T:
-        """:meth:`_decide_once` on the batch's view; for a task the view does not know,
-        once more on the view taken again with what other writers appended since."""
-        try:
-            return self._decide_once(fn, *args, **kwargs)
-        except UnknownTask:
-            if not self._take_view_again(batch):
-                raise
-            return self._decide_once(fn, *args, **kwargs)
-
     def _decide_known(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """:meth:`_decide_once`; for a task this world does not know, once more after
         a refresh that folded something (another writer may have submitted it since)."""
@@ -135,8 +130,12 @@ class DecisionCycle:
     def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         # The world and batch are looked up once a decision (each is a context lookup).
         world, batch = self._deciding_on()
+        return self._decide_on(world, batch, fn, args, kwargs)
+
+    def _decide_on(self, world: World, batch: OpenBatch | None, fn: Any, args: Any, kw: Any) -> Any:
+        """``fn``'s decision on ``world`` (``batch``'s view, if given), committed."""
         draft = Draft(world)
-        result = fn(draft, self._context(world), *args, **kwargs)
+        result = fn(draft, self._context(world), *args, **kw)
         if draft.events:
             self._commit(draft.events, draft.states, draft.guards(), draft.across, (world, batch))
         return result
