@@ -132,7 +132,9 @@ class DecisionCycle:
         world, batch = self._deciding_on()
         return self._decide_on(world, batch, fn, args, kwargs)
 
-    def _decide_on(self, world: World, batch: OpenBatch | None, fn: Any, args: Any, kw: Any) -> Any:
+    def _decide_on(
+        self, world: World, batch: OpenBatch | None, fn: Callable[..., T], args: Any, kw: Any
+    ) -> T:
         """``fn``'s decision on ``world`` (``batch``'s view, if given), committed."""
         draft = Draft(world)
         result = fn(draft, self._context(world), *args, **kw)
