@@ -186,6 +186,7 @@ class BatchCommands:
             # (inside a batch none is due): else an open, and replay --until, would
             # fold all it wrote since its last close.
             self._snapshot_due()
+            self.store.kept_rows.drop()  # the seal hashed them from memory: not kept on
 
     def _view(self, batch: OpenBatch) -> World:
         """Copy the scheduler's world for ``batch`` to decide on (its first command)."""

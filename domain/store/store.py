@@ -78,7 +78,8 @@ class Store:
         """The latest decision time this store has read or appended (see :meth:`stamp`)."""
         self.clamped = 0  # how many clock readings stamp() moved forward to latest_at
         self._sealer = Sealer(self._previous_row)
-        self._prefetched = Prefetched()
+        self.kept_rows = Prefetched()
+        """The rows of the last append, for the read after it (:mod:`.prefetch`)."""
         path = None if self.read_only else location.path
         refuse_foreign_file(path)  # before SQLite opens it to write: another app's file?
         self._turns = WriterTurns(path) if path is not None else None
@@ -248,7 +249,7 @@ class Store:
         assert positions is not None and len(positions) == len(rows)
         self._sealer.appended()
         others = getattr(self.app.recorder, "prefetched", None)
-        self._prefetched.keep(since, others, rows, positions)
+        self.kept_rows.keep(since, others, rows, positions)
         self.latest_at = max(self.latest_at, max(e.at for e in events))
         self.news.signal()  # this process's waiters wake at once
         return list(positions)
@@ -309,10 +310,9 @@ class Store:
         return pages if self.archive is None else self.archive.merge(pages, after, until)
 
     def _own_pages(self, after: int, until: int | None) -> Iterator[list[Row]]:
-        kept = self._prefetched.take(after, until)
-        if kept is not None:
-            yield kept  # what the append brought back (store.prefetch)
-            return
+        return self.kept_rows.pages(self._selected, after, until)  # the last append's, kept
+
+    def _selected(self, after: int, until: int | None) -> Iterator[list[Row]]:
         start = after + 1
         recorder = self.app.recorder
         # Both recorders (SQLite's, PostgreSQL's) give plain tuples straight from the cursor.
