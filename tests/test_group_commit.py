@@ -280,9 +280,9 @@ def test_what_queues_while_a_group_is_decided_joins_it_before_the_append(
     s = Scheduler.open(store_url, clock=clock, registry=registry)
     appends = Appends(s)
     late: list[Any] = []
-    original = s._decide_once
+    original = s._decide_on
 
-    def deciding(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def deciding(world: Any, batch: Any, fn: Any, args: Any, kwargs: Any) -> Any:
         if not late:  # another thread queues a submit while the group is being decided
             thread = threading.Thread(target=lambda: late.append(s.submit("job", id="late")))
             late.append(thread)
@@ -291,9 +291,9 @@ def test_what_queues_while_a_group_is_decided_joins_it_before_the_append(
             while not s._decision_queue._queued:
                 assert time.monotonic() < deadline, "the late submit did not queue"
                 time.sleep(0.001)
-        return original(fn, *args, **kwargs)
+        return original(world, batch, fn, args, kwargs)
 
-    s._decide_once = deciding  # type: ignore[method-assign]
+    s._decide_on = deciding  # type: ignore[method-assign]
     queued_together(s, [lambda: s.submit("job", id="a"), lambda: s.submit("job", id="b")])
     late[0].join(10)
     assert late[1:] == ["late"]

@@ -78,7 +78,10 @@ class GroupCommit(GroupAppend):
         def _renew_lease(self, *, force: bool = False) -> None: ...
         def _snapshot_due(self) -> None: ...
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
-        def _decide_once(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        def _decide_on(
+            self, world: World, batch: OpenBatch | None, fn: Callable[..., T], args: Any, kw: Any
+        ) -> T: ...
+        def _deciding_on(self) -> tuple[World, OpenBatch | None]: ...
         @property
         def _batch(self) -> OpenBatch | None: ...
 
@@ -161,7 +164,10 @@ class GroupCommit(GroupAppend):
         try:
             for queued in _growing(group, self._decision_queue, taken):
                 try:
-                    queued.result = self._decide_once(queued.fn, *queued.args, **queued.kwargs)
+                    world, _ = self._deciding_on()  # its events go to the group, not to a batch
+                    queued.result = self._decide_on(
+                        world, None, queued.fn, queued.args, queued.kwargs
+                    )
                 except UnknownTask:
                     unknown.append(queued)  # alone, it refreshes and decides once more
                 except Exception as error:  # refused: added nothing to the group
