@@ -36,10 +36,8 @@ class Prefetched:
     """The rows of one span of the log, ``(after, last]``, kept until the next read."""
 
     def __init__(self) -> None:
-        self._after: int | None = None
-        self._others: list[Row] = []
-        self._own: Sequence[Any] = ()
-        self._positions: Sequence[int] = ()
+        # One tuple, set and read at once: a read never sees half of another append's.
+        self._kept: tuple[int, list[Row], Sequence[Any], Sequence[int]] | None = None
 
     def keep(
         self,
@@ -54,8 +52,9 @@ class Prefetched:
         if others is None and after is not None and positions and positions[0] == after + 1:
             others = []  # SQLite's rows right after ``after``: nobody else's came between
         if after is None or others is None or not positions:
-            after, others, own, positions = None, [], (), ()
-        self._after, self._others, self._own, self._positions = after, others, own, positions
+            self._kept = None
+        else:
+            self._kept = (after, others, own, positions)
 
     def take(self, after: int, until: int | None) -> Kept | None:
         """The kept rows if they end the log's ``(after, until]``, from ``after`` or a
@@ -63,10 +62,11 @@ class Prefetched:
         of what follows them leaves them kept (the store drops them once such a read
         finds a row: the log went on, and an erasure rewrites rows in place); any
         other read takes them, or drops them when they do not end it."""
-        kept_after, others, own, positions = self._after, self._others, self._own, self._positions
-        if kept_after is None or after >= positions[-1]:
+        kept = self._kept
+        if kept is None or after >= kept[3][-1]:
             return None
         self.drop()
+        kept_after, others, own, positions = kept
         if after > kept_after or positions[-1] != until:
             return None
         mine = [
@@ -77,7 +77,7 @@ class Prefetched:
 
     def drop(self) -> None:
         """Keep nothing."""
-        self.keep(None, None, (), ())
+        self._kept = None
 
     def pages(
         self,
