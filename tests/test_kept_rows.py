@@ -66,3 +66,14 @@ def test_kept_rows_end_a_read_survive_an_empty_read_after_them_and_go_once_taken
     assert kept.take(4, 7) is None
     kept.keep(4, None, own, [5, 6])  # none between (SQLite's): kept
     assert kept.take(4, 6) is not None
+
+
+def test_a_read_after_the_kept_rows_that_finds_a_row_drops_them() -> None:
+    kept, own = Prefetched(), [_Stored("a", 1), _Stored("b", 1)]
+    later = (7, "c", 1, "t", b"{}")
+    kept.keep(4, [], own, [5, 6])
+    assert list(kept.pages(lambda after, until: iter([[]]), 6, None)) == [[]]
+    assert kept.take(4, 6) is not None  # nothing after them: still kept until taken
+    kept.keep(4, [], own, [5, 6])
+    assert list(kept.pages(lambda after, until: iter([[later]]), 6, None)) == [[later]]
+    assert kept.take(4, 6) is None  # the log went on (an erasure may rewrite them): gone

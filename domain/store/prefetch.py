@@ -33,7 +33,8 @@ class Kept(NamedTuple):
 
 
 class Prefetched:
-    """The rows of one span of the log, ``(after, last]``, kept until the next read."""
+    """The rows of one span of the log, ``(after, last]``, kept until a read takes them
+    or finds the log went on after them."""
 
     def __init__(self) -> None:
         # One tuple, set and read at once: a read never sees half of another append's.
