@@ -43,6 +43,7 @@ def test_there_are_the_three_notebooks() -> None:
     ]
 
 
+@pytest.mark.slow  # a Jupyter kernel each, 7-16 s: the long profile's (CI runs it)
 @pytest.mark.parametrize("name", sorted(path.name for path in NOTEBOOKS.glob("*.ipynb")))
 def test_notebook_runs_without_errors(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
