@@ -306,11 +306,9 @@ class Store:
     archive: Any = None  # reading across an archive: its segments' rows in place (.gaps)
 
     def _pages(self, after: int, until: int | None) -> Iterator[list[Row]]:
-        pages = self._own_pages(after, until)
+        # The last append's rows where they end the read (.prefetch), the rest selected.
+        pages = self.kept_rows.pages(self._selected, after, until)
         return pages if self.archive is None else self.archive.merge(pages, after, until)
-
-    def _own_pages(self, after: int, until: int | None) -> Iterator[list[Row]]:
-        return self.kept_rows.pages(self._selected, after, until)  # the last append's, kept
 
     def _selected(self, after: int, until: int | None) -> Iterator[list[Row]]:
         start = after + 1
