@@ -5,11 +5,13 @@ command that waits leaves a SQLite store's folder as it was."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers.cli import folder_state, run
 
 from tasktrail.domain import Registry, Scheduler, TaskDefinition, Worker
@@ -73,3 +75,93 @@ def test_the_result_command_waits_without_touching_a_sqlite_store(
     ran = run(["result", str(store), task_id, "--wait", "0.3"], capsys)
     assert ran.code == 1 and "has not ended after 0.3 s: it is pending" in ran.err
     assert folder_state(tmp_path) == before
+
+
+def _generation_after(news: Any, seconds: float) -> int:
+    time.sleep(seconds)  # the watcher looks every 2 ms: many looks
+    return int(news.generation)
+
+
+def _news_after(news: Any, before: int) -> bool:
+    """Whether news comes within 2 s (the watcher looks every 2 ms; a loaded machine
+    may keep it waiting)."""
+    deadline = time.monotonic() + 2
+    while news.generation == before and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return bool(news.generation != before)
+
+
+def test_a_stores_own_append_is_news_once_anothers_at_once(sqlite_url: str) -> None:
+    """SQLite's ``data_version`` changes for the watcher's connection on every commit,
+    this store's own too: an own append wakes its waiters itself and is not news again
+    (a worker ticked once more for each before); another writer's append still is, and
+    so is another connection's write of anything else."""
+    path = sqlite_url
+    with Scheduler.open(path, worker="a") as mine, Scheduler.open(path, worker="b") as other:
+        news = mine.store.news
+        news.wait(news.generation, 0.01)  # the watcher runs from the first wait on
+        time.sleep(0.05)
+        for _ in range(5):
+            before = news.generation
+            mine.submit("job", phase="a")
+            assert _generation_after(news, 0.05) == before + 1
+        before = news.generation
+        other.submit("job", phase="a")
+        assert _news_after(news, before)
+        # Not an append: the head stays where this store's last append left it.
+        mine.submit("job", phase="a")
+        time.sleep(0.05)
+        before = news.generation
+        with sqlite3.connect(path) as raw:
+            raw.execute("CREATE TABLE elsewhere (x)")
+        assert _news_after(news, before)
+
+
+@pytest.mark.postgres
+def test_a_notify_of_the_stores_own_writers_is_not_news_again(postgres_url: str) -> None:
+    """PostgreSQL's listener hears its own store's NOTIFYs: one sent by a server process
+    the store appended on is not news again, another's is. (A channel of this test's
+    own: every store of a server shares its table's, and other tests' append.)"""
+    import psycopg
+
+    from tasktrail.domain.store.news import Heard, postgres_watch
+
+    dsn = postgres_url.split("?", 1)[0]
+    with (
+        psycopg.connect(dsn, autocommit=True) as ours,
+        psycopg.connect(dsn, autocommit=True) as theirs,
+    ):
+        own = {ours.info.backend_pid}
+        i = ours.info
+        conninfo = {"dbname": i.dbname, "host": i.host, "port": i.port, "user": i.user}
+        channel = f"news_test_{ours.info.backend_pid}"
+        signals: list[float] = []
+        stopped = threading.Event()
+
+        class Counted(Heard):
+            def __init__(self) -> None:
+                pass
+
+            def signal(self) -> None:
+                signals.append(time.monotonic())
+
+        watch = postgres_watch(conninfo, channel, own)
+        listening = threading.Thread(target=watch, args=(stopped, Counted()), daemon=True)
+        listening.start()
+        try:
+            deadline = time.monotonic() + 5
+            while not signals and time.monotonic() < deadline:
+                time.sleep(0.01)  # its first signal: connected and listening
+            assert len(signals) == 1
+            for _ in range(3):
+                ours.execute(f"NOTIFY {channel}")
+            time.sleep(0.5)
+            assert len(signals) == 1
+            theirs.execute(f"NOTIFY {channel}")
+            deadline = time.monotonic() + 5
+            while len(signals) == 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(signals) == 2
+        finally:
+            stopped.set()
+            listening.join(5)

@@ -11,6 +11,11 @@ one a store, ended at :meth:`News.close`):
   costs a few microseconds (no file is read: the WAL index is in shared memory), so an
   idle watcher costs about 1% of a core, measured (docs/fleet.md). The stdlib has no
   file-change notification (inotify is not in it), and the WAL's mtime says less.
+  The writer's connection is another connection too, so this store's own appends
+  change it: a change that comes with an append of this store (:meth:`News.appended`)
+  and leaves the log's head where that append left it is not news again (the append
+  woke the waiters already). A busy worker ticked once more for every commit of its
+  own before: 10% of its CPU a task, measured (benchmarks/README).
 - PostgreSQL: ``LISTEN`` on the store's channel, on a connection of its own (appends
   NOTIFY it, :attr:`.postgres.GuardedPostgresRecorder.notify`). The channel is the
   table's name, which every store of a server shares: a wake may be another store's
@@ -32,7 +37,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -46,9 +51,9 @@ RECONNECT_S = 0.5
 """How long a PostgreSQL listener waits before connecting again after losing its
 connection."""
 
-Watch = Callable[[Any, Callable[[], None]], None]
-"""``watch(stopped, signal)``: looks for news until ``stopped.wait``/``is_set`` say so."""
-"""A watcher: runs until its first argument is set, calling the second on news."""
+Watch = Callable[[Any, "Heard"], None]
+"""``watch(stopped, heard)``: looks for news until ``stopped.wait``/``is_set`` say so,
+calling ``heard.signal()`` on news (``heard.own()``: what this store appended)."""
 
 
 class News:
@@ -58,6 +63,8 @@ class News:
         self.generation = 0
         """How many times news came (this process's appends and the watcher's)."""
         self._watch = watch
+        self._own = (0, 0)
+        """How many appends this store made, and the last position they wrote."""
         self._condition = threading.Condition()
         self._futures: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
         self._flags: set[threading.Event] = set()
@@ -76,6 +83,19 @@ class News:
         for loop, future in futures:
             with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
                 loop.call_soon_threadsafe(_settle, future)
+
+    def appended(self, head: int) -> None:
+        """This store appended, up to position ``head``: wake every waiter, and let the
+        watcher know the change it is about to see as this store's own."""
+        with self._condition:  # one tuple: the watcher reads it whole, or not yet
+            appends, last = self._own
+            self._own = (appends + 1, max(last, head))
+        self.signal()
+
+    def own(self) -> tuple[int, int]:
+        """``(appends, head)``: how many appends this store made, and the last position
+        they wrote."""
+        return self._own
 
     def wait(self, seen: int, timeout_s: float) -> int:
         """Wait up to ``timeout_s`` (at most :data:`FALLBACK_S`) for a generation after
@@ -130,15 +150,10 @@ class News:
             # collected) stops its watcher at its next look, and its connection with it.
             # No finalizer: one runs wherever the collector does, and may not take a lock.
             weak = weakref.WeakMethod(self.signal)
-
-            def signal() -> None:
-                alive = weak()
-                if alive is not None:
-                    alive()
-
             stopped = _WhileHeld(self._stopped, weak)
+            heard = Heard(weak, weakref.WeakMethod(self.own))
             self._watcher = threading.Thread(
-                target=watch, args=(stopped, signal), name="tasktrail-news", daemon=True
+                target=watch, args=(stopped, heard), name="tasktrail-news", daemon=True
             )
             self._watcher.start()
 
@@ -149,6 +164,28 @@ class News:
         if watcher is not None and watcher is not threading.current_thread():
             watcher.join(timeout=2)
         self.signal()  # a waiter of a closing store looks once more, and finds it closed
+
+
+class Heard:
+    """What a watcher tells its news, and asks of it; held weakly (see above)."""
+
+    def __init__(
+        self,
+        signal: weakref.WeakMethod[Callable[[], None]],
+        own: weakref.WeakMethod[Callable[[], tuple[int, int]]],
+    ) -> None:
+        self._signal, self._own = signal, own
+
+    def signal(self) -> None:
+        """News: wake the waiters."""
+        signal = self._signal()
+        if signal is not None:
+            signal()
+
+    def own(self) -> tuple[int, int]:
+        """The news' :meth:`News.own` (nothing appended, once it is collected)."""
+        own = self._own()
+        return own() if own is not None else (0, 0)
 
 
 class _WhileHeld:
@@ -169,10 +206,19 @@ def _settle(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def sqlite_watch(path: str) -> Watch:
-    """A watcher of a SQLite file: ``PRAGMA data_version`` every :data:`SQLITE_LOOK_S`."""
+def sqlite_watch(path: str, table: str) -> Watch:
+    """A watcher of a SQLite file: ``PRAGMA data_version`` every :data:`SQLITE_LOOK_S`;
+    a change is news unless this store's own append made it (the module says how)."""
+    head_sql = f"SELECT max(rowid) FROM {table}"
 
-    def watch(stopped: threading.Event, signal: Callable[[], None]) -> None:
+    def foreign(connection: sqlite3.Connection, own_head: int) -> bool:
+        try:
+            head = connection.execute(head_sql).fetchone()[0]
+        except sqlite3.Error:
+            return True  # cannot tell: news
+        return head is None or head > own_head
+
+    def watch(stopped: threading.Event, heard: Heard) -> None:
         try:
             connection = sqlite3.connect(
                 f"file:{quote(path)}?mode=ro", uri=True, check_same_thread=False, timeout=1
@@ -182,25 +228,33 @@ def sqlite_watch(path: str) -> Watch:
             return
         try:
             seen = None
+            appends_seen = heard.own()[0]
             while not stopped.wait(SQLITE_LOOK_S):
                 try:
                     version = connection.execute("PRAGMA data_version").fetchone()[0]
                 except sqlite3.Error:
                     continue  # busy a moment: the next look
-                if seen is not None and version != seen:
-                    signal()
-                seen = version
+                # An append counted here may have committed after the version was read:
+                # its change then shows at the next look with no new append counted, and
+                # is news twice (as every own append was before). Never news missed.
+                appends, own_head = heard.own()
+                changed = seen is not None and version != seen
+                if changed and (appends == appends_seen or foreign(connection, own_head)):
+                    heard.signal()
+                appends_seen, seen = appends, version
         finally:
             connection.close()
 
     return watch
 
 
-def postgres_watch(conninfo: dict[str, Any], channel: str) -> Watch:
+def postgres_watch(conninfo: dict[str, Any], channel: str, own: Collection[int] = ()) -> Watch:
     """A watcher of a PostgreSQL store: ``LISTEN channel`` on a connection of its own,
-    connecting again after :data:`RECONNECT_S` when it is lost."""
+    connecting again after :data:`RECONNECT_S` when it is lost. A NOTIFY sent by a
+    server process in ``own`` (the store's writers', which grows as they connect) is
+    this store's own append, which woke the waiters already: not news again."""
 
-    def watch(stopped: threading.Event, signal: Callable[[], None]) -> None:
+    def watch(stopped: threading.Event, heard: Heard) -> None:
         import psycopg
         from psycopg import sql
 
@@ -210,10 +264,11 @@ def postgres_watch(conninfo: dict[str, Any], channel: str) -> Watch:
                 with psycopg.connect(**conninfo, autocommit=True) as connection:
                     connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                     lost = False
-                    signal()  # what was appended while it was not listening
+                    heard.signal()  # what was appended while it was not listening
                     while not stopped.is_set():
-                        for _ in connection.notifies(timeout=0.2, stop_after=1):
-                            signal()
+                        for notify in connection.notifies(timeout=0.2, stop_after=1):
+                            if notify.pid not in own:
+                                heard.signal()
             except psycopg.Error as error:
                 if stopped.is_set():
                     return
@@ -251,8 +306,8 @@ def watch_for(location: Any, recorder: Any) -> Watch | None:
             "password": env.get("POSTGRES_PASSWORD") or None,
             "connect_timeout": env.get("POSTGRES_CONNECT_TIMEOUT", "5"),
         }
-        return postgres_watch(conninfo, recorder.channel_name)
+        return postgres_watch(conninfo, recorder.channel_name, recorder.writer_pids)
     path = location.path
     if path is None or path == ":memory:":
         return None
-    return sqlite_watch(path)
+    return sqlite_watch(path, recorder.events_table_name)

@@ -79,6 +79,9 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
     of every store on the server (docs/scaling.md): off trades the news for that."""
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
+        self.writer_pids: set[int] = set()
+        """The server processes of the connections this recorder appended on: their
+        NOTIFYs are this store's own news, which its append told already (:mod:`.news`)."""
         # Before the first statement: every statement quotes it too (Identifier).
         checked_schema(datastore.schema, "a PostgreSQL store")
         super().__init__(datastore, events_table_name=events_table_name)
@@ -218,6 +221,7 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
         depended: list[tuple[str, int]] = kwargs.get("depended") or []
         if self._has_function and unseen is None:
             with self.datastore.get_connection() as conn, conn.cursor() as curs:
+                self.writer_pids.add(conn.info.backend_pid)  # before its NOTIFY is heard
                 try:
                     curs.execute(
                         self._call_append,
@@ -261,6 +265,7 @@ class GuardedPostgresRecorder(PostgresApplicationRecorder):
     ) -> list[int]:
         table = self._table
         with self.datastore.get_connection() as conn:
+            self.writer_pids.add(conn.info.backend_pid)  # before its NOTIFY is heard
             try:
                 with conn.cursor() as curs, conn.cursor() as inserted:
                     with conn.pipeline():

@@ -251,7 +251,7 @@ class Store:
         others = getattr(self.app.recorder, "prefetched", None)
         self.kept_rows.keep(since, others, rows, positions)
         self.latest_at = max(self.latest_at, max(e.at for e in events))
-        self.news.signal()  # this process's waiters wake at once
+        self.news.appended(positions[-1])  # this process's waiters wake at once
         return list(positions)
 
     def head(self) -> int:
