@@ -241,3 +241,35 @@ def test_a_store_failure_that_strands_a_running_task_ends_the_run(
     reopened.run_until_idle()
     assert reopened.task(task).status == "terminal"
     reopened.close()
+
+
+def test_a_worker_with_every_slot_taken_does_not_tick_on_its_own_appends(
+    sqlite_url: str,
+) -> None:
+    """Its invocations' checkpoints are news, but news can bring no work while no slot
+    is free (the worker has no runtime, executor or wake listener): it waits for a slot
+    to free instead of ticking at every checkpoint."""
+    rounds: dict[str, int] = {}
+
+    def again(inv: Any) -> str | None:
+        rounds[inv.task_id] = rounds.get(inv.task_id, 0) + 1
+        time.sleep(0.01)
+        return "again" if rounds[inv.task_id] < 30 else None  # None: it is done
+
+    registry = Registry([TaskDefinition("loop", 1, {"again": again})])
+    s = Scheduler.open(sqlite_url, registry=registry, worker="w")
+    tasks = [s.submit("loop", phase="again") for _ in range(2)]
+    worker = Worker(s, concurrency=2, poll_ms=5_000)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(s.task(t).status != "terminal" for t in tasks):
+            time.sleep(0.02)
+        assert sum(rounds.values()) == 60  # a checkpoint each round but the last: 58
+        # A tick to start the two, one for each end (a slot frees), a few for the news
+        # once a slot is free: not one for each of the 58 checkpoints.
+        assert worker.ticks < 20, worker.ticks
+    finally:
+        worker.stop()
+        thread.join(timeout=5)

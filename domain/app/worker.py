@@ -281,6 +281,17 @@ class Worker(WorkerLoop, WorkerReports):
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
 
+    def _news_may_bring_work(self) -> bool:
+        """Whether an append may give this worker work now: a free slot for a task it
+        made runnable, or work beside the invocations (a runtime's passes and
+        cleanups, an executor's runs, a host told of wake changes)."""
+        return (
+            self.invocations.free > 0
+            or self.runtime is not None
+            or self.on_wake is not None
+            or self.scheduler._runs_runtime().executor is not None
+        )
+
     def _pass_requested(self) -> bool:
         """Whether a requested pass waits for this Worker's pump: not while another
         pump runs (a host's thread), which runs it once its pass is done (passes.one_pump);

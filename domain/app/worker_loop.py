@@ -86,6 +86,7 @@ class WorkerLoop:
         def _tick(self, *, wait: bool) -> Any: ...
         def next_deadline(self) -> float | None: ...
         def _pass_requested(self) -> bool: ...
+        def _news_may_bring_work(self) -> bool: ...
 
     def run(self, *, max_ticks: int | None = None) -> None:
         """Tick until :meth:`stop` (or ``max_ticks``), then stop as the module says and
@@ -227,16 +228,24 @@ class WorkerLoop:
 
     def _idle(self, news_seen: int) -> None:
         """Wait for work: the store's news (:mod:`..store.news`: an append here or in
-        another process) or an invocation's end, which set ``changed``; the head is
-        polled every ``poll_ms`` too (a fallback, should the news be away)."""
+        another process; only where it may bring work now) or an invocation's end,
+        which set ``changed``; the head is polled every ``poll_ms`` too (a fallback,
+        should the news be away)."""
         s = self.scheduler
         news = s.store.news
         deadline = self.next_deadline()
         seen = s.check_log()  # the head, in the log this worker folded
         changed = self.invocations.changed
-        with news.flagging(changed):
-            if news.generation != news_seen:
-                return  # appended since the tick began: it may be work
+        if not self._news_may_bring_work():
+            # Every slot taken, and nothing but slots to fill: an append (this worker's
+            # own checkpoints, mostly) makes no work until one frees, which wakes it.
+            # The head's poll below still looks every poll_ms.
+            flagging: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        elif news.generation != news_seen:
+            return  # appended since the tick began: it may be work
+        else:
+            flagging = news.flagging(changed)
+        with flagging:
             while not self._stop.is_set():
                 now = s.now()
                 if deadline is not None and now >= deadline:
