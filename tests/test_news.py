@@ -78,16 +78,20 @@ def test_the_result_command_waits_without_touching_a_sqlite_store(
 
 
 def _generation_after(news: Any, seconds: float) -> int:
-    time.sleep(seconds)  # the watcher looks every 2 ms: many looks
+    """The generation after waiting ``seconds`` for news all along (a waiter: the
+    watcher looks every 2 ms meanwhile)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        news.wait(news.generation, left)
     return int(news.generation)
 
 
 def _news_after(news: Any, before: int) -> bool:
-    """Whether news comes within 2 s (the watcher looks every 2 ms; a loaded machine
-    may keep it waiting)."""
+    """Whether news comes within 2 s of waiting for it (a loaded machine may keep the
+    watcher waiting)."""
     deadline = time.monotonic() + 2
-    while news.generation == before and time.monotonic() < deadline:
-        time.sleep(0.005)
+    while news.generation == before and (left := deadline - time.monotonic()) > 0:
+        news.wait(before, left)
     return bool(news.generation != before)
 
 
@@ -110,7 +114,7 @@ def test_a_stores_own_append_is_news_once_anothers_at_once(sqlite_url: str) -> N
         assert _news_after(news, before)
         # Not an append: the head stays where this store's last append left it.
         mine.submit("job", phase="a")
-        time.sleep(0.05)
+        _generation_after(news, 0.05)  # a waiter meanwhile: the watcher saw the append
         before = news.generation
         with sqlite3.connect(path) as raw:
             raw.execute("CREATE TABLE elsewhere (x)")
@@ -165,3 +169,20 @@ def test_a_notify_of_the_stores_own_writers_is_not_news_again(postgres_url: str)
         finally:
             stopped.set()
             listening.join(5)
+
+
+def test_the_sqlite_watcher_looks_only_while_somebody_waits(sqlite_url: str) -> None:
+    """A busy worker (every slot taken) waits for no news: its watcher looked every
+    2 ms all the same, a tenth of its CPU. It looks only while somebody waits, and
+    then at once, so a change made while nobody waited is news to the next waiter."""
+    a, b = Scheduler.open(sqlite_url, worker="a"), Scheduler.open(sqlite_url, worker="b")
+    with a as mine, b as other:
+        news = mine.store.news
+        news.wait(news.generation, 0.01)  # the watcher runs from the first wait on
+        before = news.generation
+        other.submit("job", phase="a")
+        time.sleep(0.1)
+        assert news.generation == before  # nobody waited: no look
+        began = time.monotonic()
+        assert news.wait(before, 2.0) != before
+        assert time.monotonic() - began < 0.5

@@ -15,7 +15,11 @@ one a store, ended at :meth:`News.close`):
   change it: a change that comes with an append of this store (:meth:`News.appended`)
   and leaves the log's head where that append left it is not news again (the append
   woke the waiters already). A busy worker ticked once more for every commit of its
-  own before: 10% of its CPU a task, measured (benchmarks/README).
+  own before: 10% of its CPU a task, measured (benchmarks/README). And it looks only
+  while somebody waits: a busy worker's watcher took a tenth of its CPU, looking for
+  news nobody waited for. So a write of another connection that appends nothing (a
+  lease, an erasure in place), made between two looks that saw an append of this
+  store, is not news: a waiter finds it at its own look (:data:`FALLBACK_S`).
 - PostgreSQL: ``LISTEN`` on the store's channel, on a connection of its own (appends
   NOTIFY it, :attr:`.postgres.GuardedPostgresRecorder.notify`). The channel is the
   table's name, which every store of a server shares: a wake may be another store's
@@ -68,6 +72,9 @@ class News:
         self._condition = threading.Condition()
         self._futures: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
         self._flags: set[threading.Event] = set()
+        self._waiting = 0
+        self._wanted = threading.Event()
+        """Set while anybody waits: the SQLite watcher looks only then."""
         self._stopped = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -102,9 +109,13 @@ class News:
         ``seen``; returns the generation then (``seen`` itself: no news meanwhile)."""
         self._start_watching()
         with self._condition:
-            self._condition.wait_for(
-                lambda: self.generation != seen, timeout=max(0.0, min(timeout_s, FALLBACK_S))
-            )
+            self._joined()
+            try:
+                self._condition.wait_for(
+                    lambda: self.generation != seen, timeout=max(0.0, min(timeout_s, FALLBACK_S))
+                )
+            finally:
+                self._left()
             return self.generation
 
     async def wait_async(self, seen: int, timeout_s: float) -> int:
@@ -117,6 +128,7 @@ class News:
             if self.generation != seen:
                 return self.generation
             self._futures.add(entry)
+            self._joined()
         try:
             await asyncio.wait_for(future, max(0.0, min(timeout_s, FALLBACK_S)))
         except TimeoutError:
@@ -124,6 +136,7 @@ class News:
         finally:
             with self._condition:
                 self._futures.discard(entry)
+                self._left()
         return self.generation
 
     @contextlib.contextmanager
@@ -133,11 +146,24 @@ class News:
         self._start_watching()
         with self._condition:
             self._flags.add(flag)
+            self._joined()
         try:
             yield
         finally:
             with self._condition:
                 self._flags.discard(flag)
+                self._left()
+
+    def _joined(self) -> None:
+        """A waiter begins (under the condition): the watcher looks from now on."""
+        self._waiting += 1
+        self._wanted.set()
+
+    def _left(self) -> None:
+        """A waiter is done (under the condition)."""
+        self._waiting -= 1
+        if not self._waiting:
+            self._wanted.clear()
 
     def _start_watching(self) -> None:
         if self._watch is None or self._watcher is not None or self._stopped.is_set():
@@ -151,7 +177,7 @@ class News:
             # No finalizer: one runs wherever the collector does, and may not take a lock.
             weak = weakref.WeakMethod(self.signal)
             stopped = _WhileHeld(self._stopped, weak)
-            heard = Heard(weak, weakref.WeakMethod(self.own))
+            heard = Heard(weak, weakref.WeakMethod(self.own), self._wanted)
             self._watcher = threading.Thread(
                 target=watch, args=(stopped, heard), name="tasktrail-news", daemon=True
             )
@@ -160,6 +186,7 @@ class News:
     def close(self) -> None:
         """Stop the watcher (its connection closed) before the store closes."""
         self._stopped.set()
+        self._wanted.set()  # a watcher that waits for a waiter stops at once
         watcher = self._watcher
         if watcher is not None and watcher is not threading.current_thread():
             watcher.join(timeout=2)
@@ -173,8 +200,13 @@ class Heard:
         self,
         signal: weakref.WeakMethod[Callable[[], None]],
         own: weakref.WeakMethod[Callable[[], tuple[int, int]]],
+        wanted: threading.Event | None = None,
     ) -> None:
         self._signal, self._own = signal, own
+        self.wanted = wanted or threading.Event()
+        """Set while anybody waits for news (or the news closes)."""
+        if wanted is None:
+            self.wanted.set()  # always wanted
 
     def signal(self) -> None:
         """News: wake the waiters."""
@@ -229,7 +261,18 @@ def sqlite_watch(path: str, table: str) -> Watch:
         try:
             seen = None
             appends_seen = heard.own()[0]
-            while not stopped.wait(SQLITE_LOOK_S):
+            while True:
+                if not heard.wanted.is_set():
+                    # Nobody waits: no look until somebody does (a busy worker, every
+                    # slot taken, waits for none). The look then compares the version
+                    # with the last one seen, so a change meanwhile is news then.
+                    heard.wanted.wait(FALLBACK_S)
+                    if stopped.is_set():
+                        break
+                    if not heard.wanted.is_set():
+                        continue
+                elif stopped.wait(SQLITE_LOOK_S):
+                    break
                 try:
                     version = connection.execute("PRAGMA data_version").fetchone()[0]
                 except sqlite3.Error:
