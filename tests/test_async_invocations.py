@@ -138,7 +138,8 @@ def test_thousands_of_waiting_async_phases_hold_no_thread_each(
         f"\n{WAITING} async phases waiting: {waiting_threads} threads (before the worker:"
         f" {before}), resident memory {rss}"
     )
-    assert waiting_threads < MAX_THREADS and active < MAX_THREADS, (waiting_threads, active)
+    names = sorted(t.name for t in threading.enumerate())  # what holds them, if too many
+    assert waiting_threads < MAX_THREADS and active < MAX_THREADS, (waiting_threads, names)
     assert worker.invocations.in_flight == WAITING
     assert gate.threads == {f"tasktrail-loop-{s.worker}"}  # every phase ran on the loop
     gate.release()

@@ -128,7 +128,8 @@ def test_a_notify_of_the_stores_own_writers_is_not_news_again(postgres_url: str)
     own: every store of a server shares its table's, and other tests' append.)"""
     import psycopg
 
-    from tasktrail.domain.store.news import Heard, postgres_watch
+    from tasktrail.domain.store.news import Heard
+    from tasktrail.domain.store.watchers import postgres_watch
 
     dsn = postgres_url.split("?", 1)[0]
     with (
@@ -143,9 +144,6 @@ def test_a_notify_of_the_stores_own_writers_is_not_news_again(postgres_url: str)
         stopped = threading.Event()
 
         class Counted(Heard):
-            def __init__(self) -> None:
-                pass
-
             def signal(self) -> None:
                 signals.append(time.monotonic())
 
@@ -179,6 +177,7 @@ def test_the_sqlite_watcher_looks_only_while_somebody_waits(sqlite_url: str) -> 
     with a as mine, b as other:
         news = mine.store.news
         news.wait(news.generation, 0.01)  # the watcher runs from the first wait on
+        time.sleep(0.2)  # its last look, made while the waiter waited, is over
         before = news.generation
         other.submit("job", phase="a")
         time.sleep(0.1)

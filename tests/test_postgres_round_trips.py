@@ -6,12 +6,14 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tasktrail.domain import ConflictError, ManualClock, Scheduler, open_store
+from tasktrail.domain import ConflictError, ManualClock, Registry, Scheduler, open_store
+from tasktrail.domain.store import news as news_module
 
 pytestmark = pytest.mark.postgres
 
@@ -194,3 +196,57 @@ def test_a_page_of_rows_is_what_eventsourcing_selects(postgres_url: str) -> None
             assert recorder.select_rows(start, limit, stop) == expected
         assert [r.position for r in store.read(after=2, until=5)] == [3, 4, 5]
         scheduler.close()
+
+
+QUIET_AFTER_S = 0.2
+"""Shorter than the store's (1 s), for a quick test."""
+
+
+def _listening(scheduler: Scheduler) -> None:
+    news = scheduler.store.news
+    news.wait(news.generation, 0.01)  # the listener starts with the first waiter
+    deadline = time.monotonic() + 5
+    while not news.listening and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert news.listening
+
+
+def _quiet_look(bench: ModuleType, scheduler: Scheduler) -> tuple[int, list[str]]:
+    """The round trips and result of a first look made when no news came since the look
+    before it began, nor for QUIET_AFTER_S before it. (The listener hears every store
+    of the server: other tests' too.)"""
+    news = scheduler.store.news
+    for _ in range(50):
+        before = news.foreign
+        time.sleep(QUIET_AFTER_S * 1.5)
+        scheduler.runnable()
+        with bench.counting(scheduler.store) as trips:
+            runnable = scheduler.runnable()
+        if news.foreign == before:
+            return trips.count(), runnable
+    pytest.skip("other appends on this server never paused for two looks")
+
+
+def test_a_first_look_reads_the_server_only_after_another_writers_append_is_heard(
+    postgres_url: str, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the store's listener connected, every other writer's append is heard: a
+    worker's first look at what can run (and a group's decisions) reads the log only
+    when one was, not at each look (a round trip a group, a fifth of a busy worker's
+    CPU). This store's own appends are folded as they are made."""
+    monkeypatch.setattr(news_module, "QUIET_AFTER_S", QUIET_AFTER_S)
+    bench = _bench()
+    with Scheduler.open(postgres_url, worker="a", registry=registry) as mine:
+        _listening(mine)
+        assert _quiet_look(bench, mine) == (0, [])
+        own = mine.submit("job", phase="start")
+        assert _quiet_look(bench, mine) == (0, [own])
+        with Scheduler.open(postgres_url, worker="b", registry=registry) as other:
+            heard = mine.store.news.foreign
+            theirs = other.submit("job", phase="start")
+            deadline = time.monotonic() + 5
+            while mine.store.news.foreign == heard and time.monotonic() < deadline:
+                time.sleep(0.01)
+        with bench.counting(mine.store) as trips:
+            assert mine.runnable() == [own, theirs]
+        assert trips.count() >= 1

@@ -27,6 +27,10 @@ from ..tasks.invocation import Invocation
 from ..tasks.live_index import live_by_priority, priority_of
 from ..tasks.state import TaskState
 from ..world import Draft, World
+from .changes import Selected
+
+if TYPE_CHECKING:
+    from ..store.store import Store
 
 T = TypeVar("T")
 
@@ -88,12 +92,19 @@ class PhaseCommands(PhaseSteps, RetryCommands):
     _invocations: dict[str, Invocation]
     _resumed: set[str]
     _drained: set[str]
+    _quiet_basis: int | None = None
+    """The store news' :meth:`~..store.news.News.basis` before the last read to the
+    log's end that :meth:`_refresh_unless_quiet` made (``None``: the next one reads)."""
 
     if TYPE_CHECKING:
+        store: Store
         worker: str
         peers: frozenset[str]
         _lock: threading.RLock
         _rank_of: dict[str, bytes]
+        _timed: Selected
+
+        def _next_token(self, draft: Draft, task: TaskState) -> float | None: ...
 
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
         def _context(self, world: World | None = None) -> decide.Context: ...
@@ -137,6 +148,56 @@ class PhaseCommands(PhaseSteps, RetryCommands):
                 break
         return report
 
+    def _refresh_unless_quiet(self) -> None:
+        """:meth:`refresh` before deciding (under the lock), spared where the store's
+        news heard every other writer's append since the last one and there was none:
+        a PostgreSQL listener, connected. The read was a round trip to the server each
+        group (a fifth of a busy worker's CPU). On PostgreSQL no turn holds other
+        writers off between the read and the append anyway: the guards refuse a
+        decision on a view another writer's append left stale, and the group is decided
+        again after a read (a conflict drops the basis)."""
+        news = self.store.news
+        if news.quiet_since(self._quiet_basis):
+            return
+        basis = news.basis()
+        self._quiet_basis = None  # until the read reached the end
+        self.refresh()
+        self._quiet_basis = basis
+
+    def _wake_now(self) -> dict[str, Any]:
+        """:meth:`~.scheduler.Scheduler.wake` on the world as folded now (under the lock)."""
+        ctx = self._context()
+        world = self.world
+        draft = Draft(world)
+        active = bool(self._invocations)
+        at: float | None = None
+        held = world.tasks  # a live task is never dropped from memory
+        # Once active, a task with no deadline nor rate changes nothing (neither
+        # ``active`` nor ``at``): only the others are asked, kept from the changes.
+        timed = self._timed.of(world)
+        for task_id in timed if active else world.live:
+            task = held.get(task_id) or world.get(task_id)
+            assert task is not None
+            state = self._readiness(draft, ctx, task)
+            if state in ("sleeping", "message") and task.until is not None:
+                at = task.until if at is None else min(at, task.until)  # rules 8, 21
+            elif state in ("ready", "running"):
+                active = True
+            elif state == "rate_limited":  # rule 34: held back until its next token
+                token = self._next_token(draft, task)
+                if token is not None:
+                    at = token if at is None else min(at, token)
+        return {"active": active, "at": at}
+
+    def _next_wake_at(self) -> float | None:
+        """When the earliest sleep, message wait or rate token falls due, as :meth:`wake`
+        says, for a worker's idle wait: a first look, which reads the log only when the
+        store's news says another writer appended (a wait it misses ends on that news)."""
+        with self._lock:
+            self._refresh_unless_quiet()
+            at: float | None = self._wake_now()["at"]
+            return at
+
     def runnable(self, limit: int | None = None) -> list[str]:
         """The tasks that can run now and no invocation here runs, higher priorities first
         (rule 19), then in this worker's order (submission order; with peers, rendezvous
@@ -146,7 +207,7 @@ class PhaseCommands(PhaseSteps, RetryCommands):
         if self.closing or self.draining or self._lock_lost():
             return []  # a worker without its liveness lock takes no new work
         with self._lock:  # a heartbeat thread may fold events meanwhile
-            self.refresh()
+            self._refresh_unless_quiet()  # a first look: each reservation decides on its own
             world = self.world
             ctx, draft = self._context(world), Draft(world)
             ordered = live_by_priority(world)

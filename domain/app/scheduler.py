@@ -93,10 +93,10 @@ class Scheduler(CommandGroups):
         self._closed = False
         self._invocations: dict[str, Invocation] = {}
         self._failed_migrations: dict[str, TaskDefinition] = {}
-        self._timed = Selected(lambda task: task.until is not None or task.flow is not None)
-        self._rank_of: dict[str, bytes] = {}  # rendezvous ranks (PhaseCommands._ranks)
         """Each live task whose migration failed here, with the definition it failed
         under (one that ended is dropped: see ``_forget_ended_migrations``)."""
+        self._timed = Selected(lambda task: task.until is not None or task.flow is not None)
+        self._rank_of: dict[str, bytes] = {}  # rendezvous ranks (PhaseCommands._ranks)
         self._resumed: set[str] = set()
         self._drained: set[str] = set()
         """Tasks whose invocation a worker's stop ended after a decision, still running
@@ -301,28 +301,7 @@ class Scheduler(CommandGroups):
         """
         with self._lock:  # the world may be folded from a heartbeat thread
             self._catch_up()
-            ctx = self._context()
-            world = self.world
-            draft = Draft(world)
-            active = bool(self._invocations)
-            at: float | None = None
-            held = world.tasks  # a live task is never dropped from memory
-            # Once active, a task with no deadline nor rate changes nothing (neither
-            # ``active`` nor ``at``): only the others are asked, kept from the changes.
-            timed = self._timed.of(world)
-            for task_id in timed if active else world.live:
-                task = held.get(task_id) or world.get(task_id)
-                assert task is not None
-                state = self._readiness(draft, ctx, task)
-                if state in ("sleeping", "message") and task.until is not None:
-                    at = task.until if at is None else min(at, task.until)  # rules 8, 21
-                elif state in ("ready", "running"):
-                    active = True
-                elif state == "rate_limited":  # rule 34: held back until its next token
-                    token = self._next_token(draft, task)
-                    if token is not None:
-                        at = token if at is None else min(at, token)
-        return {"active": active, "at": at}
+            return self._wake_now()
 
     def seal(self) -> Seal:
         """A seal of the log as it stands (:mod:`..store.seals`), MAC'd when keyed:

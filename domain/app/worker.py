@@ -269,7 +269,7 @@ class Worker(WorkerLoop, WorkerReports):
         wakeup deadline, a runtime cleanup's next attempt, a schedule's tick, or this
         worker's next heartbeat."""
         s = self.scheduler
-        candidates = [s.wake().get("at"), s.next_heartbeat(), s.next_schedule_due()]
+        candidates = [s._next_wake_at(), s.next_heartbeat(), s.next_schedule_due()]
         if self.runtime is not None:
             if self._pass_requested():
                 candidates.append(s.now())  # a requested pass runs at the next tick

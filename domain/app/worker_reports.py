@@ -50,6 +50,8 @@ class WorkerReports:
         return True
 
     def _report_wake(self) -> None:
+        if self.on_wake is None:
+            return  # nobody to tell: no read of the log, no look at every live task
         wake = self.scheduler.wake()
         # Only a delivered wake counts (pi-durable): one the callback raised on is
         # offered again at the next tick, changed or not.

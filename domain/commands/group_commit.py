@@ -75,6 +75,7 @@ class GroupCommit(GroupAppend):
     if TYPE_CHECKING:
 
         def refresh(self) -> int: ...
+        def _refresh_unless_quiet(self) -> None: ...
         def _renew_lease(self, *, force: bool = False) -> None: ...
         def _snapshot_due(self) -> None: ...
         def _decide(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
@@ -149,7 +150,7 @@ class GroupCommit(GroupAppend):
         store refused the append (nothing of it was written), else those that named a
         task unknown here."""
         # Decide on the store's current state: fold what other writers appended.
-        self.refresh()
+        self._refresh_unless_quiet()
         self._renew_lease()
         self._snapshot_due()
         # The submission numbers of just the tasks it writes are kept, as they are

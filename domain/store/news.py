@@ -4,7 +4,7 @@ Each :class:`~.store.Store` has one :class:`News`. Its :attr:`News.generation` g
 one each time something was appended: by this store object (:meth:`News.signal`, called
 by the append itself, so a waiter of the same process wakes at once), or by another
 connection or process, which a watcher thread notices (started by the first waiter,
-one a store, ended at :meth:`News.close`):
+one a store, ended at :meth:`News.close`; :mod:`.watchers`):
 
 - SQLite: ``PRAGMA data_version`` on a read connection of its own, every
   :data:`SQLITE_LOOK_S` (2 ms). It changes when another connection commits; one look
@@ -37,13 +37,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sqlite3
+import math
 import threading
 import time
 import weakref
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import quote
 
 log = logging.getLogger("tasktrail.news")
 
@@ -51,13 +50,18 @@ SQLITE_LOOK_S = 0.002
 """How often the SQLite watcher reads ``PRAGMA data_version``."""
 FALLBACK_S = 1.0
 """The longest a waiter waits without looking for itself (a listener may be away)."""
+QUIET_AFTER_S = 1.0
+"""How long no other writer's append must have been heard before a read may be spared
+(:meth:`News.quiet_since`)."""
+IDLE_LOOK_S = 0.1
+"""How often a SQLite watcher nobody waits for looks whether it must stop (its news
+closed or collected): a watcher of a store dropped without close ends within it."""
 RECONNECT_S = 0.5
 """How long a PostgreSQL listener waits before connecting again after losing its
 connection."""
 
 Watch = Callable[[Any, "Heard"], None]
-"""``watch(stopped, heard)``: looks for news until ``stopped.wait``/``is_set`` say so,
-calling ``heard.signal()`` on news (``heard.own()``: what this store appended)."""
+"""``watch(stopped, heard)``: looks for news (:class:`Heard`) until ``stopped`` is set."""
 
 
 class News:
@@ -69,6 +73,12 @@ class News:
         self._watch = watch
         self._own = (0, 0)
         """How many appends this store made, and the last position they wrote."""
+        self.foreign = 0
+        """How many times the watcher heard of another writer's append."""
+        self._heard_at = -math.inf
+        self.listening = False
+        """Whether the watcher hears every other writer's append now: a PostgreSQL
+        listener, connected (a SQLite watcher looks only while somebody waits)."""
         self._condition = threading.Condition()
         self._futures: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
         self._flags: set[threading.Event] = set()
@@ -91,6 +101,36 @@ class News:
             with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
                 loop.call_soon_threadsafe(_settle, future)
 
+    def heard(self) -> None:
+        """The watcher heard of another writer's append: wake every waiter."""
+        with self._condition:
+            self.foreign += 1
+            self._heard_at = time.monotonic()
+        self.signal()
+
+    def doubt(self) -> None:
+        """An append was refused (another writer's, unheard yet, came first): no read
+        is spared until the next one reached the log's end (:meth:`basis`)."""
+        with self._condition:
+            self.foreign += 1
+
+    def quiet_since(self, basis: int | None) -> bool:
+        """Whether no other writer appended since :meth:`basis` said ``basis``: the
+        listener heard every append meanwhile, and none, nor any for
+        :data:`QUIET_AFTER_S` (while other writers append, a NOTIFY may come a moment
+        after their commit: a read is not spared then)."""
+        return (
+            basis is not None
+            and self.listening
+            and self.foreign == basis
+            and time.monotonic() - self._heard_at > QUIET_AFTER_S
+        )
+
+    def basis(self) -> int | None:
+        """What :meth:`quiet_since` compares with: taken before a read of the log to its
+        end (``None``: nothing heard for sure now, no read may be spared)."""
+        return self.foreign if self.listening else None
+
     def appended(self, head: int) -> None:
         """This store appended, up to position ``head``: wake every waiter, and let the
         watcher know the change it is about to see as this store's own."""
@@ -100,8 +140,7 @@ class News:
         self.signal()
 
     def own(self) -> tuple[int, int]:
-        """``(appends, head)``: how many appends this store made, and the last position
-        they wrote."""
+        """``(appends, head)``: this store's appends so far, and the last position."""
         return self._own
 
     def wait(self, seen: int, timeout_s: float) -> int:
@@ -175,9 +214,9 @@ class News:
             # The thread holds the news weakly: a store dropped without close (its news
             # collected) stops its watcher at its next look, and its connection with it.
             # No finalizer: one runs wherever the collector does, and may not take a lock.
-            weak = weakref.WeakMethod(self.signal)
+            weak = weakref.ref(self)
             stopped = _WhileHeld(self._stopped, weak)
-            heard = Heard(weak, weakref.WeakMethod(self.own), self._wanted)
+            heard = Heard(weak)
             self._watcher = threading.Thread(
                 target=watch, args=(stopped, heard), name="tasktrail-news", daemon=True
             )
@@ -186,6 +225,7 @@ class News:
     def close(self) -> None:
         """Stop the watcher (its connection closed) before the store closes."""
         self._stopped.set()
+        self.listening = False
         self._wanted.set()  # a watcher that waits for a waiter stops at once
         watcher = self._watcher
         if watcher is not None and watcher is not threading.current_thread():
@@ -194,36 +234,39 @@ class News:
 
 
 class Heard:
-    """What a watcher tells its news, and asks of it; held weakly (see above)."""
+    """What a watcher tells its news, and asks of it; holds it weakly (see above)."""
 
-    def __init__(
-        self,
-        signal: weakref.WeakMethod[Callable[[], None]],
-        own: weakref.WeakMethod[Callable[[], tuple[int, int]]],
-        wanted: threading.Event | None = None,
-    ) -> None:
-        self._signal, self._own = signal, own
-        self.wanted = wanted or threading.Event()
+    def __init__(self, news: weakref.ref[News] | None = None) -> None:
+        self._news = news if news is not None else (lambda: None)
+        held = self._news()
+        self.wanted = held._wanted if held is not None else threading.Event()
         """Set while anybody waits for news (or the news closes)."""
-        if wanted is None:
-            self.wanted.set()  # always wanted
+        if held is None:
+            self.wanted.set()  # no news to ask: always wanted
 
     def signal(self) -> None:
-        """News: wake the waiters."""
-        signal = self._signal()
-        if signal is not None:
-            signal()
+        """News of another writer: wake the waiters."""
+        news = self._news()
+        if news is not None:
+            news.heard()
 
     def own(self) -> tuple[int, int]:
         """The news' :meth:`News.own` (nothing appended, once it is collected)."""
-        own = self._own()
-        return own() if own is not None else (0, 0)
+        news = self._news()
+        return news.own() if news is not None else (0, 0)
+
+    def listening(self, listening: bool) -> None:
+        """Whether every other writer's append is heard from now on (a PostgreSQL
+        listener connected; lost)."""
+        news = self._news()
+        if news is not None:
+            news.listening = listening
 
 
 class _WhileHeld:
     """A watcher's stop: its news closed, or collected (a store dropped without close)."""
 
-    def __init__(self, stopped: threading.Event, held: weakref.WeakMethod[Any]) -> None:
+    def __init__(self, stopped: threading.Event, held: weakref.ref[Any]) -> None:
         self._stopped, self._held = stopped, held
 
     def is_set(self) -> bool:
@@ -238,119 +281,6 @@ def _settle(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def sqlite_watch(path: str, table: str) -> Watch:
-    """A watcher of a SQLite file: ``PRAGMA data_version`` every :data:`SQLITE_LOOK_S`;
-    a change is news unless this store's own append made it (the module says how)."""
-    head_sql = f"SELECT max(rowid) FROM {table}"
-
-    def foreign(connection: sqlite3.Connection, own_head: int) -> bool:
-        try:
-            head = connection.execute(head_sql).fetchone()[0]
-        except sqlite3.Error:
-            return True  # cannot tell: news
-        return head is None or head > own_head
-
-    def watch(stopped: threading.Event, heard: Heard) -> None:
-        try:
-            connection = sqlite3.connect(
-                f"file:{quote(path)}?mode=ro", uri=True, check_same_thread=False, timeout=1
-            )
-        except sqlite3.Error as error:
-            log.warning("cannot watch %s for news (%s): waiters poll", path, error)
-            return
-        try:
-            seen = None
-            appends_seen = heard.own()[0]
-            while True:
-                if not heard.wanted.is_set():
-                    # Nobody waits: no look until somebody does (a busy worker, every
-                    # slot taken, waits for none). The look then compares the version
-                    # with the last one seen, so a change meanwhile is news then.
-                    heard.wanted.wait(FALLBACK_S)
-                    if stopped.is_set():
-                        break
-                    if not heard.wanted.is_set():
-                        continue
-                elif stopped.wait(SQLITE_LOOK_S):
-                    break
-                try:
-                    version = connection.execute("PRAGMA data_version").fetchone()[0]
-                except sqlite3.Error:
-                    continue  # busy a moment: the next look
-                # An append counted here may have committed after the version was read:
-                # its change then shows at the next look with no new append counted, and
-                # is news twice (as every own append was before). Never news missed.
-                appends, own_head = heard.own()
-                changed = seen is not None and version != seen
-                if changed and (appends == appends_seen or foreign(connection, own_head)):
-                    heard.signal()
-                appends_seen, seen = appends, version
-        finally:
-            connection.close()
-
-    return watch
-
-
-def postgres_watch(conninfo: dict[str, Any], channel: str, own: Collection[int] = ()) -> Watch:
-    """A watcher of a PostgreSQL store: ``LISTEN channel`` on a connection of its own,
-    connecting again after :data:`RECONNECT_S` when it is lost. A NOTIFY sent by a
-    server process in ``own`` (the store's writers', which grows as they connect) is
-    this store's own append, which woke the waiters already: not news again."""
-
-    def watch(stopped: threading.Event, heard: Heard) -> None:
-        import psycopg
-        from psycopg import sql
-
-        lost = False  # said once an outage, not at every attempt
-        while not stopped.is_set():
-            try:
-                with psycopg.connect(**conninfo, autocommit=True) as connection:
-                    connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-                    lost = False
-                    heard.signal()  # what was appended while it was not listening
-                    while not stopped.is_set():
-                        for notify in connection.notifies(timeout=0.2, stop_after=1):
-                            if notify.pid not in own:
-                                heard.signal()
-            except psycopg.Error as error:
-                if stopped.is_set():
-                    return
-                if not lost:
-                    log.warning(
-                        "news listener on %s lost (%s): waiters poll every %.1f s until it "
-                        "connects again",
-                        channel,
-                        error,
-                        FALLBACK_S,
-                    )
-                lost = True
-                stopped.wait(RECONNECT_S)
-
-    return watch
-
-
 def deadline_of(timeout_s: float | None) -> float:
     """The ``time.monotonic()`` a wait of ``timeout_s`` seconds ends (``None``: never)."""
     return float("inf") if timeout_s is None else time.monotonic() + timeout_s
-
-
-def watch_for(location: Any, recorder: Any) -> Watch | None:
-    """The watcher of a store's location (a :class:`~.location.StoreLocation`), or
-    ``None`` where nothing can watch (an in-memory SQLite database)."""
-    env = location.env
-    if location.kind == "postgresql":
-        if not env.get("TASKTRAIL_POSTGRES_NOTIFY"):
-            return None  # ?notify=off: no news to hear; waiters poll
-        conninfo = {
-            "dbname": env["POSTGRES_DBNAME"],
-            "host": env["POSTGRES_HOST"],
-            "port": env["POSTGRES_PORT"],
-            "user": env["POSTGRES_USER"],
-            "password": env.get("POSTGRES_PASSWORD") or None,
-            "connect_timeout": env.get("POSTGRES_CONNECT_TIMEOUT", "5"),
-        }
-        return postgres_watch(conninfo, recorder.channel_name, recorder.writer_pids)
-    path = location.path
-    if path is None or path == ":memory:":
-        return None
-    return sqlite_watch(path, recorder.events_table_name)

@@ -36,13 +36,14 @@ from .guards import APPENDED_SINCE, STAMPED_LATER, depended_on, moved_stream, st
 from .keys import KEY_ID_KEY, ChainKey, keyed_after, resolve_key, settle_key
 from .location import NOTIFY_KEY, StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
-from .news import News, watch_for
+from .news import News
 from .prefetch import Prefetched
 from .reading import READ_ACROSS
 from .recorded import Recorded
 from .sqlite import TunedSQLiteFactory
 from .transcoder import Row, decode_event, encodable, printable_id, record_checked, row_problem
 from .turns import WriterTurns
+from .watchers import watch_for
 from .wire import ROW_READERS
 
 Durability = Literal["full", "normal"]
@@ -230,6 +231,7 @@ class Store:
                 since=since,
             )
         except (RecordConflictError, PersistenceError) as error:
+            self.news.doubt()  # decided on a view another writer left stale: read first
             streams = sorted({e.stream_id() for e in events})
             if STAMPED_LATER in str(error):
                 # Decided again, stamped no earlier than the event it depended on.
