@@ -199,3 +199,14 @@ def test_the_concurrency_probe_times_every_append_of_a_worker(tmp_path: Path) ->
     assert registry.mark is mark
     assert 4 <= figures["appends"] <= 3 * 4 and figures["append_s"] > 0
     assert figures["lock_held_s"] > 0 and figures["tasks_per_s"] > 0
+
+
+def test_the_gaps_probe_times_each_boundary_and_each_slots_turn(tmp_path: Path) -> None:
+    """Every task's two boundaries and its end are timed, and a slot's turn for each
+    task after the first fill; none is negative (a phase begins after the one before)."""
+    gaps = _module("benchmarks.concurrency_gaps")
+    figures = gaps.gaps(0.01, 2, 5, tmp_path)
+    assert len(figures["boundary 1-2"]) == len(figures["end"]) == 5
+    assert len(figures["slot turn"]) == 3
+    assert all(x >= 0 for k in ("boundary 1-2", "boundary 2-3", "end") for x in figures[k])
+    assert figures["tasks_per_s"] > 0 and figures["ideal"] == pytest.approx(2 / 0.03)
