@@ -239,8 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres", default=POSTGRES, help="server URL")
     parser.add_argument(
         "--json",
-        default=str(RESULTS),
-        help="write the figures here (default benchmarks/concurrency-results.json)",
+        help=f"also write the figures here (the run the README reports is {RESULTS.name}: "
+        "name it to replace it; nothing is written unless asked)",
     )
     args = parser.parse_args(argv)
     args.stores = _choice(parser, "--stores", args.stores, {"sqlite", "postgresql"})
