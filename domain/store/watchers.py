@@ -36,8 +36,10 @@ def sqlite_watch(path: str, table: str) -> Watch:
             log.warning("cannot watch %s for news (%s): waiters poll", path, error)
             return
         try:
-            seen = None
+            # The baseline, as the first waiter begins: a change after it is news at the
+            # first look, even one made before the watcher looked again.
             appends_seen = heard.own()[0]
+            seen = _version(connection)
             while True:
                 if not heard.wanted.is_set():
                     # Nobody waits: no look until somebody does (a busy worker, every
@@ -50,9 +52,8 @@ def sqlite_watch(path: str, table: str) -> Watch:
                         continue
                 elif stopped.wait(SQLITE_LOOK_S):
                     break
-                try:
-                    version = connection.execute("PRAGMA data_version").fetchone()[0]
-                except sqlite3.Error:
+                version = _version(connection)
+                if version is None:
                     continue  # busy a moment: the next look
                 # An append counted here may have committed after the version was read:
                 # its change then shows at the next look with no new append counted, and
@@ -66,6 +67,14 @@ def sqlite_watch(path: str, table: str) -> Watch:
             connection.close()
 
     return watch
+
+
+def _version(connection: sqlite3.Connection) -> int | None:
+    try:
+        version: int = connection.execute("PRAGMA data_version").fetchone()[0]
+    except sqlite3.Error:
+        return None
+    return version
 
 
 def postgres_watch(conninfo: dict[str, Any], channel: str, own: Collection[int] = ()) -> Watch:
