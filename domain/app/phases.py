@@ -98,6 +98,7 @@ class PhaseCommands(PhaseSteps, RetryCommands):
 
     if TYPE_CHECKING:
         store: Store
+        _closed: bool
         worker: str
         peers: frozenset[str]
         _lock: threading.RLock
@@ -194,7 +195,8 @@ class PhaseCommands(PhaseSteps, RetryCommands):
         says, for a worker's idle wait: a first look, which reads the log only when the
         store's news says another writer appended (a wait it misses ends on that news)."""
         with self._lock:
-            self._refresh_unless_quiet()
+            if not self._closed:  # as wake() reads: nothing of a closed store
+                self._refresh_unless_quiet()
             at: float | None = self._wake_now()["at"]
             return at
 
