@@ -162,10 +162,10 @@ class GroupCommit(GroupAppend):
         refused: list[QueuedDecision] = []
         unknown: list[QueuedDecision] = []
         group = list(group)
+        world, _ = self._deciding_on()  # a leader is in no batch: the group's one world
         try:
             for queued in _growing(group, self._decision_queue, taken):
                 try:
-                    world, _ = self._deciding_on()  # its events go to the group, not to a batch
                     queued.result = self._decide_on(
                         world, None, queued.fn, queued.args, queued.kwargs
                     )
