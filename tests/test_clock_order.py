@@ -153,6 +153,47 @@ def test_a_decision_not_clamped_to_what_it_read_is_decided_again(store_url: str)
     b.close()
 
 
+def _asked(store: object) -> list[list[tuple[str, int]]]:
+    """What the store's time guard is handed to read back, append by append."""
+    recorder = store.app.recorder  # type: ignore[attr-defined]
+    insert, asked = recorder.insert_events, []
+
+    def recording(rows: object, **kwargs: object) -> object:
+        asked.append(list(kwargs["depended"]))  # type: ignore[call-overload]
+        return insert(rows, **kwargs)
+
+    recorder.insert_events = recording
+    return asked
+
+
+def test_the_time_guard_reads_back_only_events_the_store_does_not_know(store_url: str) -> None:
+    """Issue 43 (a cheaper task): an event this store appended, or a scheduler folded,
+    is known stamped no later than the next append: its guard reads nothing back. An
+    event it never saw, or one it knows stamped later, is still read and still trips."""
+    ahead, behind = open_store(store_url), open_store(store_url)
+    asked_ahead, asked_behind = _asked(ahead), _asked(behind)
+    ahead.append([_submitted("a", START)], [1])
+    ahead.append([AbortMarked(task_id="a", at=START, rule=5)], [2], guards={})
+    assert asked_ahead == [[], []]  # its own version 1: known
+    with pytest.raises(ClockConflict):  # behind never read version 2: asked, refused
+        behind.append([AbortMarked(task_id="a", at=START - 1, rule=5)], [3])
+    assert asked_behind == [[("a", 2)]]
+    with pytest.raises(ClockConflict):  # known, but stamped later than the append: asked
+        ahead.append([AbortMarked(task_id="a", at=START - 1, rule=5)], [3])
+    assert asked_ahead[-1] == [("a", 2)]
+    ahead.close()
+    behind.close()
+    # A scheduler that folded another writer's events of a task asks nothing of them.
+    writer = Scheduler.open(store_url, clock=ManualClock(START), worker="w")
+    reader = Scheduler.open(store_url, clock=ManualClock(START), worker="r")
+    writer.submit("job", phase="p", id="folded")
+    asked = _asked(reader.store)
+    reader.abort("folded")
+    assert asked == [[]] and reader.conflicts == 0
+    writer.close()
+    reader.close()
+
+
 moves = st.lists(st.integers(min_value=-5_000, max_value=5_000), min_size=1, max_size=30)
 
 

@@ -7,7 +7,10 @@ own conflict handling rolls the whole append back. The time guard
 (:func:`later_stamp`; on PostgreSQL, in the append function) runs in the same
 transaction: it compares the append's time with the events its decision depended on
 (:func:`depended_on`), not with whichever event another writer appended last, so a
-writer that waited for the lock is not refused for having waited.
+writer that waited for the lock is not refused for having waited. It asks only of the
+events the store does not know to be stamped no later than the append
+(:class:`KnownStamps`): a process that appended or folded what it depends on asks
+nothing, and SQLite's query and decode a stream, under the write lock, go.
 
 A decision that counted events of every stream (the daily cap counts every run minted
 today) has no stream to guard: its *unseen* guard (:func:`unseen_sql`) refuses it if
@@ -22,6 +25,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
+from eventsourcing.persistence import RecordConflictError
+
+from ..errors import ClockConflict, ConflictError
 
 
 def guard_sql(table: str, mark: str) -> str:
@@ -79,6 +85,42 @@ def depended_on(
     return depended + [(stream, version) for stream, version in (guards or {}).items() if version]
 
 
+STAMPS_KEPT = 50_000
+"""Streams whose latest time a store remembers (a miss asks the store, as before)."""
+
+
+class KnownStamps:
+    """The time of each stream's latest event a store appended, or a scheduler folded
+    (bounded): what the time guard would read back of it. Rows never change under a
+    (stream, version) key, so an event known here at ``at <= earliest`` cannot trip the
+    guard; any other it asks the store of (:meth:`unknown`)."""
+
+    def __init__(self) -> None:
+        self._at: dict[str, tuple[int, float]] = {}
+
+    def keep(self, stream_id: str, version: int, at: float) -> None:
+        """Remember version ``version`` of ``stream_id``, stamped ``at``."""
+        known = self._at
+        if len(known) > STAMPS_KEPT:
+            known.clear()  # bounded: a miss costs the query it always cost
+        known[stream_id] = (version, at)
+
+    def appended(self, events: Sequence[Any], versions: Sequence[int]) -> None:
+        """Remember the events just appended, each as ``versions[i]`` of its stream."""
+        for event, version in zip(events, versions, strict=True):
+            self.keep(event.stream_id(), version, event.at)
+
+    def unknown(self, depended: list[tuple[str, int]], earliest_at: float) -> list[tuple[str, int]]:
+        """The events of ``depended`` the guard must still read: those not known here to
+        be stamped no later than ``earliest_at``."""
+        known = self._at
+        return [
+            (stream, version)
+            for stream, version in depended
+            if (at := known.get(stream)) is None or at[0] != version or not at[1] <= earliest_at
+        ]
+
+
 def later_stamp(
     cursor: Any, statement: str, depended: Sequence[tuple[str, int]], earliest_at: float | None
 ) -> float | None:
@@ -105,6 +147,24 @@ def later_stamp(
         if isinstance(at, int | float) and not isinstance(at, bool) and at > earliest_at:
             later = max(at, later or at)
     return None if later is None else float(later)
+
+
+def refusal(
+    error: Exception, streams: list[str], read_guards: Mapping[str, int], described: str
+) -> ConflictError | None:
+    """The conflict an append's refusal (``error``, ``described``) stands for: a
+    :class:`ClockConflict` when the time guard tripped, a :class:`ConflictError` naming
+    the stream that moved (PostgreSQL names it; else every stream the decision wrote,
+    ``streams``, or read); ``None`` when it is no conflict (locked out, read-only, ...)."""
+    text = str(error)
+    if STAMPED_LATER in text:
+        return ClockConflict(streams, described)
+    if APPENDED_SINCE in text:
+        return ConflictError(streams, APPENDED_SINCE.removeprefix("tasktrail: "))
+    if isinstance(error, RecordConflictError):
+        moved = moved_stream(text)
+        return ConflictError([moved] if moved else sorted({*streams, *read_guards}), described)
+    return None
 
 
 def stamped_later_at(message: str) -> float | None:

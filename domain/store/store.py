@@ -25,14 +25,14 @@ from typing import Any, Literal, Protocol, cast
 
 from eventsourcing.persistence import InfrastructureFactory, PersistenceError, RecordConflictError
 
-from ..errors import ClockConflict, ConflictError, CorruptEvent, InvalidArgument, StoreError
+from ..errors import ClockConflict, CorruptEvent, InvalidArgument, StoreError
 from ..tasks.events import TaskEvent, event_problem
 from .application import TaskApplication, close_quietly, describe
 from .chain import Digester, Sealer
 from .creation import creation_race
 from .files import existing_companions, remove_read_leftovers
 from .first_look import made_schema, open_problem, refuse_foreign_file
-from .guards import APPENDED_SINCE, STAMPED_LATER, depended_on, moved_stream, stamped_later_at
+from .guards import KnownStamps, depended_on, refusal, stamped_later_at
 from .keys import KEY_ID_KEY, ChainKey, keyed_after, resolve_key, settle_key
 from .location import NOTIFY_KEY, StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
@@ -79,6 +79,7 @@ class Store:
         """The latest decision time this store has read or appended (see :meth:`stamp`)."""
         self.clamped = 0  # how many clock readings stamp() moved forward to latest_at
         self._sealer = Sealer(self._previous_row)
+        self._stamps = KnownStamps()  # the time guard asks only of what it does not know
         self.kept_rows = Prefetched()
         """The rows of the last append, for the read after it (:mod:`.prefetch`)."""
         path = None if self.read_only else location.path
@@ -218,38 +219,35 @@ class Store:
             raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
         written = {row.originator_id for row in rows}
         read_guards = {k: v for k, v in (guards or {}).items() if k not in written}
+        earliest = min(e.at for e in events)
+        written_versions = [(str(r.originator_id), r.originator_version) for r in rows]
+        depended = depended_on(written_versions, read_guards)
         try:
             counted = (unseen[0], sorted(unseen[1])) if unseen else None
             positions = self.app.recorder.insert_events(
                 rows,
                 guards=read_guards,
-                earliest_at=min(e.at for e in events),
-                depended=depended_on(
-                    [(str(r.originator_id), r.originator_version) for r in rows], read_guards
-                ),
+                earliest_at=earliest,
+                depended=self._stamps.unknown(depended, earliest),
                 unseen=counted,
                 since=since,
             )
         except (RecordConflictError, PersistenceError) as error:
             self.news.doubt()  # decided on a view another writer left stale: read first
             streams = sorted({e.stream_id() for e in events})
-            if STAMPED_LATER in str(error):
+            conflict = refusal(error, streams, read_guards, describe(error))
+            if isinstance(conflict, ClockConflict):
                 # Decided again, stamped no earlier than the event it depended on.
                 self.latest_at = max(self.latest_at, stamped_later_at(str(error)) or self.latest_at)
-                raise ClockConflict(streams, describe(error)) from None
-            if APPENDED_SINCE in str(error):
-                raise ConflictError(streams, APPENDED_SINCE.removeprefix("tasktrail: ")) from None
-            if isinstance(error, RecordConflictError):
-                # The stream that moved (PostgreSQL names it), else all it wrote or read.
-                moved = moved_stream(str(error))
-                named = [moved] if moved else sorted({*streams, *read_guards})
-                raise ConflictError(named, describe(error)) from None
+            if conflict is not None:
+                raise conflict from None
             # locked out, read-only, corrupt, disconnected
             raise StoreError(f"cannot write to store {self.location}: {self._why(error)}") from None
         except TypeError as error:  # a value orjson cannot encode: nothing was written
             raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
         assert positions is not None and len(positions) == len(rows)
         self._sealer.appended()
+        self._stamps.appended(events, versions)
         others = getattr(self.app.recorder, "prefetched", None)
         self.kept_rows.keep(since, others, rows, positions)
         self.latest_at = max(self.latest_at, max(e.at for e in events))
@@ -279,8 +277,6 @@ class Store:
         try:
             for page in self._pages(after, until):
                 for position, originator_id, version, topic, state in page:
-                    if saw is not None:
-                        saw(originator_id, version, state)
                     # The topic's fast reader, else the checked path (it says what is
                     # wrong with a row, or upcasts an older event).
                     reader = ROW_READERS[topic]
@@ -295,6 +291,9 @@ class Store:
                                 raise
                             skip(error)
                             continue
+                    if saw is not None:  # this writer's chain and time guard need not ask
+                        saw(originator_id, version, state)
+                        self._stamps.keep(originator_id, version, recorded.event.at)
                     if recorded.event.at > latest:
                         latest = recorded.event.at
                     yield recorded
