@@ -46,6 +46,8 @@ ERASED_TOPIC = "tasktrail.HistoryErased"
 """The erasure act's topic (the retention room's ``HistoryErased``)."""
 HEAD_CACHE = 50_000
 """Streams whose last digest an appending store remembers (a miss reads one row)."""
+Head = tuple[int, str | None, float]
+"""A stream's latest event as a store remembers it: version, digest, ``at``."""
 _HEAD = b',"digest":"'
 _HEX = 64
 _SUFFIX = len(_HEAD) + _HEX + 2
@@ -114,7 +116,8 @@ def unseal(state: bytes) -> tuple[bytes, str | None]:
 class Sealer:
     """The append side: seals each event of an append with its digest, chained to the
     previous version of its stream, which it remembers for the streams it appended
-    to (bounded) and otherwise reads back with ``read_row(stream_id, version)``.
+    to or a scheduler folded (bounded, :attr:`heads`) and otherwise reads back with
+    ``read_row(stream_id, version)``.
 
     Reading the previous row outside the append's transaction is safe: if another
     writer holds that version with another digest, it appended first, and this
@@ -125,54 +128,56 @@ class Sealer:
         self._read_row = read_row
         self.digest = Digester()
         """Plain until the store turns out keyed (:class:`~.store.Store` sets it at open)."""
-        self._heads: dict[str, tuple[int, str]] = {}
-        self._last: dict[str, tuple[int, str]] = {}
+        self.heads: dict[str, Head] = {}
+        """Each stream's latest event this store appended or folded, as far as it
+        remembers (bounded): its version, digest (``None``: unchained) and ``at``,
+        what the time guard would read back of it (:func:`.guards.unknown_stamps`)."""
+        self._last: dict[str, Head] = {}
 
     def seal(
         self, events: Sequence[TaskEvent], versions: Sequence[int], timestamp: datetime
     ) -> list[StoredEvent]:
         """The rows to store: each event's payload sealed with its chained digest."""
         rows = []
-        sealed: dict[str, tuple[int, str]] = {}
+        sealed: dict[str, Head] = {}
         for event, version in zip(events, versions, strict=True):
             stream_id = event.stream_id()
             topic = type(event).topic
             payload = encode_event(event, timestamp)
             head = sealed.get(stream_id)
-            previous = head[1] if head is not None else self._previous(stream_id, version)
+            previous = (head[1] or "") if head is not None else self._previous(stream_id, version)
             value = self.digest(previous, stream_id, version, topic, payload)
-            sealed[stream_id] = (version, value)
+            sealed[stream_id] = (version, value, event.at)
             rows.append(StoredEvent(stream_id, version, topic, seal(payload, value)))
         self._last = sealed
         return rows
 
-    def saw(self, stream_id: str, version: int, state: bytes) -> None:
-        """Remember the digest of a row another writer appended, as a scheduler folds
-        it: its next append to that stream then reads no row back for its chain."""
-        head = self._heads.get(stream_id)
+    def saw(self, stream_id: str, version: int, state: bytes, at: float) -> None:
+        """Remember a row another writer appended, stamped ``at``, as a scheduler folds
+        it: its next append to that stream then reads no row back, for its chain nor
+        for its time guard."""
+        head = self.heads.get(stream_id)
         if head is not None and head[0] >= version:
             return
-        digest = unseal(as_bytes(state))[1]
-        if digest is not None:
-            self._remember({stream_id: (version, digest)})
+        self._remember({stream_id: (version, unseal(as_bytes(state))[1], at)})
 
     def appended(self) -> None:
         """Remember the digests of the rows just sealed: the store took them."""
         self._remember(self._last)
 
-    def _remember(self, heads: dict[str, tuple[int, str]]) -> None:
-        if len(self._heads) > HEAD_CACHE:
-            self._heads.clear()  # bounded: a miss costs one indexed read
-        self._heads.update(heads)
+    def _remember(self, heads: dict[str, Head]) -> None:
+        if len(self.heads) > HEAD_CACHE:
+            self.heads.clear()  # bounded: a miss costs one indexed read
+        self.heads.update(heads)
 
     def _previous(self, stream_id: str, version: int) -> str:
         """The digest of version ``version - 1`` ("" for a stream's first event, or after
         one recorded before the chain)."""
         if version <= 1:
             return ""
-        cached = self._heads.get(stream_id)
+        cached = self.heads.get(stream_id)
         if cached is not None and cached[0] == version - 1:
-            return cached[1]
+            return cached[1] or ""
         state = self._read_row(stream_id, version - 1)
         return (unseal(state)[1] or "") if state is not None else ""
 

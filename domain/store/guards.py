@@ -9,7 +9,7 @@ transaction: it compares the append's time with the events its decision depended
 (:func:`depended_on`), not with whichever event another writer appended last, so a
 writer that waited for the lock is not refused for having waited. It asks only of the
 events the store does not know to be stamped no later than the append
-(:class:`KnownStamps`): a process that appended or folded what it depends on asks
+(:func:`unknown_stamps`): a process that appended or folded what it depends on asks
 nothing, and SQLite's query and decode a stream, under the write lock, go.
 
 A decision that counted events of every stream (the daily cap counts every run minted
@@ -85,40 +85,19 @@ def depended_on(
     return depended + [(stream, version) for stream, version in (guards or {}).items() if version]
 
 
-STAMPS_KEPT = 50_000
-"""Streams whose latest time a store remembers (a miss asks the store, as before)."""
-
-
-class KnownStamps:
-    """The time of each stream's latest event a store appended, or a scheduler folded
-    (bounded): what the time guard would read back of it. Rows never change under a
-    (stream, version) key, so an event known here at ``at <= earliest`` cannot trip the
-    guard; any other it asks the store of (:meth:`unknown`)."""
-
-    def __init__(self) -> None:
-        self._at: dict[str, tuple[int, float]] = {}
-
-    def keep(self, stream_id: str, version: int, at: float) -> None:
-        """Remember version ``version`` of ``stream_id``, stamped ``at``."""
-        known = self._at
-        if len(known) > STAMPS_KEPT:
-            known.clear()  # bounded: a miss costs the query it always cost
-        known[stream_id] = (version, at)
-
-    def appended(self, events: Sequence[Any], versions: Sequence[int]) -> None:
-        """Remember the events just appended, each as ``versions[i]`` of its stream."""
-        for event, version in zip(events, versions, strict=True):
-            self.keep(event.stream_id(), version, event.at)
-
-    def unknown(self, depended: list[tuple[str, int]], earliest_at: float) -> list[tuple[str, int]]:
-        """The events of ``depended`` the guard must still read: those not known here to
-        be stamped no later than ``earliest_at``."""
-        known = self._at
-        return [
-            (stream, version)
-            for stream, version in depended
-            if (at := known.get(stream)) is None or at[0] != version or not at[1] <= earliest_at
-        ]
+def unknown_stamps(
+    depended: list[tuple[str, int]], earliest_at: float, heads: Mapping[str, tuple[Any, ...]]
+) -> list[tuple[str, int]]:
+    """The events of ``depended`` the time guard must still read back: those the
+    store's ``heads`` (each stream's latest event it appended or folded, as ``(version,
+    digest, at)``: :attr:`.chain.Sealer.heads`) do not show stamped no later than
+    ``earliest_at``. A row never changes under its ``(stream, version)`` key, so an
+    event known so cannot trip the guard."""
+    return [
+        (stream, version)
+        for stream, version in depended
+        if (head := heads.get(stream)) is None or head[0] != version or not head[2] <= earliest_at
+    ]
 
 
 def later_stamp(

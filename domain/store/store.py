@@ -32,7 +32,7 @@ from .chain import Digester, Sealer
 from .creation import creation_race
 from .files import existing_companions, remove_read_leftovers
 from .first_look import made_schema, open_problem, refuse_foreign_file
-from .guards import KnownStamps, depended_on, refusal, stamped_later_at
+from .guards import depended_on, refusal, stamped_later_at, unknown_stamps
 from .keys import KEY_ID_KEY, ChainKey, keyed_after, resolve_key, settle_key
 from .location import NOTIFY_KEY, StoreLocation, parse_location, read_only_location
 from .meta import MADE_BY_KEY, Meta, chained_after, store_format
@@ -79,7 +79,6 @@ class Store:
         """The latest decision time this store has read or appended (see :meth:`stamp`)."""
         self.clamped = 0  # how many clock readings stamp() moved forward to latest_at
         self._sealer = Sealer(self._previous_row)
-        self._stamps = KnownStamps()  # the time guard asks only of what it does not know
         self.kept_rows = Prefetched()
         """The rows of the last append, for the read after it (:mod:`.prefetch`)."""
         path = None if self.read_only else location.path
@@ -228,7 +227,7 @@ class Store:
                 rows,
                 guards=read_guards,
                 earliest_at=earliest,
-                depended=self._stamps.unknown(depended, earliest),
+                depended=unknown_stamps(depended, earliest, self._sealer.heads),
                 unseen=counted,
                 since=since,
             )
@@ -247,7 +246,6 @@ class Store:
             raise InvalidArgument(f"an event holds a value that is not JSON: {error}") from None
         assert positions is not None and len(positions) == len(rows)
         self._sealer.appended()
-        self._stamps.appended(events, versions)
         others = getattr(self.app.recorder, "prefetched", None)
         self.kept_rows.keep(since, others, rows, positions)
         self.latest_at = max(self.latest_at, max(e.at for e in events))
@@ -292,8 +290,7 @@ class Store:
                             skip(error)
                             continue
                     if saw is not None:  # this writer's chain and time guard need not ask
-                        saw(originator_id, version, state)
-                        self._stamps.keep(originator_id, version, recorded.event.at)
+                        saw(originator_id, version, state, recorded.event.at)
                     if recorded.event.at > latest:
                         latest = recorded.event.at
                     yield recorded
