@@ -209,4 +209,7 @@ def test_the_gaps_probe_times_each_boundary_and_each_slots_turn(tmp_path: Path) 
     assert len(figures["boundary 1-2"]) == len(figures["end"]) == 5
     assert len(figures["slot turn"]) == 3
     assert all(x >= 0 for k in ("boundary 1-2", "boundary 2-3", "end") for x in figures[k])
+    # A wait never ends before its time: asyncio's timers are late, never early.
+    assert len(figures["waits' lateness"]) == 5
+    assert all(x >= -0.001 for x in figures["waits' lateness"])
     assert figures["tasks_per_s"] > 0 and figures["ideal"] == pytest.approx(2 / 0.03)
