@@ -169,8 +169,10 @@ def test_a_decision_awaited_on_the_loop_leaves_the_loop_running_meanwhile(
 def test_decisions_handed_over_together_are_appended_in_rounds_each_released_at_once(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    count = 300
     s = Scheduler.open(store_url, registry=Registry(), worker="w")
-    tasks = [s.submit("job", phase="a") for _ in range(50)]
+    with s.batch():
+        tasks = [s.submit("job", phase="a") for _ in range(count)]
     steps: list[tuple[str, int]] = []
     real_append, real_release = s.store.append, loop_commit._settle
 
@@ -192,16 +194,20 @@ def test_decisions_handed_over_together_are_appended_in_rounds_each_released_at_
     with s._lock:  # every one is handed over before a leader takes any
         sending = threading.Thread(target=lambda: sent.append(asyncio.run(send_all())))
         sending.start()
-        wait_until(lambda: s._committer().unsettled == 50)
+        wait_until(lambda: s._committer().unsettled == count)
     sending.join(30)
-    assert sent == [[1] * 50]
-    # The committer's first round may have taken the first decision alone (it waits as
-    # one caller of the group commit); the rest go in rounds of ROUND, each appended in
-    # one transaction and its coroutines let go before the next round is decided (a
-    # burst spreads out: the module's why).
+    assert sent == [[1] * count]
+    # The committer's first round took a round of what was handed by then (it waits as
+    # one caller of the group commit); the rest go in rounds of an eighth of what is left,
+    # 16 at the least, each appended in one transaction and its coroutines let go before
+    # the next round is decided (a burst spreads out: the module's why).
     sizes = [n for step, n in steps if step == "append"]
-    assert sum(sizes) == 50 and max(sizes) == loop_commit.ROUND, steps
-    assert len(sizes) <= 2 + 50 // loop_commit.ROUND, steps
+    expected, left = [], count - sizes[0]
+    while left:
+        expected.append(min(left, max(loop_commit.ROUND, left // loop_commit.SPLIT)))
+        left -= expected[-1]
+    assert sizes[0] <= loop_commit.round_size(count) and sizes[1:] == expected, steps
+    assert max(sizes) > loop_commit.ROUND  # the backlog's eighth, past the least round
     assert steps == [step for n in sizes for step in (("append", n), ("release", n))]
     # Appended in the order they were handed over.
     sent_to = [r.event.task_id for r in s.store.read() if isinstance(r.event, MessageSent)]

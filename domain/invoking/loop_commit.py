@@ -7,18 +7,20 @@ lock and the store's commit: every other coroutine on the loop would wait with i
 (:mod:`..commands.group_commit`) exactly as a thread's decision is queued, and awaits a future;
 the loop goes on. One thread a scheduler, the committer (:class:`LoopCommitter`,
 started on first use, ended after :data:`IDLE_S` without work), takes the lock for the
-decisions handed to it, at most :data:`ROUND` at a time in the order they were handed,
-and leads a group if no other thread's leader took them first; then it settles each
-one's future on its loop (one ``call_soon_threadsafe`` a loop and a round). So any
-number of coroutines wait on one thread, and what they decide joins the groups the
-threads' decisions form.
+decisions handed to it a round at a time (:func:`round_size` of them, in the order they
+were handed), and leads a group if no other thread's leader took them first; then it
+settles each one's future on its loop (one ``call_soon_threadsafe`` a loop and a
+round). So any number of coroutines wait on one thread, and what they decide joins the
+groups the threads' decisions form.
 
-Why rounds of at most :data:`ROUND`: phases that started together end together, and a
-round that took the whole burst would let every coroutine of it go on only after the
-last decision of it was decided and appended, all at the same instant; their next
-phases would end together again, and every boundary would wait for the whole burst.
-Taken a round at a time, the first coroutines go on while the later decisions are
-decided, and the bursts spread out (benchmarks/README.md, "Rounds of sixteen").
+Why rounds: phases that started together end together, and a round that took the
+whole burst would let every coroutine of it go on only after the last decision of it
+was decided and appended, all at the same instant; their next phases would end
+together again, and every boundary would wait for the whole burst. Taken a round at a
+time, the first coroutines go on while the later decisions are decided, and the
+bursts spread out (benchmarks/README.md, "Rounds of sixteen"). A round takes at least
+:data:`ROUND`, and an eighth of a larger backlog: each round is a commit, and 10,000
+decisions handed at once in rounds of 16 would wait for 625 of them.
 
 The loop's part is a list append and a notify. A decision inside the task's own
 ``with scheduler.batch():`` is decided into the batch at once, as a thread's is (no
@@ -45,9 +47,19 @@ IDLE_S = 10.0
 """How long the committer waits for work before its thread ends (a new one starts with
 the next decision handed to it)."""
 ROUND = 16
-"""The most decisions one round of the committer takes (see the module): a burst of 128
-boundaries at 1x128 waited 3.6 ms at the median in one round, 2-2.5 ms in rounds of 16;
-each round more is one commit more (its fsync's CPU, 0.2-0.3 ms here)."""
+"""The decisions a round of the committer takes from a backlog of up to 8 x 16 (see the
+module): boundaries at 1x128 waited 3.6 ms on average in one round for all, 2-3.5 ms in
+rounds of 16; each round more is one commit more (its fsync's CPU, 0.2-0.3 ms here)."""
+SPLIT = 8
+"""A larger backlog goes in rounds of an eighth of it (:func:`round_size`)."""
+
+
+def round_size(backlog: int) -> int:
+    """How many of ``backlog`` handed decisions the committer's next round takes: at
+    least :data:`ROUND`, and an eighth of a larger backlog (so its rounds grow with the
+    logarithm of a burst, not with the burst)."""
+    return min(backlog, max(ROUND, backlog // SPLIT))
+
 
 _Handed = tuple[QueuedDecision, "asyncio.Future[None]", asyncio.AbstractEventLoop]
 _CREATING = threading.Lock()
@@ -92,7 +104,8 @@ class LoopCommitter:
                     if not self._ready.wait(IDLE_S) and not self._handed:
                         self._running = False
                         return
-                handed, self._handed = self._handed[:ROUND], self._handed[ROUND:]
+                take = round_size(len(self._handed))
+                handed, self._handed = self._handed[:take], self._handed[take:]
             try:
                 # One caller of the group commit for all of them: it leads, or waits for
                 # the leader that takes them (without the scheduler's lock meanwhile).
