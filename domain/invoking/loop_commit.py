@@ -48,8 +48,9 @@ IDLE_S = 10.0
 the next decision handed to it)."""
 ROUND = 16
 """The decisions a round of the committer takes from a backlog of up to 8 x 16 (see the
-module): boundaries at 1x128 waited 3.6 ms on average in one round for all, 2-3.5 ms in
-rounds of 16; each round more is one commit more (its fsync's CPU, 0.2-0.3 ms here)."""
+module): boundaries at 1x128 waited 4.1-7.6 ms at the median in one round for all,
+2.2-3.7 ms in rounds of 16 (``benchmarks.concurrency_gaps``, two runs each); each round
+more is one commit more (its fsync's CPU, 0.2-0.3 ms here)."""
 SPLIT = 8
 """A larger backlog goes in rounds of an eighth of it (:func:`round_size`)."""
 
