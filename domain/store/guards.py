@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from eventsourcing.persistence import RecordConflictError
 
 from ..errors import ClockConflict, ConflictError
+
+if TYPE_CHECKING:
+    from .chain import Head
 
 
 def guard_sql(table: str, mark: str) -> str:
@@ -86,7 +89,7 @@ def depended_on(
 
 
 def unknown_stamps(
-    depended: list[tuple[str, int]], earliest_at: float, heads: Mapping[str, tuple[Any, ...]]
+    depended: list[tuple[str, int]], earliest_at: float, heads: Mapping[str, Head]
 ) -> list[tuple[str, int]]:
     """The events of ``depended`` the time guard must still read back: those the
     store's ``heads`` (each stream's latest event it appended or folded, as ``(version,
