@@ -11,9 +11,18 @@ from typing import Any
 import pytest
 from helpers.checks import stale
 
-from tasktrail.domain import ConflictError, InMemoryExecutor, RunSettings
+from tasktrail.domain import (
+    ConflictError,
+    InMemoryExecutor,
+    ManualClock,
+    Registry,
+    RunSettings,
+    Scheduler,
+)
+from tasktrail.domain.app.fleet import FleetCommands
 from tasktrail.domain.runs.events import RunMinted
 from tasktrail.domain.runs.identity import run_stream_id
+from tasktrail.domain.tasks.events import TaskRecovered
 
 RACES = 4
 """Races a mint survives in a row (a worker's phase: a memo, a checkpoint, a sleep)."""
@@ -76,3 +85,35 @@ def test_a_refusal_of_many_streams_names_five_and_counts_the_rest() -> None:
     )
     assert len(many.task_ids) == 2_000  # every one is kept for the caller
     assert "one of" not in str(ConflictError(["task-1"]))
+
+
+def test_rule_09_a_worker_that_joins_while_a_peer_opens_keeps_the_task_it_reserved(
+    store_url: str, clock: ManualClock, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by tests/test_fleet_processes.py on PostgreSQL, three workers opening at
+    once: an open's recovery reads the leases, then decides on the store folded again
+    under its turn. A worker that wrote its lease and reserved a task in between was
+    judged by leases read before it had one: its running task was recovered from under
+    it, or, as it checkpointed that task meanwhile, the open failed on the conflict."""
+    submitter = Scheduler.open(store_url, clock=clock, registry=registry, worker="submitter")
+    task = submitter.submit("job")
+    submitter.close()
+    judge = FleetCommands._lost
+    joined: list[Scheduler] = []
+
+    def joining_meanwhile(self: Any, **kwargs: Any) -> Any:
+        lost = judge(self, **kwargs)
+        if self.worker == "peer" and not joined:  # the leases are read; nothing decided yet
+            late = Scheduler.open(store_url, clock=clock, registry=registry, worker="late")
+            late.reserve(task)
+            joined.append(late)
+        return lost
+
+    monkeypatch.setattr(FleetCommands, "_lost", joining_meanwhile)
+    with Scheduler.open(store_url, clock=clock, registry=registry, worker="peer") as peer:
+        assert joined, "the late worker joined while the peer opened"
+        state = peer.task(task)
+        assert (state.status, state.worker, state.restarts) == ("running", "late", 0)
+        assert not any(isinstance(e, TaskRecovered) for e in peer.history(task))
+        assert peer.heartbeat().recovered == []  # judged now: alive, its task its own
+    joined[0].close()

@@ -296,21 +296,25 @@ class FleetCommands(LogGuard):
             self._liveness_of().forget(keys)
 
     def _lost(self, *, at_open: bool, own: bool) -> Callable[[str | None], bool]:
-        """Which workers' running tasks are recovered now: those whose lease expired,
-        those whose process is gone (their liveness lock is free), and this one's own
-        when ``own``."""
+        """Which workers' running tasks are recovered now: of those that held one when
+        the leases were read, those whose lease expired or whose process is gone (their
+        liveness lock is free); this one's own when ``own``. A worker that held none
+        then is not judged: the decision folds the store again, and a worker that wrote
+        its lease and reserved a task since was judged by leases read before it had one."""
         now = self._reading()
         try:
             leases = self.leases.all()
         except StoreError:
             leases = {}  # a read-only store: no lease can be read, as before fleets
-        alive = self._alive(leases, now, among=self._holders(), wait=at_open)
+        judged = self._holders()
+        alive = self._alive(leases, now, among=judged, wait=at_open)
         self.peers = frozenset(alive - {self.worker})
 
         def lost(worker: str | None) -> bool:
             if worker == self.worker:
                 return own  # reopened under its own name (or fenced): its work is lost
-            return worker is None or worker not in alive
+            # A task reserved since was reserved by a live worker: the next beat judges it.
+            return worker is None or (worker in judged and worker not in alive)
 
         return lost
 
