@@ -121,12 +121,9 @@ class World:
         other.waiters = {k: set(v) for k, v in self.waiters.items()}
         other.sleeping, other.live = set(self.sleeping), set(self.live)
         other.streams, other.stream_versions = dict(self.streams), dict(self.stream_versions)
-        if to_compact:
-            other.indexes = {k: copy.copy(v) for k, v in self.indexes.items()}
-        else:
-            other.indexes = {k: _index_copy(v) for k, v in self.indexes.items()}
-        other.counts, other.folded = dict(self.counts), self.folded
-        other.whole = self.whole
+        copier = copy.copy if to_compact else _index_copy
+        other.indexes = {k: copier(v) for k, v in self.indexes.items()}
+        other.counts, other.folded, other.whole = dict(self.counts), self.folded, self.whole
         return other
 
     def retired(self, stream_id: str, state: Any) -> bool:
@@ -293,6 +290,11 @@ class Draft:
             self.read[task_id] = state.events
         return state
 
+    def peek(self, task_id: str) -> TaskState | None:
+        """The task as this decision sees it so far, read without a guard: for a scan
+        that picks the tasks it acts on (those it reads again with :meth:`get`)."""
+        return self.changed.get(task_id) or self.world.get(task_id)
+
     def read_across(self, *event_types: type[TaskEvent]) -> None:
         """Note that this decision counted events of these classes in every stream (the
         daily cap counts the day's runs of every task): no stream's version guards such
@@ -382,11 +384,8 @@ class Draft:
         while state is not None and state.owner_id is not None and state.owner_id not in seen:
             owner_id = state.owner_id
             seen.add(owner_id)
-            if guarded:
-                state = self.changed.get(owner_id) or self.world.get(owner_id)
-            else:
-                state = self.get(owner_id)
-                guarded = True
+            state = self.peek(owner_id) if guarded else self.get(owner_id)
+            guarded = True
             if state is not None:
                 yield state
 

@@ -18,8 +18,9 @@ from tasktrail.domain import (
     Registry,
     RunSettings,
     Scheduler,
+    open_store,
 )
-from tasktrail.domain.app.fleet import FleetCommands
+from tasktrail.domain.app.fleet import RECOVERY_ATTEMPTS, FleetCommands
 from tasktrail.domain.runs.events import RunMinted
 from tasktrail.domain.runs.identity import run_stream_id
 from tasktrail.domain.tasks.events import TaskRecovered
@@ -117,3 +118,37 @@ def test_rule_09_a_worker_that_joins_while_a_peer_opens_keeps_the_task_it_reserv
         assert not any(isinstance(e, TaskRecovered) for e in peer.history(task))
         assert peer.heartbeat().recovered == []  # judged now: alive, its task its own
     joined[0].close()
+
+
+def test_rule_09_recovery_is_not_refused_for_the_live_tasks_it_passes_over(
+    store_url: str, clock: ManualClock, registry: Registry
+) -> None:
+    """Found with the test above: recovery scans every live task, and each one it read
+    guarded its append, so a live worker moving any of its own tasks refused it. Under
+    load every attempt was refused and the open failed. A task it passes over now
+    guards nothing: here the live worker moves its task as each recovery appends, as
+    often as recovery tries, and the first append is taken."""
+    live = Scheduler.open(store_url, clock=clock, registry=registry, worker="live", lease=60_000)
+    kept = live.submit("job")
+    live.reserve(kept)
+    dead = Scheduler.open(store_url, clock=clock, registry=registry, worker="dead", lease=1_000)
+    lost = dead.submit("job")
+    dead.reserve(lost)
+    clock.advance(2_000)  # the dead worker's lease ran out; the live one's runs
+    store = open_store(store_url)
+    append = store.append
+    raced: list[int] = []
+
+    def raced_append(events: Any, versions: Any, **kwargs: Any) -> list[int]:
+        if any(isinstance(e, TaskRecovered) for e in events) and len(raced) < RECOVERY_ATTEMPTS:
+            raced.append(1)
+            live.memo(kept, "step", len(raced))  # the live worker moves its own task first
+        return append(events, versions, **kwargs)
+
+    store.append = raced_append  # type: ignore[method-assign]
+    with Scheduler.open(store, clock=clock, registry=registry, worker="peer") as peer:
+        assert len(raced) == 1  # recovered at the first try
+        assert (peer.task(lost).status, peer.task(lost).restarts) == ("pending", 1)
+        assert (peer.task(kept).status, peer.task(kept).worker) == ("running", "live")
+    live.close()
+    dead.close()

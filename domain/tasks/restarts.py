@@ -41,8 +41,10 @@ def recover(
     parked_ids: list[str] = []
     recovered: list[str] = []
     world = draft.world
+    # Each scan peeks: a task it passes over guards nothing, so a live worker moving its
+    # own tasks meanwhile does not refuse the recovery (under load, every attempt was).
     for task_id in sorted(world.live):
-        task = draft.get(task_id)
+        task = draft.peek(task_id)
         if task is None or task.status != "running":
             continue
         # 9 (a fleet). Only the tasks of lost workers: a live worker keeps its own.
@@ -67,12 +69,14 @@ def recover(
     # One walk over each tree: a cascade skips the subtrees earlier ones covered.
     visited: set[str] = set()
     for task_id in sorted(world.live):
-        task = draft.get(task_id)
+        task = draft.peek(task_id)
         if task is not None and task.cancelling() and task_id not in visited:
+            draft.get(task_id)  # acted on: read under a guard
             cascade(draft, ctx, task_id, visited)
     for task_id in sorted(world.live):
-        task = draft.get(task_id)
+        task = draft.peek(task_id)
         if task is not None and task.status == "completing" and not draft.live_children(task_id):
+            draft.get(task_id)
             release_owner(draft, ctx, task_id)
     return parked_ids
 
@@ -89,7 +93,7 @@ def abandon(
     heartbeat, those just recovered from lost workers. A task a live worker of the
     fleet is running is its worker's, not this one's to abandon."""
     for task_id in sorted(draft.world.live) if task_ids is None else task_ids:
-        task = draft.get(task_id)
+        task = draft.peek(task_id)  # one it marks is read under a guard as it emits
         if task is None or not task.live or not task.abandon_on_restart or task.abort_requested:
             continue
         if task.status == "running" and lost is not None and not lost(task.worker):
