@@ -6,6 +6,7 @@ was minting, which no one else had touched."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from tasktrail.domain import (
     Scheduler,
     open_store,
 )
-from tasktrail.domain.app.fleet import RECOVERY_ATTEMPTS, FleetCommands
+from tasktrail.domain.app.fleet import FleetCommands
 from tasktrail.domain.runs.events import RunMinted
 from tasktrail.domain.runs.identity import run_stream_id
 from tasktrail.domain.tasks.events import TaskRecovered
@@ -120,35 +121,73 @@ def test_rule_09_a_worker_that_joins_while_a_peer_opens_keeps_the_task_it_reserv
     joined[0].close()
 
 
+def _running(live: Scheduler) -> tuple[str, Callable[[], None]]:
+    """A task the live worker runs, and a move it makes on it (a memo)."""
+    task = live.submit("job")
+    live.reserve(task)
+    return task, lambda: live.memo(task, "step", 1)
+
+
+def _marked_below_a_cancelling_owner(live: Scheduler) -> tuple[str, Callable[[], None]]:
+    """A task below a cancelling owner, marked already; the move: the live worker takes it
+    to run its abort handler."""
+    owner = live.submit("job")
+    child = live.submit("job", owner=owner)
+    live.abort(owner)
+    assert live.task(child).request_marked
+    return child, lambda: live.reserve(child)
+
+
+def _running_below_a_completing_owner(live: Scheduler) -> tuple[str, Callable[[], None]]:
+    """A task the live worker runs whose owner finished its phases and waits for it."""
+    owner = live.submit("job")
+    live.reserve(owner)
+    child = live.submit("job", owner=owner)
+    live.finish(owner)
+    assert live.task(owner).status == "completing"
+    live.reserve(child)
+    return child, lambda: live.memo(child, "step", 1)
+
+
+@pytest.mark.parametrize(
+    "live_task", [_running, _marked_below_a_cancelling_owner, _running_below_a_completing_owner]
+)
 def test_rule_09_recovery_is_not_refused_for_the_live_tasks_it_passes_over(
-    store_url: str, clock: ManualClock, registry: Registry
+    store_url: str,
+    clock: ManualClock,
+    registry: Registry,
+    live_task: Callable[[Scheduler], tuple[str, Callable[[], None]]],
 ) -> None:
-    """Found with the test above: recovery scans every live task, and each one it read
+    """Found with the test above: recovery scans every live task (for running tasks of
+    lost workers, missing cascade marks, owners to release), and each task it read
     guarded its append, so a live worker moving any of its own tasks refused it. Under
     load every attempt was refused and the open failed. A task it passes over now
-    guards nothing: here the live worker moves its task as each recovery appends, as
-    often as recovery tries, and the first append is taken."""
+    guards nothing: here the live worker moves its task as recovery appends, and the
+    first append is taken."""
     live = Scheduler.open(store_url, clock=clock, registry=registry, worker="live", lease=60_000)
-    kept = live.submit("job")
-    live.reserve(kept)
+    kept, move = live_task(live)
     dead = Scheduler.open(store_url, clock=clock, registry=registry, worker="dead", lease=1_000)
     lost = dead.submit("job")
     dead.reserve(lost)
     clock.advance(2_000)  # the dead worker's lease ran out; the live one's runs
+    before = live.task(kept)
     store = open_store(store_url)
     append = store.append
-    raced: list[int] = []
+    tries: list[int] = []
 
     def raced_append(events: Any, versions: Any, **kwargs: Any) -> list[int]:
-        if any(isinstance(e, TaskRecovered) for e in events) and len(raced) < RECOVERY_ATTEMPTS:
-            raced.append(1)
-            live.memo(kept, "step", len(raced))  # the live worker moves its own task first
+        if any(isinstance(e, TaskRecovered) for e in events):
+            if not tries:
+                move()  # the live worker moves its task first
+            tries.append(1)
         return append(events, versions, **kwargs)
 
     store.append = raced_append  # type: ignore[method-assign]
     with Scheduler.open(store, clock=clock, registry=registry, worker="peer") as peer:
-        assert len(raced) == 1  # recovered at the first try
+        assert len(tries) == 1  # recovered at the first try
         assert (peer.task(lost).status, peer.task(lost).restarts) == ("pending", 1)
-        assert (peer.task(kept).status, peer.task(kept).worker) == ("running", "live")
+        after = peer.task(kept)
+        assert after.events == before.events + 1  # its move, and nothing of the recovery
+        assert (after.status, after.worker) == ("running", "live")
     live.close()
     dead.close()

@@ -21,6 +21,7 @@ from .ending import cascade, release_owner
 from .events import AbortMarked, RestartsCleared, TaskRecovered, TaskStopped
 from .guards import not_closing
 from .restart_limit import limit_deciding
+from .state import TaskState
 from .validation import act_fields, require_task
 
 
@@ -70,15 +71,38 @@ def recover(
     visited: set[str] = set()
     for task_id in sorted(world.live):
         task = draft.peek(task_id)
-        if task is not None and task.cancelling() and task_id not in visited:
+        # Walked only when a mark is missing below: the walk guards every task it reads.
+        if (
+            task is not None
+            and task.cancelling()
+            and task_id not in visited
+            and _unmarked_below(draft, task_id)
+        ):
             draft.get(task_id)  # acted on: read under a guard
             cascade(draft, ctx, task_id, visited)
     for task_id in sorted(world.live):
         task = draft.peek(task_id)
-        if task is not None and task.status == "completing" and not draft.live_children(task_id):
-            draft.get(task_id)
+        if task is not None and task.status == "completing" and not _live_children(draft, task_id):
+            draft.get(task_id)  # its children ended: terminal, they need no guard
             release_owner(draft, ctx, task_id)
     return parked_ids
+
+
+def _live_children(draft: Draft, owner_id: str) -> list[TaskState]:
+    """The live tasks ``owner_id`` owns directly, peeked (unguarded)."""
+    ids = (*draft.world.live_children.get(owner_id, ()), *draft.new_children.get(owner_id, ()))
+    return [child for child_id in ids if (child := draft.peek(child_id)) and child.live]
+
+
+def _unmarked_below(draft: Draft, owner_id: str) -> bool:
+    """Whether a live task below ``owner_id`` lacks its abort mark, peeked (unguarded)."""
+    stack = [owner_id]
+    while stack:
+        for child in _live_children(draft, stack.pop()):
+            if not child.request_marked:
+                return True
+            stack.append(child.id)
+    return False
 
 
 def abandon(
