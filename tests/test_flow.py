@@ -1,67 +1,33 @@
-"""Flow control (issue 44, rules 33-36): a definition's ``Limit`` and ``Rate``, a
-submission's ``Debounce``, and the policies refused when made. Each on SQLite and
-PostgreSQL; the fleet of worker processes is tests/test_flow_fleet.py's."""
+"""Flow control (issue 44, rules 33 and 34): a definition's ``Limit`` holds a task's
+phase while its key's slots are taken, its ``Rate`` starts phases within a token
+bucket; two workers race for the last slot, a refused group is put back, replay and a
+snapshot keep the flow state, ``tasks`` and ``explain`` say why a task is held back,
+and ``runnable(limit)`` passes over held-back tasks. Each on SQLite and PostgreSQL; a
+submission's ``Debounce`` (rule 35) is tests/test_flow_debounce.py's, the policies
+refused when made (rule 36) tests/test_flow_policies.py's, and the fleet of worker
+processes tests/test_flow_fleet.py's."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 import pytest
-from conftest import crash, event_count, examples, finishing
+from conftest import crash, event_count, examples
+from helpers.flow import flows as flows  # a fixture, and flows.__wrapped__ below
+from helpers.flow import s as s  # a fixture
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tasktrail.domain import (
     ConflictError,
     Debounce,
-    InvalidFlowPolicy,
-    Limit,
     ManualClock,
-    Rate,
     Registry,
     RuleViolation,
     Scheduler,
-    TaskDefinition,
 )
-from tasktrail.domain.tasks.flow_events import (
-    FlowKeysRecorded,
-    LimitSlotTaken,
-    RateTokenTaken,
-    SubmitCollapsed,
-    SubmitDebounced,
-)
+from tasktrail.domain.tasks.flow_events import LimitSlotTaken, RateTokenTaken
 from tasktrail.replay import replay
-
-
-def _tenant(memos: dict[str, Any]) -> str | None:
-    tenant = memos.get("tenant")
-    return tenant if isinstance(tenant, str) else None
-
-
-@pytest.fixture
-def flows() -> Registry:
-    """``job``: at most 2 running a tenant; ``call``: 2 starts a second of a model, 3 at
-    once at most; ``plain``: neither."""
-    return Registry(
-        [
-            TaskDefinition("job", 1, {"go": finishing()}, limit=Limit(key=_tenant, max_running=2)),
-            TaskDefinition(
-                "call",
-                1,
-                {"go": finishing()},
-                rate=Rate(key=lambda memos: memos["model"], per_s=2, burst=3),
-            ),
-            TaskDefinition("plain", 1, {"go": finishing()}),
-        ]
-    )
-
-
-@pytest.fixture
-def s(store_url: str, clock: ManualClock, flows: Registry) -> Any:
-    opened = Scheduler.open(store_url, clock=clock, registry=flows, worker="w1")
-    yield opened
-    opened.close()
 
 
 def test_rule_33_a_limit_holds_a_tasks_phase_until_one_of_its_key_stops(
@@ -157,111 +123,6 @@ def test_rule_34_a_worker_sleeps_until_the_next_token(s: Scheduler, clock: Manua
     assert s.task(calls[3]).status == "terminal"
 
 
-def test_rule_35_ten_submits_debounced_into_one_task_with_the_last_memos(
-    s: Scheduler, clock: ManualClock, store_url: str
-) -> None:
-    debounce = Debounce(key="doc-7", wait_s=5)
-    ids = []
-    for n in range(10):
-        ids.append(s.submit("plain", memos={"n": n}, debounce=debounce, actor="web"))
-        clock.advance(1_000)  # each within 5 s of the last
-    last_at = clock.now - 1_000
-    assert len(set(ids)) == 1
-    task = s.task(ids[0])
-    assert task.memos == {"n": 9} and task.status == "sleeping"
-    assert task.until == last_at + 5_000
-    history = s.history(ids[0])
-    assert isinstance(history[1], SubmitDebounced)
-    collapsed = [e for e in history if isinstance(e, SubmitCollapsed)]
-    assert len(collapsed) == 9 and all(e.task_id == ids[0] for e in collapsed)
-    assert collapsed[-1].memos == {"n": 9} and collapsed[-1].actor == "web"
-    assert s.runnable() == [] and s.wake() == {"active": False, "at": last_at + 5_000}
-    clock.set(last_at + 5_000)  # ready 5 s after the last submit
-    s.run_until_idle()
-    assert s.task(ids[0]).status == "terminal"
-    again = s.submit("plain", memos={"n": 10}, debounce=debounce)
-    assert again != ids[0]  # after the task became ready: a new window, a new task
-    assert s.submit("plain", memos={"n": 11}, debounce=debounce) == again
-    other = s.submit("plain", memos={"n": 12}, debounce=Debounce(key="doc-8", wait_s=5))
-    assert other != again
-    assert s.task(again).memos == {"n": 11}
-    assert replay(store_url).live[again].memos == {"n": 11}
-
-
-def test_rule_35_a_window_ends_once_its_task_is_ready_even_if_not_yet_run(
-    s: Scheduler, clock: ManualClock
-) -> None:
-    debounce = Debounce(key="k", wait_s=2)
-    first = s.submit("plain", debounce=debounce)
-    clock.advance(2_000)  # ready now, not reserved yet
-    second = s.submit("plain", debounce=debounce)
-    assert second != first
-    s.abort(second, reason="not needed")  # an aborted window collapses nothing more
-    third = s.submit("plain", debounce=debounce)
-    assert third not in (first, second)
-
-
-def test_rule_36_policies_that_cannot_be_kept_are_refused_when_made() -> None:
-    bad: list[Any] = [
-        lambda: Limit(key=_tenant, max_running=0),
-        lambda: Limit(key="tenant", max_running=2),  # type: ignore[arg-type]
-        lambda: Limit(key=_tenant, max_running=True),
-        lambda: Rate(key=_tenant, per_s=0),
-        lambda: Rate(key=_tenant, per_s=float("inf")),
-        lambda: Rate(key=_tenant, per_s=1, burst=0),
-        lambda: Debounce(key="", wait_s=1),
-        lambda: Debounce(key="k", wait_s=0),
-        lambda: Debounce(key="k", wait_s=-1),
-        lambda: TaskDefinition("x", 1, {"go": finishing()}, limit="tenant"),  # type: ignore[arg-type]
-        lambda: TaskDefinition("x", 1, {"go": finishing()}, rate=Limit(_tenant, 1)),  # type: ignore[arg-type]
-    ]
-    for make in bad:
-        with pytest.raises(InvalidFlowPolicy) as refused:
-            make()
-        assert refused.value.rule == 36 and isinstance(refused.value, ValueError)
-
-
-def test_rule_36_a_key_function_that_names_no_key_refuses_the_submit(
-    s: Scheduler, store_url: str
-) -> None:
-    head = event_count(store_url)
-    for memos in ({"model": 7}, {}, {"model": "x" * 300}):  # not a string, KeyError, too long
-        with pytest.raises(InvalidFlowPolicy) as refused:
-            s.submit("call", memos=memos)
-        assert refused.value.rule == 36 and "rate key of call" in str(refused.value)
-    with pytest.raises(InvalidFlowPolicy):
-        s.submit("plain", debounce=Debounce(key="k", wait_s=1), key="idem")
-    assert event_count(store_url) == head
-
-
-def test_keys_a_submitter_did_not_know_are_recorded_at_the_first_reservation(
-    store_url: str, clock: ManualClock, flows: Registry
-) -> None:
-    """A task submitted where its definition is not registered (an operator's command
-    line, a schedule's tick) gets its keys from the worker's definition, in its first
-    reservation's own append; a key function failing there faults it (rule 36)."""
-    with Scheduler.open(store_url, clock=clock, worker="cli") as operator:
-        keyed = [operator.submit("job", phase="go", memos={"tenant": "a"}) for _ in range(3)]
-        broken = operator.submit("call", phase="go", memos={})
-        assert operator.task(keyed[0]).flow is None
-    s = Scheduler.open(store_url, clock=clock, registry=flows, worker="w1")
-    try:
-        assert s.held_back(keyed[2]) is None  # nothing runs yet
-        s.reserve(keyed[0])
-        history = s.history(keyed[0])
-        assert isinstance(history[1], FlowKeysRecorded) and history[1].limit_key == "a"
-        s.reserve(keyed[1])
-        with pytest.raises(RuleViolation) as refused:
-            s.reserve(keyed[2])
-        assert refused.value.rule == 33
-        assert s.reserve(broken) is None
-        ended = s.task(broken).outcome
-        assert ended is not None and (ended.status, ended.reason) == ("faulted", "flow_key")
-        assert "rule 36" in (ended.message or "")
-    finally:
-        s.close()
-
-
 def test_two_workers_racing_for_the_last_slot_conflict_and_one_is_refused(
     store_url: str, clock: ManualClock, flows: Registry
 ) -> None:
@@ -284,25 +145,6 @@ def test_two_workers_racing_for_the_last_slot_conflict_and_one_is_refused(
         assert refused.value.rule == 33
         statuses = [one.task(t).status for t in acme]
         assert statuses == ["running", "running", "pending"]
-    finally:
-        one.close()
-        two.close()
-
-
-def test_two_writers_racing_for_a_new_debounce_window_open_one(
-    store_url: str, clock: ManualClock, flows: Registry
-) -> None:
-    one = Scheduler.open(store_url, clock=clock, registry=flows, worker="w1")
-    two = Scheduler.open(store_url, clock=clock, registry=flows, worker="w2")
-    debounce = Debounce(key="k", wait_s=10)
-    try:
-        with pytest.raises(ConflictError), two.batch():
-            mine = two.submit("plain", memos={"by": 2}, debounce=debounce)
-            theirs = one.submit("plain", memos={"by": 1}, debounce=debounce)
-        assert mine != theirs
-        assert two.submit("plain", memos={"by": 2}, debounce=debounce) == theirs
-        assert [t.id for t in replay(store_url).live.values()] == [theirs]
-        assert one.task(theirs).memos == {"by": 2}
     finally:
         one.close()
         two.close()

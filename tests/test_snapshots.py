@@ -4,22 +4,20 @@ A snapshot is the world as of a log position, saved beside the log; opening a
 store, ``replay --until`` and a reopened scheduler start from one and fold the
 events after it. These tests hold it to the fold: snapshot(P) + fold(P..end)
 equals fold(0..end), the live world equals the full fold restricted to what is
-live, a dropped task reads back the same, and a snapshot that is corrupt, of
-another format or that differs from the fold is reported, never trusted.
+live, and a dropped task reads back the same. A snapshot that is corrupt, of
+another format or that differs from the fold is reported, never trusted: that is
+in ``test_snapshots_untrusted.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import itertools
 import logging
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from conftest import examples, postgres_schema
+from conftest import examples
+from helpers.snapshots_stores import assert_same_as_full_fold, fresh, kinds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,19 +28,9 @@ from tasktrail.domain import (
     Scheduler,
     UnknownTask,
     World,
-    ledger_of,
     open_store,
 )
-from tasktrail.domain.history import (
-    FORMAT,
-    SnapshotTable,
-    encode_world,
-    open_body,
-    restore,
-    snapshot_body,
-    take_snapshot,
-)
-from tasktrail.domain.history.codec import WORLD_PARTS, world_from
+from tasktrail.domain.history import SnapshotTable, restore, take_snapshot
 from tasktrail.replay import replay, verify
 from tasktrail.replay.harness import Harness, crash
 from tasktrail.replay.strategies import Command, command_sequences
@@ -70,46 +58,6 @@ HISTORY = [
 """An opening with every kind of stream (tasks with Turns, runs, wakeups, passes) that
 leaves ended tasks behind (kind ``a`` completes, ``b`` fails) before the random
 commands, so that a snapshot has something to drop and something live to keep."""
-
-
-@contextlib.contextmanager
-def fresh(kind: str) -> Iterator[str]:
-    """A new, empty store location of ``kind`` (one per hypothesis example)."""
-    if kind == "sqlite":
-        with tempfile.TemporaryDirectory() as folder:
-            yield str(Path(folder) / "trail.db")
-    else:
-        with postgres_schema() as url:
-            yield url
-
-
-def compacted(world: World) -> dict[str, object]:
-    """A world's parts after compaction (on a copy)."""
-    copy = world.copy()
-    copy.compact()
-    return {part: getattr(copy, part) for part in WORLD_PARTS}
-
-
-def assert_same_as_full_fold(world: World, full: World) -> None:
-    """``world`` (live work, the rest read back) says of every stream what the full fold says."""
-    assert compacted(world) == compacted(full)
-    assert {t: world.tasks[t] for t in world.live} == {t: full.tasks[t] for t in full.live}
-    assert world.counts == full.counts and world.folded == full.folded
-    for name in ("pending_wakeups", "task_pass_retries", "open_cleanups"):
-        assert world.indexes.get(name, {}) == full.indexes.get(name, {}), name
-    ledger, whole = ledger_of(world), ledger_of(full)
-    assert ledger.live == whole.live and ledger.schedules == whole.schedules
-    assert {r: ledger.runs[r] for r in ledger.live} == {r: whole.runs[r] for r in whole.live}
-    for task_id, task in full.tasks.items():
-        assert world.get(task_id) == task, task_id
-    for stream_id, state in full.streams.items():
-        assert world.stream(stream_id) == state, stream_id
-        assert world.version_of(stream_id, False) == full.stream_versions[stream_id]
-
-
-kinds = pytest.mark.parametrize(
-    "kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
 
 
 @kinds
@@ -217,104 +165,6 @@ def test_a_writer_that_decides_in_batches_takes_its_snapshots_too(
             assert verify(store).ok
 
 
-@kinds
-def test_a_corrupt_snapshot_is_reported_and_ignored(
-    kind: str, clock: ManualClock, registry: Registry, caplog: pytest.LogCaptureFixture
-) -> None:
-    with fresh(kind) as location:
-        s = Scheduler.open(location, clock=clock, registry=registry)
-        for _ in range(5):
-            s.submit("job", phase="a")
-        first = s.snapshot()
-        s.submit("job", phase="a")
-        s.close()  # a second snapshot, at the head
-        with open_store(location) as store:
-            full = restore(store, snapshots=False).world
-            table = SnapshotTable(store)
-            head = table.positions()[-1]
-            _overwrite(table, head, b"{not json", kind)
-        with caplog.at_level(logging.WARNING, logger="tasktrail.snapshots"):
-            reopened = Scheduler.open(location, clock=clock, registry=registry)
-        try:
-            assert reopened.snapshot_problems == [
-                f"snapshot at position {head} is unreadable: "
-                + reopened.snapshot_problems[0].split("unreadable: ", 1)[1]
-            ]
-            assert f"snapshot at position {head}" in caplog.text
-            assert reopened.snapshot_at == first  # the older, good one
-            assert_same_as_full_fold(reopened.world, full)
-        finally:
-            crash(reopened)
-        with open_store(location, read_only=True) as store:
-            report = verify(store)
-        assert [v.check for v in report.violations] == ["snapshots"]
-        assert report.violations[0].positions == (head,)
-
-
-def _overwrite(table: SnapshotTable, position: int, body: bytes, kind: str) -> None:
-    mark = "%s" if kind == "postgresql" else "?"
-    with table._cursor(commit=True) as cursor:
-        cursor.execute(
-            f"UPDATE {table._table} SET body = {mark} WHERE position = {mark}", (body, position)
-        )
-
-
-@kinds
-def test_snapshots_of_another_format_or_unknown_classes_are_passed_over(
-    kind: str, clock: ManualClock, registry: Registry
-) -> None:
-    with fresh(kind) as location:
-        s = Scheduler.open(location, clock=clock, registry=registry)
-        s.submit("job", phase="a")
-        s.close()
-        with open_store(location) as store:
-            table = SnapshotTable(store)
-            (head,) = table.positions()
-            with table._cursor(commit=True) as cursor:
-                mark = "%s" if kind == "postgresql" else "?"
-                cursor.execute(
-                    f"UPDATE {table._table} SET format = 99 WHERE position = {mark}", (head,)
-                )
-            restored = restore(store)
-            assert restored.snapshot is None and "of format 99" in restored.problems[0]
-            world_bytes = encode_world(restored.world).replace(b"TaskState", b"Evil")
-            body = snapshot_body(store, restored.world, head, world_bytes)  # a good digest
-            _overwrite(table, head, body, kind)
-            with table._cursor(commit=True) as cursor:
-                cursor.execute(
-                    f"UPDATE {table._table} SET format = {mark} WHERE position = {mark}",
-                    (FORMAT, head),
-                )
-            restored = restore(store)
-            assert (
-                restored.snapshot is None
-                and "a class tasktrail does not have" in restored.problems[0]
-            )
-
-
-@kinds
-def test_verify_finds_a_snapshot_that_differs_from_the_fold(
-    kind: str, clock: ManualClock, registry: Registry
-) -> None:
-    with fresh(kind) as location:
-        s = Scheduler.open(location, clock=clock, registry=registry)
-        task_id = s.submit("job", phase="a")
-        position = s.snapshot()
-        s.close()
-        with open_store(location) as store:
-            data, _ = open_body(SnapshotTable(store).at(position).body)  # type: ignore[union-attr]
-            world = world_from(data)
-            from dataclasses import replace
-
-            world.tasks[task_id] = replace(world.tasks[task_id], restarts=7)
-            # Its digest recomputed: only verify's comparison with the fold can tell.
-            _overwrite(SnapshotTable(store), position, snapshot_body(store, world, position), kind)
-            report = verify(store)
-        assert [v.check for v in report.violations] == ["snapshots"]
-        assert report.violations[0].positions == (position,)
-        assert "tasks differ" in report.violations[0].message
-
-
 def test_replay_until_starts_from_the_nearest_snapshot(
     sqlite_url: str, clock: ManualClock, registry: Registry
 ) -> None:
@@ -369,33 +219,3 @@ def test_a_snapshot_that_cannot_be_made_never_fails_a_command_or_close(
     with open_store(sqlite_url, read_only=True) as store:
         assert SnapshotTable(store).positions() == []
         assert store.head() == 4
-
-
-@kinds
-def test_a_snapshot_written_while_verify_folds_is_not_past_the_logs_end(
-    kind: str, clock: ManualClock, registry: Registry
-) -> None:
-    """A snapshot at a position the verifying fold has not read, yet in the log as it
-    stands (a writer appended and snapshotted while verify read), is no violation; one
-    past the log's last position is."""
-    from tasktrail.replay import replay
-    from tasktrail.replay.snapshot_check import SnapshotWatch
-
-    with fresh(kind) as location:
-        s = Scheduler.open(location, clock=clock, registry=registry)
-        s.submit("job", phase="a")
-        read_up_to = s.store.head()
-        s.submit("job", phase="a")
-        later = s.snapshot()
-        s.close()
-        with open_store(location) as store:
-            # The rows a read that began before the second submit saw.
-            seen = [r for r in store.read() if r.position <= read_up_to]
-            watch = SnapshotWatch(store)
-            replay(iter(seen), snapshots=False, watch=watch, audit=False)
-            assert watch.problems == []
-            body = SnapshotTable(store).at(later).body  # type: ignore[union-attr]
-            SnapshotTable(store).write(later + 5, body)
-            watch = SnapshotWatch(store)
-            replay(iter(seen), snapshots=False, watch=watch, audit=False)
-            assert watch.problems == [(later + 5, "it is past the log's end")]

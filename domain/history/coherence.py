@@ -52,7 +52,7 @@ INDEX_TYPES: dict[str, Any] = {
     "flow_running": dict[str, str],
     "flow_counts": dict[str, int],
 }
-"""The declared type of each index a fold registers (``tests/test_snapshot_trust.py``
+"""The declared type of each index a fold registers (``tests/test_snapshot_trust_resealed.py``
 holds this table to the indexes a fold of the reference log makes)."""
 
 _PARTS: dict[str, Check] = {name: checker(kind) for name, kind in PART_TYPES.items()}

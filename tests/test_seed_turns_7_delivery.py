@@ -1,8 +1,7 @@
 """yui's Turns, seventh round (seed 001, yui 0.13.9 -> 0.14.0; seed 000 for the delivery
-retry constants): what each delivery outcome records and when the Turn is offered
-again, delivery retry exhaustion and what follows it, the Leader wake windows'
-arithmetic, and one active Turn per role. Each test names the seed function it follows
-and fails when the behaviour breaks. docs/seed-fidelity.md, "Round seven (Turns:
+retry constants): what each delivery outcome records and when the Turn is offered again,
+and delivery retry exhaustion and what follows it. Each test names the seed function it
+follows and fails when the behaviour breaks. docs/seed-fidelity.md, "Round seven (Turns:
 delivery outcomes, retries, force windows)", says what changed."""
 
 from __future__ import annotations
@@ -11,11 +10,10 @@ from typing import Any
 
 import pytest
 from helpers.probes import Answers, busy_leader, of_type
+from helpers.seed_turns_7 import AGGREGATION
 
 from tasktrail.domain import ManualClock, Scheduler
 from tasktrail.domain.turns.events import (
-    TurnCompleted,
-    TurnCompletionRefused,
     TurnDelivered,
     TurnDeliveryFailed,
     TurnDeliveryHeld,
@@ -23,17 +21,13 @@ from tasktrail.domain.turns.events import (
     TurnFailed,
     TurnStarted,
     WakeupDispatched,
-    WakeupFoundBusy,
     WakeupRequested,
 )
 from tasktrail.domain.turns.pass_events import PassTaskFailed, TaskPassRetryScheduled
-from tasktrail.domain.turns.refusals import StaleCompletion, TurnRuleViolation
+from tasktrail.domain.turns.refusals import StaleCompletion
 from tasktrail.domain.turns.runtime import Runtime
-from tasktrail.domain.turns.settings import TurnSettings
 from tasktrail.domain.turns.state import LEADER
 
-AGGREGATION = TurnSettings().aggregation_window_ms  # yui's LEADER_WAKE_AGGREGATION_MS
-FORCE = TurnSettings().force_window_ms  # yui's LEADER_WAKE_FORCE_MS
 DELIVERY_EVENTS = (TurnDelivered, TurnDeliveryRetryScheduled, TurnDeliveryHeld, TurnDeliveryFailed)
 
 
@@ -83,16 +77,6 @@ class RaisesOnce(Runtime):
         if len(self.tried) == 1:
             raise ConnectionError("the runtime's socket went away")
         return "delivered"
-
-
-class Steering(Runtime):
-    """Notes each forced wakeup's hand-off: (busy Turn, reasons)."""
-
-    def __init__(self) -> None:
-        self.steered: list[tuple[str, tuple[str, ...]]] = []
-
-    def steer(self, task_id: str, turn_id: str, reasons: tuple[str, ...]) -> None:
-        self.steered.append((turn_id, reasons))
 
 
 # ─── delivery outcomes ──────────────────────────────────────────────────────────
@@ -311,190 +295,3 @@ def test_yui_leader_exhaustion_does_not_cut_its_wakeups_aggregation_window(
     assert scheduler.controller_pass(runtime=runtime).wakeups == {task: "dispatched"}
     leader = scheduler.active_turn(task, LEADER)
     assert leader is not None and leader.turn_id == "leader.2"
-
-
-# ─── Leader wake windows ────────────────────────────────────────────────────────
-
-
-def test_yui_idle_leader_wakeup_is_due_exactly_at_its_aggregation_end(
-    scheduler: Scheduler, clock: ManualClock
-) -> None:
-    """001 ``#scheduleNextLeaderWakeDeadline``: the deadline is ``firstRequestedAt +
-    LEADER_WAKE_AGGREGATION_MS`` while it is ahead (``aggregationAt > now``); a request
-    that joins a millisecond before does not move it, and at the end one Turn starts
-    with every reason."""
-    task = scheduler.submit("job", id="t1")
-    first_at = clock.now
-    scheduler.request_wakeup(task, "a")
-    clock.set(first_at + AGGREGATION - 1)
-    assert scheduler.request_wakeup(task, "b") == "aggregated"
-    assert scheduler.next_turn_deadline() == first_at + AGGREGATION
-    before = scheduler.pending_wakeup(task)
-    assert scheduler.controller_pass().wakeups == {task: "aggregating"}
-    assert scheduler.pending_wakeup(task) == before
-    assert of_type(scheduler, WakeupDispatched) == [] and of_type(scheduler, TurnStarted) == []
-    clock.set(first_at + AGGREGATION)
-    assert scheduler.controller_pass().wakeups == {task: "dispatched"}
-    (started,) = of_type(scheduler, TurnStarted)
-    assert (started.turn_id, started.reasons) == ("leader.1", ("a", "b"))
-
-
-def test_yui_wakeup_past_its_force_end_with_an_idle_leader_starts_a_turn(
-    scheduler: Scheduler, clock: ManualClock
-) -> None:
-    """001 ``#scheduleNextLeaderWakeDeadline`` arms the force end only while
-    ``getActiveTurn(task, "leader") !== null``: the force window bounds a busy Leader.
-    A wakeup first handled past its force end, with the Leader idle, starts a Turn;
-    nothing is steered."""
-
-    task = scheduler.submit("job", id="t1")
-    scheduler.request_wakeup(task, "a")
-    clock.advance(FORCE + 1)
-    runtime = Steering()
-    assert scheduler.controller_pass(runtime=runtime).wakeups == {task: "dispatched"}
-    assert runtime.steered == []
-    (dispatched,) = of_type(scheduler, WakeupDispatched)
-    assert (dispatched.mode, dispatched.turn_id) == ("started", "leader.1")
-
-
-def test_yui_force_end_counts_from_the_first_request_not_from_when_the_leader_got_busy(
-    scheduler: Scheduler, clock: ManualClock
-) -> None:
-    """001 ``#scheduleNextLeaderWakeDeadline``: ``forceAt = firstRequestedAt +
-    LEADER_WAKE_FORCE_MS``. A Leader that became busy during the aggregation window
-    gets the reasons steered at that time, not a force window after it got busy."""
-
-    task = scheduler.submit("job", id="t1")
-    first_at = clock.now
-    scheduler.request_wakeup(task, "a")
-    clock.advance(AGGREGATION / 2)
-    busy = busy_leader(scheduler, task)
-    clock.set(first_at + AGGREGATION)
-    runtime = Steering()
-    assert scheduler.controller_pass(runtime=runtime).wakeups == {task: "busy"}
-    clock.set(first_at + FORCE - 1)
-    assert scheduler.controller_pass(runtime=runtime).wakeups == {task: "busy"}
-    assert scheduler.next_turn_deadline() == first_at + FORCE
-    clock.set(first_at + FORCE)
-    assert scheduler.controller_pass(runtime=runtime).wakeups == {task: "steered"}
-    assert runtime.steered == [(busy, ("a",))]
-
-
-def test_yui_request_joining_a_found_busy_wakeup_keeps_its_resignal(
-    scheduler: Scheduler, clock: ManualClock
-) -> None:
-    """001 ``#scheduleDeliveryRetries``: a busy wake is on the delivery retry timer of
-    the Leader's key, with the busy Turn as its identity; a request that joins the
-    wakeup does not touch that timer: the re-signal keeps its attempt and its time."""
-    task = scheduler.submit("job", id="t1")
-    busy = busy_leader(scheduler, task)
-    first_at = clock.now
-    scheduler.request_wakeup(task, "a")
-    clock.set(first_at + AGGREGATION)
-    scheduler.controller_pass()
-    clock.advance(100)
-    assert scheduler.request_wakeup(task, "b") == "aggregated"
-    wakeup = scheduler.pending_wakeup(task)
-    assert wakeup is not None
-    assert (wakeup.busy_attempts, wakeup.resignal_at) == (1, first_at + AGGREGATION + 250)
-    assert scheduler.next_turn_deadline() == first_at + AGGREGATION + 250
-    clock.set(first_at + AGGREGATION + 250)
-    assert scheduler.controller_pass().wakeups == {task: "busy"}
-    found = of_type(scheduler, WakeupFoundBusy)
-    assert [(f.turn_id, f.attempt) for f in found] == [(busy, 0), (busy, 1)]
-
-
-def test_yui_busy_leader_that_ends_makes_its_wakeup_due_at_once(
-    scheduler: Scheduler, clock: ManualClock
-) -> None:
-    """001 ``#scheduleDeliveryRetries``: the end of the busy Turn settles the Leader's
-    key and the wakeup is processed by the pass that sees it, not at the next
-    re-signal (here 2 s away)."""
-    scheduler.configure_turns(delivery_retry_limit=10)
-    task = scheduler.submit("job", id="t1")
-    busy = busy_leader(scheduler, task)
-    first_at = clock.now
-    scheduler.request_wakeup(task, "a")
-    clock.set(first_at + AGGREGATION)
-    for _ in range(4):
-        scheduler.controller_pass()
-        due = scheduler.next_turn_deadline()
-        assert due is not None
-        clock.set(due)
-    scheduler.controller_pass()
-    wakeup = scheduler.pending_wakeup(task)
-    assert wakeup is not None and wakeup.resignal_at == clock.now + 2000
-    clock.advance(10)
-    scheduler.complete_turn(task, LEADER, busy)
-    assert scheduler.next_turn_deadline() == first_at + AGGREGATION  # in the past: due now
-    assert scheduler.controller_pass().wakeups == {task: "dispatched"}
-
-
-# ─── one active Turn per role ───────────────────────────────────────────────────
-
-
-@pytest.mark.parametrize("outcome", ["not-ready", "writer-attached", "delivery-uncertain"])
-def test_yui_undelivered_turn_keeps_its_role_busy(
-    scheduler: Scheduler, clock: ManualClock, outcome: str
-) -> None:
-    """001 ``getActiveTurn(taskId, role) !== null`` is what makes a role busy (a second
-    start refused, ``stopTaskRoleSessions`` refused with "Role has an active Turn", a
-    wake found ``busy``), delivered or not: a Turn waiting for a retry or held counts."""
-    task = scheduler.submit("job", id="t1")
-    turn = scheduler.start_turn(task, LEADER)
-    scheduler.controller_pass(runtime=Answers(outcome))
-    head = scheduler.store.head()
-    with pytest.raises(TurnRuleViolation) as second:
-        scheduler.start_turn(task, LEADER)
-    assert second.value.rule == "turns.one_active" and turn in str(second.value)
-    with pytest.raises(TurnRuleViolation) as stop:
-        scheduler.stop_roles(task, [LEADER])
-    assert stop.value.rule == "cleanup.role_active"
-    assert scheduler.store.head() == head
-    scheduler.request_wakeup(task, "a")
-    clock.advance(AGGREGATION)
-    assert scheduler.controller_pass(runtime=Runtime()).wakeups == {task: "busy"}
-    (found,) = of_type(scheduler, WakeupFoundBusy)
-    assert found.turn_id == turn
-
-
-def test_yui_completion_naming_any_turn_but_the_active_one_is_stale(
-    scheduler: Scheduler,
-) -> None:
-    """SPEC section 2 / 001 (completions name their Turn): a completion of a Turn that
-    is not the role's active one, whether a later number, another role's Turn or a
-    role with no Turn, is recorded as refused with the active Turn it met, and the
-    active Turn is left as it was."""
-    task = scheduler.submit("job", id="t1")
-    active = scheduler.start_turn(task, "worker")
-    for role, named in (("worker", "worker.2"), ("worker", "leader.1"), (LEADER, active)):
-        with pytest.raises(StaleCompletion):
-            scheduler.complete_turn(task, role, named)
-    refused = of_type(scheduler, TurnCompletionRefused)
-    assert [(r.role, r.turn_id, r.active_turn_id, r.cause) for r in refused] == [
-        ("worker", "worker.2", active, "turns.stale_completion"),
-        ("worker", "leader.1", active, "turns.stale_completion"),
-        (LEADER, active, None, "turns.stale_completion"),
-    ]
-    turn = scheduler.active_turn(task, "worker")
-    assert turn is not None and (turn.turn_id, turn.status) == (active, "started")
-    assert of_type(scheduler, TurnCompleted) == []
-
-
-def test_yui_stale_completion_folds_the_active_turns_due_completion_first(
-    scheduler: Scheduler, clock: ManualClock
-) -> None:
-    """001: due native Turn completions are folded before anything else looks at the
-    Turn. A stale completion that meets an active Turn whose completion is due folds
-    it first, then is refused naming no active Turn."""
-    task = scheduler.submit("job", id="t1")
-    active = scheduler.start_turn(task, "worker")
-    scheduler.complete_turn(task, "worker", active, due_at=clock.now + 10)
-    clock.advance(10)
-    with pytest.raises(StaleCompletion) as stale:
-        scheduler.complete_turn(task, "worker", "worker.7")
-    assert stale.value.active_turn_id is None
-    (completed,) = of_type(scheduler, TurnCompleted)
-    (refused,) = of_type(scheduler, TurnCompletionRefused)
-    assert (completed.turn_id, completed.cause) == (active, "turns.completion_due")
-    assert (refused.turn_id, refused.active_turn_id) == ("worker.7", None)
