@@ -44,6 +44,26 @@ def cancelling_ancestor(draft: Draft, task_id: str) -> TaskState | None:
     return None
 
 
+def live_children_peeked(draft: Draft, owner_id: str) -> list[TaskState]:
+    """The live tasks ``owner_id`` owns directly, in id order, peeked (no read guard):
+    the rules below read a tree without guarding every task of it, or any live
+    worker's move on one of them would refuse the decision (docs/fleet.md)."""
+    owned = set(draft.world.live_children.get(owner_id, ()))
+    owned.update(draft.new_children.get(owner_id, ()))
+    return [child for task_id in sorted(owned) if (child := draft.peek(task_id)) and child.live]
+
+
+def owns_live_task(draft: Draft, owner_id: str) -> bool:
+    """Whether ``owner_id`` owns a live task, read under one guard: on the first live
+    one. Rule 5 needs no more: a decision that saw owned work live is recorded only
+    while that task has not moved, so it is still live, and the last owned task to
+    end reads none live (an ended task never changes) and releases its holder."""
+    live = live_children_peeked(draft, owner_id)
+    if live:
+        draft.get(live[0].id)
+    return bool(live)
+
+
 def cascade(draft: Draft, ctx: Context, owner_id: str, visited: set[str] | None = None) -> None:
     """Give the live descendants of a cancelling owner an abort mark, parents first.
 
@@ -52,13 +72,16 @@ def cascade(draft: Draft, ctx: Context, owner_id: str, visited: set[str] | None 
     subtree once, not once per ancestor. A visited task is still marked here when it
     is not: an earlier cascade may have started at it (cancelling by a restart mark or
     a held failure, which is no request mark) and marked only what is below it.
+
+    The tree is peeked: a task it marks is read under a guard as it is written, and
+    one it passes over is marked already or ended, which never changes back.
     """
     if visited is not None:
         visited.add(owner_id)
-    stack = list(reversed(draft.live_children(owner_id)))
+    stack = [child.id for child in reversed(live_children_peeked(draft, owner_id))]
     while stack:
         child_id = stack.pop()
-        current = draft.get(child_id)
+        current = draft.peek(child_id)
         if current is None:
             continue
         # 6. A live owner with an abort mark, or holding an outcome other than
@@ -70,7 +93,7 @@ def cascade(draft: Draft, ctx: Context, owner_id: str, visited: set[str] | None 
             if child_id in visited:
                 continue  # its subtree was walked already
             visited.add(child_id)
-        stack.extend(reversed(draft.live_children(child_id)))
+        stack.extend(child.id for child in reversed(live_children_peeked(draft, child_id)))
 
 
 def end(draft: Draft, ctx: Context, task: TaskState, outcome: Outcome, rule: int | None) -> None:
@@ -83,7 +106,7 @@ def end(draft: Draft, ctx: Context, task: TaskState, outcome: Outcome, rule: int
         "result": outcome.result,
     }
     # 5. Finishing with live owned tasks holds the outcome (completing).
-    if draft.live_children(task.id):
+    if owns_live_task(draft, task.id):
         draft.emit(
             OutcomeHeld(task_id=task.id, at=ctx.now, rule=5 if rule is None else rule, **fields)
         )
@@ -99,7 +122,7 @@ def release_owner(draft: Draft, ctx: Context, owner_id: str | None) -> None:
     # 5. The last owned task ending turns the holder terminal (and so on upwards).
     while owner_id is not None:
         owner = draft.get(owner_id)
-        if owner is None or owner.status != "completing" or draft.live_children(owner_id):
+        if owner is None or owner.status != "completing" or owns_live_task(draft, owner_id):
             return
         assert owner.outcome is not None
         draft.emit(
@@ -198,7 +221,7 @@ def abort(
     if (
         registry is not None
         and marked.status in ("pending", "waiting", "sleeping")
-        and not draft.live_children(task_id)
+        and not live_children_peeked(draft, task_id)  # none live: ended, never live again
     ):
         fit = definition_fit(marked, registry.get(marked.kind), failed_migrations)
         # 13. An abort-marked task that no definition can take ends orphaned once

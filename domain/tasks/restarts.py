@@ -17,11 +17,10 @@ from collections.abc import Callable, Iterable
 from ..world import Draft
 from .context import Context
 from .definitions import parked
-from .ending import cascade, release_owner
+from .ending import cascade, live_children_peeked, release_owner
 from .events import AbortMarked, RestartsCleared, TaskRecovered, TaskStopped
 from .guards import not_closing
 from .restart_limit import limit_deciding
-from .state import TaskState
 from .validation import act_fields, require_task
 
 
@@ -71,7 +70,8 @@ def recover(
     visited: set[str] = set()
     for task_id in sorted(world.live):
         task = draft.peek(task_id)
-        # Walked only when a mark is missing below: the walk guards every task it reads.
+        # Walked only when a mark is missing below: a walk rests on the owner, read
+        # under a guard, and a live worker may be moving a cancelling owner.
         if (
             task is not None
             and task.cancelling()
@@ -82,23 +82,20 @@ def recover(
             cascade(draft, ctx, task_id, visited)
     for task_id in sorted(world.live):
         task = draft.peek(task_id)
-        if task is not None and task.status == "completing" and not _live_children(draft, task_id):
-            draft.get(task_id)  # its children ended: terminal, they need no guard
-            release_owner(draft, ctx, task_id)
+        if (
+            task is not None
+            and task.status == "completing"
+            and not live_children_peeked(draft, task_id)
+        ):
+            release_owner(draft, ctx, task_id)  # reads the owner under a guard
     return parked_ids
-
-
-def _live_children(draft: Draft, owner_id: str) -> list[TaskState]:
-    """The live tasks ``owner_id`` owns directly, peeked (unguarded)."""
-    ids = (*draft.world.live_children.get(owner_id, ()), *draft.new_children.get(owner_id, ()))
-    return [child for child_id in ids if (child := draft.peek(child_id)) and child.live]
 
 
 def _unmarked_below(draft: Draft, owner_id: str) -> bool:
     """Whether a live task below ``owner_id`` lacks its abort mark, peeked (unguarded)."""
     stack = [owner_id]
     while stack:
-        for child in _live_children(draft, stack.pop()):
+        for child in live_children_peeked(draft, stack.pop()):
             if not child.request_marked:
                 return True
             stack.append(child.id)
