@@ -18,10 +18,14 @@ from .state import TaskState
 def wait_satisfied(draft: Draft, task: TaskState) -> bool:
     """Rule 7: whether a waiting task may wake: ``all`` once every awaited task has
     ended; ``failFast`` as soon as one holds or ended with an outcome other than
-    ``completed``."""
+    ``completed``.
+
+    Peeked, under no guard: a wake rests only on tasks that ended or hold an outcome,
+    which never change back, and a wait not over refuses the decision (no append); a
+    guard on a live awaited task passed over would let its worker's moves refuse it."""
     ended = 0
     for awaited_id in task.on:
-        awaited = draft.get(awaited_id)
+        awaited = draft.peek(awaited_id)
         if awaited is None:
             continue
         if awaited.status == "terminal":

@@ -1,12 +1,14 @@
-"""Rules 5 and 6 on a tree that other workers run: a decision guards one live owned
-task, not every task of the tree (docs/fleet.md, "Judged as of one read").
+"""Rules 5, 6 and 7 beside tasks other workers run: a decision guards what it rests
+on, not every task it reads (docs/fleet.md, "Judged as of one read").
 
 A read guard refuses a decision when another writer appended to a task it read. The
 end of an owned task (rule 5: is its holder released?), the hold of an owner's outcome
 (rule 5) and a cascade (rule 6) read a whole tree; guarding every task of it, each end
 of a child was refused whenever another worker moved any live sibling. Rule 5 needs
 only one live task to stay live for its decision to hold; a cascade needs guards only
-on what it marks (a mark, and an end, never go back)."""
+on what it marks (a mark, and an end, never go back). A failFast waiter's wake (rule 7)
+rests on the task that failed, whose outcome never changes: the live tasks it awaits
+beside it need no guard."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 
 from tasktrail.domain import Scheduler
 from tasktrail.domain.tasks.ending import cascade, owns_live_task
-from tasktrail.domain.tasks.events import TaskEnded
+from tasktrail.domain.tasks.events import TaskEnded, TaskReserved
 from tasktrail.domain.world import Draft
 
 
@@ -78,3 +80,31 @@ def test_rule_06_a_cascade_guards_only_the_tasks_it_marks(fleet: Any) -> None:
     cascade(draft, a._context(), parent)
     assert draft.events == []  # every one was marked already
     assert draft.guards() == {}  # and none of them is read under a guard
+
+
+def test_rule_07_a_failfast_wake_is_taken_while_another_worker_moves_a_live_awaited_task(
+    fleet: Any,
+) -> None:
+    a, b = fleet("a"), fleet("b")
+    waiter = a.submit("job")
+    running, failing = (a.submit("job", owner=waiter) for _ in range(2))
+    a.reserve(waiter)
+    a.wait(waiter, on=[running, failing], policy="failFast")
+    a.reserve(failing)
+    a.finish(failing, "failed")
+    b.refresh()
+    b.reserve(running)  # still live, on another worker
+    append = a.store.append
+    tries: list[int] = []
+
+    def raced_append(events: Any, versions: Any, **kwargs: Any) -> list[int]:
+        if any(isinstance(e, TaskReserved) and e.task_id == waiter for e in events):
+            if not tries:
+                b.memo(running, "step", 1)  # b moves the live awaited task meanwhile
+            tries.append(1)
+        return append(events, versions, **kwargs)
+
+    a.store.append = raced_append  # type: ignore[method-assign]
+    a.reserve(waiter)  # woken by the failure (rule 7, failFast)
+    assert len(tries) == 1
+    assert (a.task(waiter).status, a.task(running).status) == ("running", "running")
