@@ -347,17 +347,19 @@ class Draft:
             self.new_children.setdefault(event.owner_id, []).append(state.id)
         return state
 
+    def peek_live_children(self, task_id: str) -> list[TaskState]:
+        """The live tasks ``task_id`` owns directly, in id order, peeked (no guard)."""
+        owned = set(self.world.live_children.get(task_id, ()))
+        owned.update(self.new_children.get(task_id, ()))
+        peeked = (self.peek(child_id) for child_id in sorted(owned))
+        return [child for child in peeked if child is not None and child.live]
+
     def live_children(self, task_id: str) -> list[str]:
-        """The live tasks ``task_id`` owns directly, in a stable order."""
-        ids = set(self.world.live_children.get(task_id, ())) | set(
-            self.new_children.get(task_id, ())
-        )
-        out = []
-        for child_id in sorted(ids):
-            child = self.get(child_id)
-            if child is not None and child.live:
-                out.append(child_id)
-        return out
+        """The live tasks ``task_id`` owns directly, in id order, each read under a guard."""
+        live = [child.id for child in self.peek_live_children(task_id)]
+        for child_id in live:
+            self.get(child_id)
+        return live
 
     def live_descendants(self, task_id: str) -> Iterator[TaskState]:
         """Every live task below ``task_id`` in the ownership tree, parents first."""
@@ -379,13 +381,11 @@ class Draft:
         nearest owner included, and that write is what the guard catches.
         """
         seen = {task_id}
-        state = self.get(task_id)
-        guarded = False
+        state, read = self.get(task_id), self.get  # the nearest owner guarded, then peeked
         while state is not None and state.owner_id is not None and state.owner_id not in seen:
             owner_id = state.owner_id
             seen.add(owner_id)
-            state = self.peek(owner_id) if guarded else self.get(owner_id)
-            guarded = True
+            state, read = read(owner_id), self.peek
             if state is not None:
                 yield state
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers.checks import stale
+from helpers.checks import race_first_append, stale
 
 from tasktrail.domain import (
     ConflictError,
@@ -172,17 +172,9 @@ def test_rule_09_recovery_is_not_refused_for_the_live_tasks_it_passes_over(
     clock.advance(2_000)  # the dead worker's lease ran out; the live one's runs
     before = live.task(kept)
     store = open_store(store_url)
-    append = store.append
-    tries: list[int] = []
-
-    def raced_append(events: Any, versions: Any, **kwargs: Any) -> list[int]:
-        if any(isinstance(e, TaskRecovered) for e in events):
-            if not tries:
-                move()  # the live worker moves its task first
-            tries.append(1)
-        return append(events, versions, **kwargs)
-
-    store.append = raced_append  # type: ignore[method-assign]
+    tries = race_first_append(  # the live worker moves its task as recovery appends
+        store, lambda events: any(isinstance(e, TaskRecovered) for e in events), move
+    )
     with Scheduler.open(store, clock=clock, registry=registry, worker="peer") as peer:
         assert len(tries) == 1  # recovered at the first try
         assert (peer.task(lost).status, peer.task(lost).restarts) == ("pending", 1)

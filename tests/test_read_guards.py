@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from helpers.checks import race_first_append
+
 from tasktrail.domain import Scheduler
 from tasktrail.domain.tasks.ending import cascade, owns_live_task
 from tasktrail.domain.tasks.events import TaskEnded, TaskReserved
@@ -34,17 +36,11 @@ def test_rule_05_an_owned_task_ends_beside_a_sibling_another_worker_moves(fleet:
     a.reserve(third)
     b.refresh()
     b.reserve(second)  # a sibling that another worker runs
-    append = a.store.append
-    tries: list[int] = []
-
-    def raced_append(events: Any, versions: Any, **kwargs: Any) -> list[int]:
-        if any(isinstance(e, TaskEnded) and e.task_id == third for e in events):
-            if not tries:
-                b.memo(second, "step", 1)  # b moves its task as a's end appends
-            tries.append(1)
-        return append(events, versions, **kwargs)
-
-    a.store.append = raced_append  # type: ignore[method-assign]
+    tries = race_first_append(  # b moves its task as a's end appends
+        a.store,
+        lambda events: any(isinstance(e, TaskEnded) and e.task_id == third for e in events),
+        lambda: b.memo(second, "step", 1),
+    )
     a.finish(third)
     # The end guarded the first live sibling only (``first``, pending): b's move on
     # ``second`` did not refuse it.
@@ -94,17 +90,11 @@ def test_rule_07_a_failfast_wake_is_taken_while_another_worker_moves_a_live_awai
     a.finish(failing, "failed")
     b.refresh()
     b.reserve(running)  # still live, on another worker
-    append = a.store.append
-    tries: list[int] = []
-
-    def raced_append(events: Any, versions: Any, **kwargs: Any) -> list[int]:
-        if any(isinstance(e, TaskReserved) and e.task_id == waiter for e in events):
-            if not tries:
-                b.memo(running, "step", 1)  # b moves the live awaited task meanwhile
-            tries.append(1)
-        return append(events, versions, **kwargs)
-
-    a.store.append = raced_append  # type: ignore[method-assign]
+    tries = race_first_append(  # b moves the live awaited task as a's reservation appends
+        a.store,
+        lambda events: any(isinstance(e, TaskReserved) and e.task_id == waiter for e in events),
+        lambda: b.memo(running, "step", 1),
+    )
     a.reserve(waiter)  # woken by the failure (rule 7, failFast)
     assert len(tries) == 1
     assert (a.task(waiter).status, a.task(running).status) == ("running", "running")

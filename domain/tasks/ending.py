@@ -44,21 +44,14 @@ def cancelling_ancestor(draft: Draft, task_id: str) -> TaskState | None:
     return None
 
 
-def live_children_peeked(draft: Draft, owner_id: str) -> list[TaskState]:
-    """The live tasks ``owner_id`` owns directly, in id order, peeked (no read guard):
-    the rules below read a tree without guarding every task of it, or any live
-    worker's move on one of them would refuse the decision (docs/fleet.md)."""
-    owned = set(draft.world.live_children.get(owner_id, ()))
-    owned.update(draft.new_children.get(owner_id, ()))
-    return [child for task_id in sorted(owned) if (child := draft.peek(task_id)) and child.live]
-
-
 def owns_live_task(draft: Draft, owner_id: str) -> bool:
     """Whether ``owner_id`` owns a live task, read under one guard: on the first live
-    one. Rule 5 needs no more: a decision that saw owned work live is recorded only
-    while that task has not moved, so it is still live, and the last owned task to
-    end reads none live (an ended task never changes) and releases its holder."""
-    live = live_children_peeked(draft, owner_id)
+    one, the rest peeked (guarding a tree, any live worker's move on one of its tasks
+    would refuse the decision: docs/fleet.md). Rule 5 needs no more: a decision that
+    saw owned work live is recorded only while that task has not moved, so it is still
+    live, and the last owned task to end reads none live (an ended task never changes)
+    and releases its holder."""
+    live = draft.peek_live_children(owner_id)
     if live:
         draft.get(live[0].id)
     return bool(live)
@@ -78,7 +71,7 @@ def cascade(draft: Draft, ctx: Context, owner_id: str, visited: set[str] | None 
     """
     if visited is not None:
         visited.add(owner_id)
-    stack = [child.id for child in reversed(live_children_peeked(draft, owner_id))]
+    stack = [child.id for child in reversed(draft.peek_live_children(owner_id))]
     while stack:
         child_id = stack.pop()
         current = draft.peek(child_id)
@@ -93,7 +86,7 @@ def cascade(draft: Draft, ctx: Context, owner_id: str, visited: set[str] | None 
             if child_id in visited:
                 continue  # its subtree was walked already
             visited.add(child_id)
-        stack.extend(child.id for child in reversed(live_children_peeked(draft, child_id)))
+        stack.extend(child.id for child in reversed(draft.peek_live_children(child_id)))
 
 
 def end(draft: Draft, ctx: Context, task: TaskState, outcome: Outcome, rule: int | None) -> None:
@@ -221,7 +214,7 @@ def abort(
     if (
         registry is not None
         and marked.status in ("pending", "waiting", "sleeping")
-        and not live_children_peeked(draft, task_id)  # none live: ended, never live again
+        and not draft.peek_live_children(task_id)  # none live: ended, never live again
     ):
         fit = definition_fit(marked, registry.get(marked.kind), failed_migrations)
         # 13. An abort-marked task that no definition can take ends orphaned once

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from ..world import Draft
 from .context import Context
 from .definitions import parked
-from .ending import cascade, live_children_peeked, release_owner
+from .ending import cascade, release_owner
 from .events import AbortMarked, RestartsCleared, TaskRecovered, TaskStopped
 from .guards import not_closing
 from .restart_limit import limit_deciding
@@ -85,7 +85,7 @@ def recover(
         if (
             task is not None
             and task.status == "completing"
-            and not live_children_peeked(draft, task_id)
+            and not draft.peek_live_children(task_id)
         ):
             release_owner(draft, ctx, task_id)  # reads the owner under a guard
     return parked_ids
@@ -95,7 +95,7 @@ def _unmarked_below(draft: Draft, owner_id: str) -> bool:
     """Whether a live task below ``owner_id`` lacks its abort mark, peeked (unguarded)."""
     stack = [owner_id]
     while stack:
-        for child in live_children_peeked(draft, stack.pop()):
+        for child in draft.peek_live_children(stack.pop()):
             if not child.request_marked:
                 return True
             stack.append(child.id)

@@ -10,7 +10,7 @@ import contextlib
 import hashlib
 import math
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -208,3 +208,23 @@ def folded_rows(projector: Any, table: str) -> list[dict[str, Any]]:
                 cursor = projector.db.execute(f"SELECT {columns} FROM [{table}]")
                 return [dict(zip(spec.columns, row, strict=True)) for row in cursor]
     raise KeyError(table)
+
+
+def race_first_append(
+    store: Store, picks: Callable[[Sequence[Any]], bool], move: Callable[[], None]
+) -> list[int]:
+    """Hook ``store.append``: another writer's ``move`` runs just before the first append
+    whose events ``picks``, as in a fleet's race; returns a list that grows by one at
+    each picked append (the decision's tries)."""
+    append = store.append
+    tries: list[int] = []
+
+    def raced(events: Sequence[Any], versions: Any, **kwargs: Any) -> list[int]:
+        if picks(events):
+            if not tries:
+                move()
+            tries.append(1)
+        return append(events, versions, **kwargs)
+
+    store.append = raced  # type: ignore[method-assign]
+    return tries
